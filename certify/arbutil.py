@@ -1,0 +1,61 @@
+"""Small helpers around python-flint's arb balls: precision scoping and exact endpoints."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from fractions import Fraction
+
+import flint
+import numpy as np
+from flint import arb, arb_mat, arf
+
+
+@contextmanager
+def precision(bits: int) -> Iterator[None]:
+    """Runs the block with flint's working precision set to ``bits``, then restores it."""
+    old = flint.ctx.prec
+    flint.ctx.prec = bits
+    try:
+        yield
+    finally:
+        flint.ctx.prec = old
+
+
+def arf_to_fraction(x: arf) -> Fraction:
+    """Returns the exact value of a finite arf (an arb midpoint or radius)."""
+    man, exp = x.man_exp()
+    man, exp = int(man), int(exp)
+    return Fraction(man * 2**exp) if exp >= 0 else Fraction(man, 2**-exp)
+
+
+def endpoints(x: arb) -> tuple[Fraction, Fraction]:
+    """Returns exact (lo, hi) with the ball ``x`` contained in [lo, hi].
+
+    Raises ValueError for a non-finite ball (the caller treats that as undecided).
+    """
+    if not x.is_finite():
+        raise ValueError("non-finite ball")
+    mid = arf_to_fraction(x.mid().mid())
+    rad = arf_to_fraction(x.rad().mid())
+    return mid - rad, mid + rad
+
+
+def from_fraction(q: Fraction) -> arb:
+    """Returns a ball containing the rational ``q`` (exact when q is dyadic and fits)."""
+    return arb(flint.fmpq(q.numerator, q.denominator))
+
+
+def matrix(X: np.ndarray) -> arb_mat:
+    """Returns the float64 matrix ``X`` as an exact arb_mat (zero radii)."""
+    rows, cols = X.shape
+    if rows == 0 or cols == 0:
+        return arb_mat(rows, cols)
+    return arb_mat(X.tolist())
+
+
+def row_abs_sums(M: arb_mat) -> list[arb]:
+    """Returns balls containing sum_j |M_ij| for every row i."""
+    rows, cols = M.nrows(), M.ncols()
+    e = M.entries()
+    return [sum((abs(v) for v in e[i * cols:(i + 1) * cols]), arb(0)) for i in range(rows)]

@@ -1,0 +1,26 @@
+"""The one exception type for bad input; it names where the input came from."""
+
+from __future__ import annotations
+
+
+class InputError(ValueError):
+    """Raised for input that cannot be checked: bad shapes, NaN/Inf, bad tolerances, ...
+
+    ``source`` names the file (or ``None`` for in-memory arrays) and ``field`` the
+    record field or argument.  ``str(err)`` reads ``"<source>: <field>: <reason>"``.
+    No verdict is ever derived from input that raised this error.
+    """
+
+    def __init__(self, reason: str, *, field: str | None = None, source: str | None = None):
+        self.reason = reason
+        self.field = field
+        self.source = source
+        parts = [p for p in (source, field) if p]
+        super().__init__(": ".join([*parts, reason]))
+
+    def at(self, *, source: str | None = None, field_prefix: str | None = None) -> InputError:
+        """Returns a copy of this error located in ``source`` with ``field_prefix.field``."""
+        field = self.field
+        if field_prefix:
+            field = f"{field_prefix}.{field}" if field else field_prefix
+        return InputError(self.reason, field=field, source=source or self.source)

@@ -1,0 +1,106 @@
+"""Exact rationals for tolerances and the exact value of stored floats.
+
+A tolerance is never rounded: "0.1" means 1/10, and the Python float 0.1 means the binary
+number 3602879701896397 / 2**55 that it is.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import re
+from decimal import Decimal, InvalidOperation
+from fractions import Fraction
+
+import numpy as np
+
+from .errors import InputError
+
+_RATIO = re.compile(r"^\s*([+-]?\d+)\s*/\s*(\d+)\s*$")
+
+
+def to_rational(x: object, *, field: str = "value") -> Fraction:
+    """Returns the exact rational that ``x`` denotes.
+
+    Accepts ``Fraction``, ``int``, Python or NumPy floats (their exact binary value),
+    ``Decimal``, objects with ``p``/``q`` (sympy ``Rational``) or ``numerator``/``denominator``,
+    and strings such as ``"0.25"``, ``"1/4"``, ``"2.5e-3"``.  Raises :class:`InputError`
+    (naming ``field``) for NaN, infinities, booleans and anything non-rational.
+    """
+    if isinstance(x, bool | np.bool_):
+        raise InputError("a boolean is not a number", field=field)
+    if isinstance(x, Fraction):
+        return x
+    if isinstance(x, numbers.Integral):
+        return Fraction(int(x))
+    if isinstance(x, float | np.floating):
+        if not math.isfinite(float(x)):
+            raise InputError(f"must be finite, got {x!r}", field=field)
+        return Fraction(float(x)) if not isinstance(x, np.floating) else _np_float(x)
+    if isinstance(x, Decimal):
+        if not x.is_finite():
+            raise InputError(f"must be finite, got {x!r}", field=field)
+        return Fraction(x)
+    if isinstance(x, str):
+        return _parse_string(x, field)
+    p, q = getattr(x, "p", None), getattr(x, "q", None)
+    if isinstance(p, int) and isinstance(q, int) and q != 0:
+        return Fraction(p, q)
+    num, den = getattr(x, "numerator", None), getattr(x, "denominator", None)
+    if isinstance(num, numbers.Integral) and isinstance(den, numbers.Integral) and den != 0:
+        return Fraction(int(num), int(den))
+    raise InputError(f"not an exact rational: {x!r}", field=field)
+
+
+def _np_float(x: np.floating) -> Fraction:
+    # float16/32/64 widen exactly to float64; longdouble may not, so refuse it.
+    if x.dtype.itemsize > 8:
+        raise InputError(f"unsupported float type {x.dtype}", field=None)
+    return Fraction(float(x))
+
+
+def _parse_string(s: str, field: str) -> Fraction:
+    m = _RATIO.match(s)
+    if m:
+        den = int(m.group(2))
+        if den == 0:
+            raise InputError(f"zero denominator in {s!r}", field=field)
+        return Fraction(int(m.group(1)), den)
+    try:
+        d = Decimal(s.strip())
+    except InvalidOperation:
+        raise InputError(f"not a rational number: {s!r}", field=field) from None
+    if not d.is_finite():
+        raise InputError(f"must be finite, got {s!r}", field=field)
+    return Fraction(d)
+
+
+def parse_eps(x: object, *, field: str = "eps") -> Fraction:
+    """Returns the exact tolerance ``x`` denotes; raises :class:`InputError` unless ``x > 0``."""
+    q = to_rational(x, field=field)
+    if q <= 0:
+        raise InputError(f"must be > 0, got {q}", field=field)
+    return q
+
+
+def float_down(q: Fraction) -> float:
+    """Returns the largest float64 that is <= q (q finite and representable in range)."""
+    f = float(q)
+    if Fraction(f) > q:
+        f = math.nextafter(f, -math.inf)
+    return f
+
+
+def float_up(q: Fraction) -> float:
+    """Returns the smallest float64 that is >= q."""
+    f = float(q)
+    if Fraction(f) < q:
+        f = math.nextafter(f, math.inf)
+    return f
+
+
+def fmt(q: Fraction, digits: int = 6) -> str:
+    """A short decimal rendering of ``q`` for humans (not for computation)."""
+    if q == 0:
+        return "0"
+    return f"{float(q):.{digits}g}"

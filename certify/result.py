@@ -1,0 +1,99 @@
+"""Three-valued check results and exact enclosures."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any, Literal
+
+Status = Literal["holds", "fails", "undecided"]
+Tier = Literal["float64", "arb", "exact"]
+TIERS: tuple[str, ...] = ("float64", "arb", "exact")
+
+
+@dataclass(frozen=True)
+class Enclosure:
+    """A closed interval [lo, hi] of exact rationals known to contain a real quantity."""
+
+    lo: Fraction
+    hi: Fraction
+
+    def __post_init__(self) -> None:
+        if self.lo > self.hi:
+            raise ValueError(f"empty enclosure [{self.lo}, {self.hi}]")
+
+    @property
+    def width(self) -> Fraction:
+        return self.hi - self.lo
+
+    def __contains__(self, x: object) -> bool:
+        return self.lo <= Fraction(x) <= self.hi  # type: ignore[arg-type]
+
+    def as_floats(self) -> tuple[float, float]:
+        """Returns (lo, hi) rounded to the nearest floats (for display only)."""
+        return float(self.lo), float(self.hi)
+
+    def to_json(self) -> dict[str, str]:
+        return {"lo": str(self.lo), "hi": str(self.hi)}
+
+
+@dataclass(frozen=True)
+class Check:
+    """The outcome of one rigorous check.
+
+    ``status`` is ``"holds"`` when the claim is proved, ``"fails"`` when its negation is
+    proved, ``"undecided"`` otherwise.  ``value`` encloses the exact quantity the claim
+    compares with ``threshold`` (for an upper witness: the max-row-l1 error of A - UV, and
+    the claim is value <= threshold).  ``tier`` is the tier that decided (the last one run).
+    ``chi`` is the operator slack charged (0 when the stored A is the operator of record).
+    """
+
+    status: Status
+    kind: str
+    rank: int
+    eps: Fraction
+    threshold: Fraction
+    value: Enclosure | None
+    tier: str
+    claim: str
+    chi: Fraction = Fraction(0)
+    precision: int | None = None
+    tiers_run: tuple[str, ...] = ()
+    detail: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def holds(self) -> bool:
+        return self.status == "holds"
+
+    @property
+    def error(self) -> Enclosure | None:
+        """For upper witnesses: an enclosure of max_i sum_j |A - UV|_ij."""
+        return self.value
+
+    @property
+    def margin(self) -> Enclosure | None:
+        """Enclosure of the signed distance from the decision threshold (positive = holds side).
+
+        For ``<=`` claims this is threshold - value; for ``>`` claims value - threshold.
+        """
+        if self.value is None:
+            return None
+        if self.detail.get("sense", "<=") == "<=":
+            return Enclosure(self.threshold - self.value.hi, self.threshold - self.value.lo)
+        return Enclosure(self.value.lo - self.threshold, self.value.hi - self.threshold)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "status": self.status,
+            "kind": self.kind,
+            "rank": self.rank,
+            "eps": str(self.eps),
+            "threshold": str(self.threshold),
+            "value": self.value.to_json() if self.value else None,
+            "margin": self.margin.to_json() if self.margin else None,
+            "tier": self.tier,
+            "tiers_run": list(self.tiers_run),
+            "precision": self.precision,
+            "chi": str(self.chi),
+            "claim": self.claim,
+        }

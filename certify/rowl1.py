@@ -1,0 +1,220 @@
+"""Tiered enclosures of the row l1 norms of A - U V, and the decision max_i <= t.
+
+This is the engine behind upper witnesses (B = U V) and the ``nonzero`` certificate (B = 0).
+Three tiers, each rigorous on its own:
+
+* ``float64``: one BLAS product with the a-priori bound of proofs_notes/rounding.md,
+  charged through the row sums |U| (|V| 1) so the bound costs O(mk + kN), not a second product.
+* ``arb``: python-flint balls at 128, 256 and 512 bits on the rows still undecided.
+* ``exact``: the stored floats as dyadic integers (fmpz_mat): every row sum exactly.
+
+``decide_max_row_l1`` escalates row by row: only rows whose float enclosure straddles t go on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+import numpy as np
+
+from . import arbutil, dyadic
+from .arrays import require_finite
+from .rationals import float_down, float_up
+from .rounding import (
+    ETA,
+    down,
+    gamma_up,
+    inv_one_minus_gamma_up,
+    inv_one_plus_gamma_down,
+    up,
+)
+from .result import Enclosure
+
+ARB_PRECISIONS = (128, 256, 512)
+
+
+def float_row_bounds(A: np.ndarray, U: np.ndarray, V: np.ndarray
+                     ) -> tuple[np.ndarray, np.ndarray] | None:
+    """Returns float64 arrays (lo, hi) with lo_i <= sum_j |A - U V|_ij <= hi_i for every row.
+
+    Returns ``None`` when an intermediate is not finite (NaN/Inf inputs or overflow); the
+    caller then validates the inputs and, if they are finite, uses a slower tier.
+    """
+    m, N = A.shape
+    k = U.shape[1]
+    if k:
+        D = U @ V
+        np.subtract(A, D, out=D)
+    else:
+        D = A.copy()
+    np.abs(D, out=D)
+    S = D.sum(axis=1)
+    if not np.isfinite(S).all():
+        return None
+    hi = up(S * inv_one_minus_gamma_up(N + 1))
+    lo = down(S * inv_one_plus_gamma_down(N + 1))
+    if k:
+        T = np.abs(U) @ np.abs(V).sum(axis=1)
+        if not np.isfinite(T).all():
+            return None
+        R = _product_error_row_sums(T, k, N)
+        hi = up(hi + R)
+        lo = down(lo - R)
+    return np.maximum(lo, 0.0), hi
+
+
+def _product_error_row_sums(T: np.ndarray, k: int, N: int) -> np.ndarray:
+    """Upper bounds on sum_j |fl(U V)_ij - (U V)_ij| from T = fl(|U| fl(|V| 1)).
+
+    Per entry the product error is <= gamma_k (|U||V|)_ij + k eta; the row sum of |U||V| is
+    (|U| (|V| 1))_i <= (T_i + k eta) / (1 - gamma_{N+k-1}).
+    """
+    k_eta = float_up(k * ETA)
+    n_k_eta = float_up(N * k * ETA)
+    true_T = up(up(T + k_eta) * inv_one_minus_gamma_up(N + k - 1))
+    return up(up(true_T * gamma_up(k)) + n_k_eta)
+
+
+def arb_row_enclosures(A: np.ndarray, U: np.ndarray, V: np.ndarray, prec: int
+                       ) -> list[tuple[Fraction, Fraction] | None]:
+    """Returns exact (lo, hi) containing sum_j |A - U V|_ij per row, from arb balls at ``prec``.
+
+    An entry is ``None`` when the ball is not finite.
+    """
+    with arbutil.precision(prec):
+        D = arbutil.matrix(A)
+        if U.shape[1]:
+            D = D - arbutil.matrix(U) * arbutil.matrix(V)
+        out: list[tuple[Fraction, Fraction] | None] = []
+        for s in arbutil.row_abs_sums(D):
+            try:
+                lo, hi = arbutil.endpoints(s)
+                out.append((max(lo, Fraction(0)), hi))
+            except ValueError:
+                out.append(None)
+        return out
+
+
+def exact_row_l1(A: np.ndarray, U: np.ndarray, V: np.ndarray) -> list[Fraction]:
+    """Returns the exact values sum_j |A - U V|_ij for every row (finite float inputs)."""
+    MA, ea = dyadic.to_int_matrix(A)
+    if U.shape[1]:
+        MU, eu = dyadic.to_int_matrix(U)
+        MV, ev = dyadic.to_int_matrix(V)
+        ep = eu + ev
+        e0 = min(ea, ep)
+        D = dyadic.scaled(MA, ea - e0) - dyadic.scaled(MU * MV, ep - e0)
+    else:
+        D, e0 = MA, ea
+    N = A.shape[1]
+    ent = D.entries()
+    scale = dyadic.pow2(e0)
+    return [Fraction(int(sum(abs(v) for v in ent[i * N:(i + 1) * N]))) * scale
+            for i in range(A.shape[0])]
+
+
+@dataclass
+class RowDecision:
+    """Outcome of deciding max_i sum_j |A - U V|_ij <= t."""
+
+    status: str
+    value: Enclosure | None
+    tier: str
+    tiers_run: tuple[str, ...]
+    precision: int | None
+    rows_escalated: dict[str, int] = field(default_factory=dict)
+
+
+def decide_max_row_l1(A: np.ndarray, U: np.ndarray, V: np.ndarray, t: Fraction, *,
+                      tier: str = "auto", source: str | None = None) -> RowDecision:
+    """Decides whether max_i sum_j |A - U V|_ij <= t.
+
+    Returns status ``"holds"`` (proved <= t), ``"fails"`` (proved > t) or ``"undecided"``
+    (only possible when a tier is forced), with an exact enclosure of the maximum.
+    ``tier="auto"`` starts with float64 and escalates the rows whose enclosures straddle t to
+    arb and then to exact; ``"float64"``, ``"arb"``, ``"exact"`` run that tier alone on every row.
+    Raises InputError if an array holds NaN or Inf.
+    """
+    m = A.shape[0]
+    lo: list[Fraction | None] = [None] * m
+    hi: list[Fraction | None] = [None] * m
+    pending = list(range(m))
+    tiers_run: list[str] = []
+    escalated: dict[str, int] = {}
+    prec_used: int | None = None
+    t_down, t_up = float_down(t), float_up(t)
+
+    if tier in ("auto", "float64"):
+        bounds = float_row_bounds(A, U, V)
+        if bounds is None:
+            for name, X in (("A", A), ("U", U), ("V", V)):
+                require_finite(X, name, source=source)
+        tiers_run.append("float64")
+        if bounds is not None:
+            flo, fhi = bounds
+            if (flo > t_up).any():
+                # proved: some row exceeds t; the enclosure of the max needs every row's bounds
+                return _finish("fails", _float_max(flo, fhi), tiers_run, None, escalated)
+            pending = np.flatnonzero(fhi > t_down).tolist()
+            if not pending:
+                return _finish("holds", _float_max(flo, fhi), tiers_run, None, escalated)
+            decided = fhi <= t_down
+            for i in np.flatnonzero(decided).tolist():
+                lo[i], hi[i] = Fraction(float(flo[i])), Fraction(float(fhi[i]))
+            for i in pending:
+                lo[i], hi[i] = Fraction(float(flo[i])), Fraction(float(fhi[i]))
+        if tier == "float64":
+            return _finish("undecided", _max_enclosure(lo, hi), tiers_run, None, escalated)
+    else:
+        for name, X in (("A", A), ("U", U), ("V", V)):
+            require_finite(X, name, source=source)
+
+    if tier in ("auto", "arb"):
+        for prec in ARB_PRECISIONS:
+            if not pending:
+                break
+            tiers_run.append("arb")
+            escalated[f"arb{prec}"] = len(pending)
+            prec_used = prec
+            encl = arb_row_enclosures(A[pending], U[pending], V, prec)
+            for i, e in zip(pending, encl):
+                if e is not None:
+                    lo[i], hi[i] = _tighten(lo[i], hi[i], e)
+            if any(lo[i] is not None and lo[i] > t for i in pending):
+                return _finish("fails", _max_enclosure(lo, hi), tiers_run, prec, escalated)
+            pending = [i for i in pending if hi[i] is None or hi[i] > t]
+        if not pending:
+            return _finish("holds", _max_enclosure(lo, hi), tiers_run, prec_used, escalated)
+        if tier == "arb":
+            return _finish("undecided", _max_enclosure(lo, hi), tiers_run, prec_used, escalated)
+
+    tiers_run.append("exact")
+    escalated["exact"] = len(pending)
+    exact = exact_row_l1(A[pending], U[pending], V)
+    for i, v in zip(pending, exact):
+        lo[i] = hi[i] = v
+    status = "fails" if any(lo[i] > t for i in pending) else "holds"
+    return _finish(status, _max_enclosure(lo, hi), tiers_run, prec_used, escalated)
+
+
+def _tighten(lo, hi, new):
+    nlo, nhi = new
+    return (nlo if lo is None else max(lo, nlo)), (nhi if hi is None else min(hi, nhi))
+
+
+def _float_max(flo: np.ndarray, fhi: np.ndarray) -> Enclosure:
+    return Enclosure(Fraction(float(flo.max())), Fraction(float(fhi.max())))
+
+
+def _max_enclosure(lo: list, hi: list) -> Enclosure | None:
+    """Encloses max_i of the row values; ``None`` while some row has no upper bound yet
+    (possible only when the float tier overflowed and a tier was forced)."""
+    if any(x is None for x in hi):
+        return None
+    return Enclosure(max(x for x in lo if x is not None), max(hi))
+
+
+def _finish(status, value, tiers_run, prec, escalated) -> RowDecision:
+    return RowDecision(status=status, value=value, tier=tiers_run[-1],
+                       tiers_run=tuple(tiers_run), precision=prec, rows_escalated=escalated)

@@ -1,0 +1,92 @@
+"""Upper witnesses: B = U V with ||A - U V||_row1 <= eps proves r_eps(A) <= k.
+
+See proofs_notes/upper.md for the statement and proofs_notes/rounding.md for the bounds.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+
+from .arrays import as_matrix
+from .errors import InputError
+from .rationals import parse_eps, to_rational
+from .result import TIERS, Check
+from .rowl1 import decide_max_row_l1
+
+
+def check_tier(tier: str) -> str:
+    """Returns ``tier`` if it names a tier or ``"auto"``; raises InputError otherwise."""
+    if tier != "auto" and tier not in TIERS:
+        raise InputError(f"unknown tier {tier!r}; use auto, float64, arb or exact", field="tier")
+    return tier
+
+
+def witness_arrays(A: object, U: object, V: object, rank: int | None = None, *,
+                   source: str | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Returns A, U, V as float64 matrices after checking 2-D shapes and the rank claim.
+
+    Finiteness is left to the check (it costs a pass over A; the float tier detects
+    non-finite values from its own results and then names the field).
+    Raises InputError for wrong shapes or a claimed ``rank`` different from U's columns.
+    """
+    A = as_matrix(A, "A", source=source, check_finite=False)
+    m, N = A.shape
+    if m == 0 or N == 0:
+        raise InputError(f"empty matrix of shape {A.shape}", field="A", source=source)
+    U = as_matrix(U, "U", source=source, shape=(m, None), check_finite=False)
+    k = U.shape[1]
+    V = as_matrix(V, "V", source=source, shape=(k, N), check_finite=False)
+    if rank is not None:
+        if isinstance(rank, bool) or not isinstance(rank, int | np.integer) or rank < 0:
+            raise InputError(f"rank must be a nonnegative integer, got {rank!r}",
+                             field="rank", source=source)
+        if int(rank) != k:
+            raise InputError(f"claimed rank {rank} disagrees with factor shapes "
+                             f"U {U.shape}, V {V.shape}", field="rank", source=source)
+    return A, U, V
+
+
+def check_upper(A: object, U: object, V: object, eps: object, *, rank: int | None = None,
+                tier: str = "auto", chi: object = 0, source: str | None = None) -> Check:
+    """Decides the claim ||A - U V||_row1 <= eps - chi about the exact stored numbers.
+
+    Returns a :class:`Check` whose ``status`` is ``"holds"`` (proved, so r_{eps}(A_record)
+    <= k where ||A_record - A||_row1 <= chi), ``"fails"`` (proved false) or ``"undecided"``
+    (only when ``tier`` forces a single tier whose enclosure straddles the threshold), and
+    whose ``error`` is an exact enclosure of max_i sum_j |A - U V|_ij.  ``eps`` and ``chi`` are
+    exact rationals (strings, Fractions, ints or floats taken at their exact value).
+    Raises InputError for NaN/Inf, mismatched shapes, a rank claim that disagrees with
+    U's columns, or eps <= 0.
+    """
+    eps_q = parse_eps(eps)
+    chi_q = to_rational(chi, field="chi")
+    if chi_q < 0:
+        raise InputError("slack chi must be >= 0", field="chi")
+    tier = check_tier(tier)
+    A, U, V = witness_arrays(A, U, V, rank, source=source)
+    k = U.shape[1]
+    t = eps_q - chi_q
+    claim = f"||A - UV||_row1 <= {t}" if chi_q == 0 else f"||A - UV||_row1 <= eps - chi = {t}"
+    if t < 0:
+        # no error is negative: the claim is false whatever the arrays (after validation)
+        from .arrays import require_finite
+
+        for name, X in (("A", A), ("U", U), ("V", V)):
+            require_finite(X, name, source=source)
+        return Check(status="fails", kind="factors", rank=k, eps=eps_q, threshold=t,
+                     value=None, tier="exact", claim=claim, chi=chi_q, tiers_run=("exact",),
+                     detail={"sense": "<=", "reason": "eps - chi < 0"})
+    d = decide_max_row_l1(A, U, V, t, tier=tier, source=source)
+    return Check(status=d.status, kind="factors", rank=k, eps=eps_q, threshold=t,  # type: ignore[arg-type]
+                 value=d.value, tier=d.tier, claim=claim, chi=chi_q, precision=d.precision,
+                 tiers_run=d.tiers_run,
+                 detail={"sense": "<=", "rows_escalated": d.rows_escalated})
+
+
+def exact_error(A: np.ndarray, U: np.ndarray, V: np.ndarray) -> Fraction:
+    """Returns max_i sum_j |A - U V|_ij exactly (a reference for tests and audits)."""
+    from .rowl1 import exact_row_l1
+
+    return max(exact_row_l1(*witness_arrays(A, U, V)))
