@@ -36,7 +36,7 @@ def to_int_matrix(X: np.ndarray) -> tuple[fmpz_mat, int]:
         entries = ints.ravel().tolist()
     else:
         entries = [m << s if s >= 0 else m >> -s
-                   for m, s in zip(mi.ravel().tolist(), shift.ravel().tolist())]
+                   for m, s in zip(mi.ravel().tolist(), shift.ravel().tolist(), strict=True)]
     return fmpz_mat(rows, cols, entries), e
 
 

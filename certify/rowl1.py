@@ -21,6 +21,7 @@ import numpy as np
 from . import arbutil, dyadic
 from .arrays import require_finite
 from .rationals import float_down, float_up
+from .result import Enclosure
 from .rounding import (
     ETA,
     down,
@@ -29,7 +30,6 @@ from .rounding import (
     inv_one_plus_gamma_down,
     up,
 )
-from .result import Enclosure
 
 ARB_PRECISIONS = (128, 256, 512)
 
@@ -178,7 +178,7 @@ def decide_max_row_l1(A: np.ndarray, U: np.ndarray, V: np.ndarray, t: Fraction, 
             escalated[f"arb{prec}"] = len(pending)
             prec_used = prec
             encl = arb_row_enclosures(A[pending], U[pending], V, prec)
-            for i, e in zip(pending, encl):
+            for i, e in zip(pending, encl, strict=True):
                 if e is not None:
                     lo[i], hi[i] = _tighten(lo[i], hi[i], e)
             if any(lo[i] is not None and lo[i] > t for i in pending):
@@ -192,7 +192,7 @@ def decide_max_row_l1(A: np.ndarray, U: np.ndarray, V: np.ndarray, t: Fraction, 
     tiers_run.append("exact")
     escalated["exact"] = len(pending)
     exact = exact_row_l1(A[pending], U[pending], V)
-    for i, v in zip(pending, exact):
+    for i, v in zip(pending, exact, strict=True):
         lo[i] = hi[i] = v
     status = "fails" if any(lo[i] > t for i in pending) else "holds"
     return _finish(status, _max_enclosure(lo, hi), tiers_run, prec_used, escalated)

@@ -1,0 +1,543 @@
+"""Stored-bracket format v1: read, write, validate (see witnesses/FORMAT.md).
+
+A store is a directory::
+
+    store.json        {"format": "softrank-brackets", "version": 1, ...}
+    operators.jsonl   one operator record per line
+    brackets.jsonl    one bracket record per line
+    arrays/*.npz      the arrays; every record names its file and that file's sha256
+
+Nothing here decides a verdict: the reader hands arrays and exact rationals to ``certify``.
+Arrays are always loaded with ``allow_pickle=False``.  Every problem is an
+:class:`certify.errors.InputError` naming the file and the field.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import re
+import zipfile
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from certify.errors import InputError
+from certify.rationals import parse_eps, to_rational
+
+from . import jsonexact
+from .atomic import write_atomic, write_text_atomic
+
+FORMAT_NAME = "softrank-brackets"
+FORMAT_VERSION = 1
+_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+# lower-certificate kinds and the arrays each one carries
+LOWER_ARRAYS: dict[str, tuple[str, ...]] = {
+    "nonzero": (),
+    "frobenius_tail": (),
+    "decoder": ("D", "W", "X"),
+    "submatrix": ("rows", "cols", "X"),
+}
+UPPER_ARRAYS: dict[str, tuple[str, ...]] = {"factors": ("U", "V")}
+OPERATOR_SOURCES = ("logits", "block")  # optional operator-of-record data beside A
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def load_npz(path: Path, expected_sha: str | None, *, field_name: str = "file"
+             ) -> dict[str, np.ndarray]:
+    """Returns the arrays of an .npz file after checking its sha256; never unpickles.
+
+    Raises InputError naming ``path`` for a missing file, a checksum mismatch, a file that is
+    not an npz archive (a pickle, a truncated zip) or an object (pickled) array inside it.
+    """
+    src = str(path)
+    if not path.is_file():
+        raise InputError("array file is missing", field=field_name, source=src)
+    data = path.read_bytes()
+    if expected_sha is not None:
+        got = hashlib.sha256(data).hexdigest()
+        if got != expected_sha:
+            raise InputError(f"sha256 mismatch (record says {expected_sha[:12]}..., file has "
+                             f"{got[:12]}...): file changed or corrupt", field="sha256", source=src)
+    if not data.startswith(b"PK"):
+        raise InputError("not an .npz archive (pickles and other formats are never loaded)",
+                         field=field_name, source=src)
+    try:
+        with np.load(io.BytesIO(data), allow_pickle=False) as npz:
+            return {name: npz[name] for name in npz.files}
+    except ValueError as err:
+        raise InputError(f"refused to load: {err}", field=field_name, source=src) from None
+    except (zipfile.BadZipFile, OSError, EOFError, KeyError) as err:
+        raise InputError(f"corrupt npz archive: {err}", field=field_name, source=src) from None
+
+
+def _require(rec: Mapping[str, Any], key: str, typ: type | tuple[type, ...], where: str,
+             src: str) -> Any:
+    if key not in rec:
+        raise InputError("missing field", field=f"{where}.{key}", source=src)
+    val = rec[key]
+    if not isinstance(val, typ) or isinstance(val, bool) and typ is not bool:
+        raise InputError(f"has type {type(val).__name__}", field=f"{where}.{key}", source=src)
+    return val
+
+
+def _rank(val: Any, fld: str, src: str) -> int:
+    if isinstance(val, bool) or not isinstance(val, int) or val < 0:
+        raise InputError(f"rank must be a nonnegative integer, got {val!r}", field=fld, source=src)
+    return val
+
+
+@dataclass(frozen=True)
+class OperatorRecord:
+    """One operator: the stored matrix A (m x N) and optional operator-of-record data."""
+
+    id: str
+    family: str
+    shape: tuple[int, int]
+    file: str
+    sha256: str
+    arrays: tuple[str, ...]
+    beta: Fraction | None
+    meta: dict[str, Any]
+    root: Path = field(repr=False, compare=False)
+
+    @property
+    def path(self) -> Path:
+        return self.root / self.file
+
+    @property
+    def record_kind(self) -> str:
+        """``"logits"``, ``"block"`` or ``"A"``: what defines the operator of record."""
+        for k in OPERATOR_SOURCES:
+            if k in self.arrays:
+                return k
+        return "A"
+
+    def load(self) -> dict[str, np.ndarray]:
+        """Returns {"A": ..., and "logits" or "block" if present}, shapes checked."""
+        arrs = load_npz(self.path, self.sha256)
+        src = str(self.path)
+        for name in self.arrays:
+            if name not in arrs:
+                raise InputError("array missing from file", field=f"operator.{name}", source=src)
+        for name in ("A", *OPERATOR_SOURCES):
+            if name in arrs and tuple(arrs[name].shape) != self.shape:
+                raise InputError(f"shape {arrs[name].shape} differs from record shape "
+                                 f"{self.shape}", field=f"operator.{name}", source=src)
+        return {k: arrs[k] for k in self.arrays}
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"id": self.id, "family": self.family, "shape": list(self.shape),
+                               "file": self.file, "sha256": self.sha256,
+                               "arrays": list(self.arrays)}
+        if self.beta is not None:
+            out["beta"] = str(self.beta)
+        if self.meta:
+            out["meta"] = self.meta
+        return out
+
+
+@dataclass(frozen=True)
+class EndRecord:
+    """A claimed end of a bracket: kind and rank (arrays live in the bracket's file)."""
+
+    kind: str
+    rank: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "rank": self.rank}
+
+
+@dataclass(frozen=True)
+class BracketRecord:
+    """One bracket: operator id, exact eps, upper witness, optional lower certificate."""
+
+    id: str
+    operator: str
+    eps: Fraction
+    file: str
+    sha256: str
+    upper: EndRecord
+    lower: EndRecord | None
+    producer: dict[str, Any]
+    claims: dict[str, Any]
+    root: Path = field(repr=False, compare=False)
+
+    @property
+    def path(self) -> Path:
+        return self.root / self.file
+
+    def load(self) -> tuple[dict[str, Any], dict[str, Any] | None]:
+        """Returns (upper, lower) certificate mappings ready for ``certify``.
+
+        upper = {"kind": "factors", "rank": k, "U": U, "V": V}; lower likewise with its arrays.
+        Checks that the file holds exactly the arrays the kinds need.
+        """
+        arrs = load_npz(self.path, self.sha256)
+        src = str(self.path)
+        ends: list[dict[str, Any] | None] = []
+        for prefix, end, table in (("upper", self.upper, UPPER_ARRAYS),
+                                   ("lower", self.lower, LOWER_ARRAYS)):
+            if end is None:
+                ends.append(None)
+                continue
+            cert: dict[str, Any] = {"kind": end.kind, "rank": end.rank}
+            for name in table[end.kind]:
+                key = f"{prefix}.{name}"
+                if key not in arrs:
+                    raise InputError("array missing from file", field=key, source=src)
+                cert[name] = arrs[key]
+            ends.append(cert)
+        expected = {f"upper.{n}" for n in UPPER_ARRAYS[self.upper.kind]}
+        if self.lower is not None:
+            expected |= {f"lower.{n}" for n in LOWER_ARRAYS[self.lower.kind]}
+        extra = sorted(set(arrs) - expected)
+        if extra:
+            raise InputError(f"unexpected arrays {extra}", field="file", source=src)
+        return ends[0], ends[1]  # type: ignore[return-value]
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"id": self.id, "operator": self.operator, "eps": str(self.eps),
+                               "file": self.file, "sha256": self.sha256,
+                               "upper": self.upper.to_json(),
+                               "lower": self.lower.to_json() if self.lower else None}
+        if self.producer:
+            out["producer"] = self.producer
+        if self.claims:
+            out["claims"] = self.claims
+        return out
+
+
+def _parse_operator(rec: Any, src: str, line: int, root: Path) -> OperatorRecord:
+    where = f"line {line}"
+    if not isinstance(rec, dict):
+        raise InputError("record is not a JSON object", field=where, source=src)
+    oid = _require(rec, "id", str, where, src)
+    if not _ID.match(oid):
+        raise InputError(f"invalid id {oid!r}", field=f"{where}.id", source=src)
+    shape = _require(rec, "shape", list, where, src)
+    if len(shape) != 2 or not all(isinstance(s, int) and not isinstance(s, bool) and s > 0
+                                  for s in shape):
+        raise InputError(f"shape must be two positive integers, got {shape!r}",
+                         field=f"{where}.shape", source=src)
+    arrays = tuple(rec.get("arrays", ["A"]))
+    if "A" not in arrays or not set(arrays) <= {"A", *OPERATOR_SOURCES}:
+        raise InputError(f"arrays must contain A and optionally one of {OPERATOR_SOURCES}",
+                         field=f"{where}.arrays", source=src)
+    if sum(a in arrays for a in OPERATOR_SOURCES) > 1:
+        raise InputError("at most one of logits / block", field=f"{where}.arrays", source=src)
+    beta = rec.get("beta")
+    if beta is not None:
+        beta = to_rational(beta, field=f"{where}.beta")
+        if "logits" not in arrays:
+            raise InputError("beta needs logits", field=f"{where}.beta", source=src)
+    meta = rec.get("meta", {})
+    if not isinstance(meta, dict):
+        raise InputError("meta must be an object", field=f"{where}.meta", source=src)
+    return OperatorRecord(
+        id=oid, family=str(_require(rec, "family", str, where, src)),
+        shape=(shape[0], shape[1]), file=_require(rec, "file", str, where, src),
+        sha256=_require(rec, "sha256", str, where, src), arrays=arrays, beta=beta,
+        meta=meta, root=root)
+
+
+def _parse_end(val: Any, fld: str, src: str, table: Mapping[str, tuple[str, ...]]) -> EndRecord:
+    if not isinstance(val, dict):
+        raise InputError("must be an object with kind and rank", field=fld, source=src)
+    kind = val.get("kind")
+    if kind not in table:
+        raise InputError(f"unknown kind {kind!r}; known: {sorted(table)}",
+                         field=f"{fld}.kind", source=src)
+    return EndRecord(kind=kind, rank=_rank(val.get("rank"), f"{fld}.rank", src))
+
+
+def _parse_bracket(rec: Any, src: str, line: int, root: Path) -> BracketRecord:
+    where = f"line {line}"
+    if not isinstance(rec, dict):
+        raise InputError("record is not a JSON object", field=where, source=src)
+    bid = _require(rec, "id", str, where, src)
+    if not _ID.match(bid):
+        raise InputError(f"invalid id {bid!r}", field=f"{where}.id", source=src)
+    if "eps" not in rec:
+        raise InputError("missing field", field=f"{where}.eps", source=src)
+    try:
+        eps = parse_eps(rec["eps"], field=f"{where}.eps")
+    except InputError as err:
+        raise err.at(source=src) from None
+    upper = _parse_end(rec.get("upper"), f"{where}.upper", src, UPPER_ARRAYS)
+    lower = rec.get("lower")
+    lower_end = None if lower is None else _parse_end(lower, f"{where}.lower", src, LOWER_ARRAYS)
+    producer = rec.get("producer", {}) or {}
+    claims = rec.get("claims", {}) or {}
+    if not isinstance(producer, dict) or not isinstance(claims, dict):
+        raise InputError("producer and claims must be objects", field=where, source=src)
+    return BracketRecord(
+        id=bid, operator=_require(rec, "operator", str, where, src), eps=eps,
+        file=_require(rec, "file", str, where, src),
+        sha256=_require(rec, "sha256", str, where, src), upper=upper, lower=lower_end,
+        producer=producer, claims=claims, root=root)
+
+
+def _read_jsonl(path: Path) -> Iterator[tuple[int, Any]]:
+    src = str(path)
+    if not path.is_file():
+        raise InputError("file is missing", field="file", source=src)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise InputError(f"not UTF-8 text: {err}", field="file", source=src) from None
+    for n, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            yield n, jsonexact.loads(line)
+        except ValueError as err:
+            raise InputError(f"invalid JSON: {err}", field=f"line {n}", source=src) from None
+
+
+class StoreReader:
+    """A validated, read-only view of a store; arrays load lazily per record."""
+
+    def __init__(self, root: Path, header: dict[str, Any], operators: list[OperatorRecord],
+                 brackets: list[BracketRecord]):
+        self.root = root
+        self.header = header
+        self.operators = operators
+        self.brackets = brackets
+        self._ops = {op.id: op for op in operators}
+
+    def operator(self, op_id: str) -> OperatorRecord:
+        return self._ops[op_id]
+
+    def __repr__(self) -> str:
+        return (f"StoreReader({str(self.root)!r}, {len(self.operators)} operators, "
+                f"{len(self.brackets)} brackets)")
+
+
+def open_store(path: str | Path) -> StoreReader:
+    """Opens and validates a store's records (not yet its arrays).
+
+    Raises InputError naming the file and field for a missing or foreign header, an unknown
+    version, malformed or duplicate records, or brackets naming unknown operators.
+    """
+    root = Path(path)
+    head_path = root / "store.json"
+    if not root.is_dir():
+        raise InputError("not a store directory", field="path", source=str(root))
+    if not head_path.is_file():
+        raise InputError("store.json is missing", field="file", source=str(head_path))
+    try:
+        header = jsonexact.loads(head_path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as err:
+        raise InputError(f"invalid JSON: {err}", field="file", source=str(head_path)) from None
+    if not isinstance(header, dict) or header.get("format") != FORMAT_NAME:
+        raise InputError(f"format must be {FORMAT_NAME!r}", field="format", source=str(head_path))
+    if header.get("version") != FORMAT_VERSION:
+        raise InputError(f"unsupported version {header.get('version')!r} (this reader: "
+                         f"{FORMAT_VERSION})", field="version", source=str(head_path))
+    ops_path, br_path = root / "operators.jsonl", root / "brackets.jsonl"
+    operators = [_parse_operator(r, str(ops_path), n, root) for n, r in _read_jsonl(ops_path)]
+    brackets = [_parse_bracket(r, str(br_path), n, root) for n, r in _read_jsonl(br_path)]
+    _unique([o.id for o in operators], str(ops_path))
+    _unique([b.id for b in brackets], str(br_path))
+    known = {o.id for o in operators}
+    for b in brackets:
+        if b.operator not in known:
+            raise InputError(f"unknown operator {b.operator!r}", field=f"{b.id}.operator",
+                             source=str(br_path))
+    return StoreReader(root, header, operators, brackets)
+
+
+def _unique(ids: list[str], src: str) -> None:
+    seen: set[str] = set()
+    for i in ids:
+        if i in seen:
+            raise InputError(f"duplicate id {i!r}", field="id", source=src)
+        seen.add(i)
+
+
+class Store:
+    """Writer for a v1 store.  Use ``Store.create(path)`` (new) or ``Store.open(path)`` (append).
+
+    Arrays are written atomically before their records; record files are rewritten atomically
+    on ``flush()`` (every ``flush_every`` additions and on ``close()``), so an interrupted writer
+    leaves a readable store holding every record flushed so far.
+    """
+
+    def __init__(self, root: Path, header: dict[str, Any], operators: list[dict[str, Any]],
+                 brackets: list[dict[str, Any]], flush_every: int = 64):
+        self.root = root
+        self.header = header
+        self._operators = operators
+        self._brackets = brackets
+        self._op_shapes = {o["id"]: tuple(o["shape"]) for o in operators}
+        self._bracket_ids = {b["id"] for b in brackets}
+        self._dirty = 0
+        self.flush_every = flush_every
+
+    @classmethod
+    def create(cls, path: str | Path, *, description: str = "", **header: Any) -> Store:
+        """Creates an empty store at ``path`` (which must not exist or be an empty folder)."""
+        root = Path(path)
+        if root.exists() and any(root.iterdir()):
+            raise InputError("refusing to create a store in a non-empty folder", field="path",
+                             source=str(root))
+        (root / "arrays").mkdir(parents=True, exist_ok=True)
+        head = {"format": FORMAT_NAME, "version": FORMAT_VERSION, "description": description,
+                **header}
+        write_text_atomic(root / "store.json", jsonexact.dumps(head, indent=2) + "\n")
+        store = cls(root, head, [], [])
+        store.flush()
+        return store
+
+    @classmethod
+    def open(cls, path: str | Path) -> Store:
+        """Opens an existing store to add records (to resume an interrupted producer run)."""
+        reader = open_store(path)
+        return cls(reader.root, reader.header, [o.to_json() for o in reader.operators],
+                   [b.to_json() for b in reader.brackets])
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def operator_ids(self) -> list[str]:
+        return [o["id"] for o in self._operators]
+
+    @property
+    def bracket_ids(self) -> set[str]:
+        return set(self._bracket_ids)
+
+    def _write_arrays(self, name: str, arrays: Mapping[str, np.ndarray]) -> tuple[str, str]:
+        rel = f"arrays/{name}.npz"
+
+        def writer(fh: Any) -> None:
+            np.savez_compressed(fh, **arrays)
+
+        write_atomic(self.root / rel, writer)
+        return rel, sha256_file(self.root / rel)
+
+    def add_operator(self, A: np.ndarray, *, family: str, id: str | None = None,
+                     logits: np.ndarray | None = None, block: np.ndarray | None = None,
+                     beta: object = None, meta: Mapping[str, Any] | None = None) -> str:
+        """Stores operator A (m x N; float64 or float32 kept as given) and returns its id.
+
+        ``logits`` (operator of record = exact row softmax of beta * logits) or ``block``
+        (operator of record = exact row renormalisation) may accompany A.
+        """
+        oid = id or f"op{len(self._operators):05d}"
+        if not _ID.match(oid) or oid in self._op_shapes:
+            raise InputError(f"invalid or duplicate operator id {oid!r}", field="id")
+        A = _stored_float(A, "A")
+        arrays = {"A": A}
+        for name, X in (("logits", logits), ("block", block)):
+            if X is not None:
+                X = _stored_float(X, name, allow_neg_inf=(name == "logits"))
+                if X.shape != A.shape:
+                    raise InputError(f"shape {X.shape} differs from A {A.shape}", field=name)
+                arrays[name] = X
+        if logits is not None and block is not None:
+            raise InputError("give logits or block, not both", field="block")
+        if beta is not None and logits is None:
+            raise InputError("beta needs logits", field="beta")
+        rel, sha = self._write_arrays(oid, arrays)
+        rec: dict[str, Any] = {"id": oid, "family": family, "shape": list(A.shape), "file": rel,
+                               "sha256": sha, "arrays": list(arrays)}
+        if beta is not None:
+            rec["beta"] = str(to_rational(beta, field="beta"))
+        if meta:
+            rec["meta"] = dict(meta)
+        self._operators.append(rec)
+        self._op_shapes[oid] = A.shape
+        self._touch()
+        return oid
+
+    def add_bracket(self, operator: str, eps: object, upper: Mapping[str, Any],
+                    lower: Mapping[str, Any] | None = None, *, producer: Mapping[str, Any] | None
+                    = None, claims: Mapping[str, Any] | None = None, id: str | None = None) -> str:
+        """Stores a bracket for ``operator`` at exact ``eps`` and returns its id.
+
+        ``upper`` = {"kind": "factors", "rank": k, "U": U, "V": V}; ``lower`` = {"kind": ...,
+        "rank": L, <arrays of that kind>} or None.  ``claims`` holds the producer's own float64
+        numbers, kept for reports (never used for a verdict).
+        """
+        if operator not in self._op_shapes:
+            raise InputError(f"unknown operator {operator!r}", field="operator")
+        bid = id or f"br{len(self._brackets):06d}"
+        if not _ID.match(bid) or bid in self._bracket_ids:
+            raise InputError(f"invalid or duplicate bracket id {bid!r}", field="id")
+        eps_q = parse_eps(eps)
+        arrays: dict[str, np.ndarray] = {}
+        ends: dict[str, Any] = {}
+        for prefix, end, table in (("upper", upper, UPPER_ARRAYS), ("lower", lower, LOWER_ARRAYS)):
+            if end is None:
+                ends[prefix] = None
+                continue
+            kind = end.get("kind")
+            if kind not in table:
+                raise InputError(f"unknown kind {kind!r}", field=f"{prefix}.kind")
+            ends[prefix] = {"kind": kind, "rank": _rank(end.get("rank"), f"{prefix}.rank", "")}
+            for name in table[kind]:
+                if name not in end:
+                    raise InputError("array missing", field=f"{prefix}.{name}")
+                X = np.asarray(end[name])
+                if X.dtype.kind == "f":
+                    X = _stored_float(X, f"{prefix}.{name}", ndim=None)
+                arrays[f"{prefix}.{name}"] = X
+        if ends["upper"] is None:
+            raise InputError("a bracket needs an upper witness", field="upper")
+        rel, sha = self._write_arrays(bid, arrays)
+        rec: dict[str, Any] = {"id": bid, "operator": operator, "eps": str(eps_q), "file": rel,
+                               "sha256": sha, "upper": ends["upper"], "lower": ends["lower"]}
+        if producer:
+            rec["producer"] = dict(producer)
+        if claims:
+            rec["claims"] = dict(claims)
+        self._brackets.append(rec)
+        self._bracket_ids.add(bid)
+        self._touch()
+        return bid
+
+    def _touch(self) -> None:
+        self._dirty += 1
+        if self._dirty >= self.flush_every:
+            self.flush()
+
+    def flush(self) -> None:
+        """Atomically rewrites operators.jsonl and brackets.jsonl with every record so far."""
+        for name, recs in (("operators.jsonl", self._operators),
+                           ("brackets.jsonl", self._brackets)):
+            write_text_atomic(self.root / name,
+                              "".join(jsonexact.dumps(r, sort_keys=True) + "\n" for r in recs))
+        self._dirty = 0
+
+    def close(self) -> None:
+        self.flush()
+
+
+def _stored_float(X: Any, name: str, *, allow_neg_inf: bool = False, ndim: int | None = 2
+                  ) -> np.ndarray:
+    X = np.asarray(X)
+    if X.dtype not in (np.float64, np.float32):
+        raise InputError(f"must be float64 or float32, got {X.dtype}", field=name)
+    if ndim is not None and X.ndim != ndim:
+        raise InputError(f"must be {ndim}-D, got shape {X.shape}", field=name)
+    bad = np.isnan(X) | (np.isinf(X) & ~(allow_neg_inf & (X < 0)))
+    if bad.any():
+        raise InputError("NaN or Inf entries", field=name)
+    return X
