@@ -41,7 +41,13 @@ def float_row_bounds(A: np.ndarray, U: np.ndarray, V: np.ndarray
     Returns ``None`` when an intermediate is not finite (NaN/Inf inputs or overflow); the
     caller then validates the inputs and, if they are finite, uses a slower tier.
     """
-    m, N = A.shape
+    with np.errstate(all="ignore"):  # overflow and NaN are detected from the results
+        return _float_row_bounds(A, U, V)
+
+
+def _float_row_bounds(A: np.ndarray, U: np.ndarray, V: np.ndarray
+                      ) -> tuple[np.ndarray, np.ndarray] | None:
+    N = A.shape[1]
     k = U.shape[1]
     if k:
         D = U @ V

@@ -1,0 +1,42 @@
+"""Shared test helpers: random softmax matrices, witnesses and exact reference values."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+
+
+def softmax_rows(logits: np.ndarray) -> np.ndarray:
+    z = logits - logits.max(axis=1, keepdims=True)
+    e = np.exp(z)
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def random_attention(rng: np.random.Generator, m: int, n: int, scale: float = 2.0) -> np.ndarray:
+    return softmax_rows(rng.normal(size=(m, n)) * scale)
+
+
+def tsvd_witness(A: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    u, s, vt = np.linalg.svd(A, full_matrices=False)
+    return u[:, :k] * s[:k], vt[:k].copy()
+
+
+def exact_row1(A: np.ndarray, B_terms: tuple[np.ndarray, np.ndarray] | None = None) -> Fraction:
+    """max_i sum_j |A - U V|_ij in exact rational arithmetic (pure Python, independent of flint)."""
+    m, n = A.shape
+    Af = [[Fraction(float(x)) for x in row] for row in A]
+    if B_terms is not None:
+        U, V = B_terms
+        Uf = [[Fraction(float(x)) for x in row] for row in U]
+        Vf = [[Fraction(float(x)) for x in row] for row in V]
+        k = U.shape[1]
+        for i in range(m):
+            for j in range(n):
+                Af[i][j] -= sum((Uf[i][l] * Vf[l][j] for l in range(k)), Fraction(0))
+    return max(sum((abs(x) for x in row), Fraction(0)) for row in Af)
+
+
+def plain_float_error(A: np.ndarray, U: np.ndarray, V: np.ndarray) -> float:
+    """The unverified float64 evaluation that stored brackets were made with."""
+    return float(np.abs(A - U @ V).sum(axis=1).max())
