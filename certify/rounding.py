@@ -14,6 +14,7 @@ so the returned numbers are rigorous.
 from __future__ import annotations
 
 from fractions import Fraction
+from functools import lru_cache
 
 import numpy as np
 
@@ -24,6 +25,7 @@ ETA = Fraction(1, 2**1074)  # smallest positive subnormal: absolute underflow er
 ETA_F = float(ETA)
 
 
+@lru_cache(maxsize=4096)
 def gamma(n: int) -> Fraction:
     """Returns gamma_n = n u / (1 - n u) exactly (requires n u < 1)."""
     nu = n * U
@@ -32,21 +34,25 @@ def gamma(n: int) -> Fraction:
     return nu / (1 - nu)
 
 
+@lru_cache(maxsize=4096)
 def gamma_up(n: int) -> float:
     """Returns a float64 >= gamma_n."""
     return float_up(gamma(n))
 
 
+@lru_cache(maxsize=4096)
 def inv_one_minus_gamma_up(n: int) -> float:
     """Returns a float64 >= 1 / (1 - gamma_n)."""
     return float_up(1 / (1 - gamma(n)))
 
 
+@lru_cache(maxsize=4096)
 def one_plus_gamma_up(n: int) -> float:
     """Returns a float64 >= 1 + gamma_n."""
     return float_up(1 + gamma(n))
 
 
+@lru_cache(maxsize=4096)
 def inv_one_plus_gamma_down(n: int) -> float:
     """Returns a float64 <= 1 / (1 + gamma_n)."""
     q = 1 / (1 + gamma(n))

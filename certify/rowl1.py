@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from fractions import Fraction
+from functools import lru_cache
 
 import numpy as np
 
@@ -76,10 +77,14 @@ def _product_error_row_sums(T: np.ndarray, k: int, N: int) -> np.ndarray:
     Per entry the product error is <= gamma_k (|U||V|)_ij + k eta; the row sum of |U||V| is
     (|U| (|V| 1))_i <= (T_i + k eta) / (1 - gamma_{N+k-1}).
     """
-    k_eta = float_up(k * ETA)
-    n_k_eta = float_up(N * k * ETA)
+    k_eta, n_k_eta = _eta_terms(k, N)
     true_T = up(up(T + k_eta) * inv_one_minus_gamma_up(N + k - 1))
     return up(up(true_T * gamma_up(k)) + n_k_eta)
+
+
+@lru_cache(maxsize=1024)
+def _eta_terms(k: int, N: int) -> tuple[float, float]:
+    return float_up(k * ETA), float_up(N * k * ETA)
 
 
 def arb_row_enclosures(A: np.ndarray, U: np.ndarray, V: np.ndarray, prec: int
