@@ -1,0 +1,182 @@
+"""Store format v1: round trip, exact numbers, and every kind of bad or tampered input."""
+
+from __future__ import annotations
+
+import json
+import pickle
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from certify import InputError
+from witnesses import Store, jsonexact, open_store
+
+from .storefactory import build_store
+
+
+def test_round_trip_is_identical(tmp_path):
+    rng = np.random.default_rng(0)
+    A = rng.random((4, 5)).astype(np.float32)
+    U, V = rng.random((4, 2)), rng.random((2, 5))
+    D, W, X = rng.random((2, 4)), rng.random((5, 2)), rng.random((2, 2))
+    with Store.create(tmp_path / "s", description="rt") as st:
+        oid = st.add_operator(A, family="fam", meta={"layer": 3})
+        bid = st.add_bracket(oid, 0.1, {"kind": "factors", "rank": 2, "U": U, "V": V},
+                             {"kind": "decoder", "rank": 2, "D": D, "W": W, "X": X},
+                             claims={"upper_error": 0.05})
+    r = open_store(tmp_path / "s")
+    assert [o.id for o in r.operators] == [oid]
+    op = r.operator(oid)
+    assert op.family == "fam" and op.shape == (4, 5) and op.meta == {"layer": 3}
+    arr = op.load()["A"]
+    assert arr.dtype == np.float32 and np.array_equal(arr, A)
+    (br,) = r.brackets
+    assert br.id == bid and br.eps == Fraction(0.1)  # the float's exact binary value
+    up, lo = br.load()
+    assert up["rank"] == 2 and np.array_equal(up["U"], U) and np.array_equal(up["V"], V)
+    assert lo["kind"] == "decoder" and np.array_equal(lo["X"], X)
+    assert br.claims == {"upper_error": Fraction("0.05")}
+    # rewriting from the reader gives the same records
+    again = Store.open(tmp_path / "s")
+    again.close()
+    assert (tmp_path / "s" / "brackets.jsonl").read_text().count("\n") == 1
+
+
+def test_json_numbers_never_pass_through_float():
+    assert jsonexact.loads('{"eps": 0.1}')["eps"] == Fraction(1, 10)
+    assert jsonexact.loads('[1e-400]')[0] == Fraction(1, 10**400)
+    with pytest.raises(ValueError):
+        jsonexact.loads('[NaN]')
+
+
+def test_eps_forms_are_exact(tmp_path):
+    build_store(tmp_path / "s", n_ops=1)
+    lines = (tmp_path / "s" / "brackets.jsonl").read_text().splitlines()
+    rec = json.loads(lines[0])
+    for form, want in (("1/4", Fraction(1, 4)), ("0.25", Fraction(1, 4)), (0.1, Fraction(1, 10))):
+        rec["eps"] = form
+        (tmp_path / "s" / "brackets.jsonl").write_text(json.dumps(rec) + "\n")
+        assert open_store(tmp_path / "s").brackets[0].eps == want
+
+
+def _tamper(path, fn):
+    data = path.read_bytes()
+    path.write_bytes(fn(data))
+
+
+def test_checksum_mismatch_names_file(tmp_path):
+    build_store(tmp_path / "s", n_ops=1)
+    r = open_store(tmp_path / "s")
+    br = r.brackets[0]
+    _tamper(br.path, lambda d: d[:-1] + bytes([d[-1] ^ 1]))
+    with pytest.raises(InputError) as ei:
+        br.load()
+    assert ei.value.field == "sha256" and str(br.path) in str(ei.value)
+
+
+def test_pickle_is_never_loaded(tmp_path):
+    build_store(tmp_path / "s", n_ops=1)
+    r = open_store(tmp_path / "s")
+    op = r.operators[0]
+    op.path.write_bytes(pickle.dumps({"A": np.eye(2)}))
+    lines = (tmp_path / "s" / "operators.jsonl").read_text().splitlines()
+    rec = json.loads(lines[0])
+    import hashlib
+
+    rec["sha256"] = hashlib.sha256(op.path.read_bytes()).hexdigest()  # a "consistent" forgery
+    (tmp_path / "s" / "operators.jsonl").write_text(json.dumps(rec) + "\n")
+    with pytest.raises(InputError, match="pickle") as ei:
+        open_store(tmp_path / "s").operators[0].load()
+    assert str(op.path) in str(ei.value)
+
+
+def test_object_array_inside_npz_is_refused(tmp_path):
+    build_store(tmp_path / "s", n_ops=1)
+    r = open_store(tmp_path / "s")
+    op = r.operators[0]
+    np.savez(op.path, A=np.array([{"x": 1}], dtype=object))
+    with pytest.raises(InputError):
+        from witnesses.store import load_npz
+
+        load_npz(op.path, None)
+
+
+def test_truncated_file(tmp_path):
+    build_store(tmp_path / "s", n_ops=1)
+    r = open_store(tmp_path / "s")
+    op = r.operators[0]
+    data = op.path.read_bytes()
+    op.path.write_bytes(data[: len(data) // 2])
+    from witnesses.store import load_npz
+
+    with pytest.raises(InputError, match="corrupt|sha256"):
+        load_npz(op.path, None)
+    with pytest.raises(InputError):
+        op.load()
+
+
+def test_truncated_jsonl_line(tmp_path):
+    build_store(tmp_path / "s", n_ops=1)
+    p = tmp_path / "s" / "brackets.jsonl"
+    p.write_text(p.read_text()[:-20])
+    with pytest.raises(InputError) as ei:
+        open_store(tmp_path / "s")
+    assert "brackets.jsonl" in str(ei.value) and "line" in str(ei.value)
+
+
+@pytest.mark.parametrize("mutate,match", [
+    (lambda r: r.update(eps="0"), "eps"),
+    (lambda r: r.update(eps="-1/4"), "eps"),
+    (lambda r: r.update(eps="x"), "eps"),
+    (lambda r: r.update(upper={"kind": "factors", "rank": -1}), "rank"),
+    (lambda r: r.update(upper={"kind": "magic", "rank": 1}), "kind"),
+    (lambda r: r.update(lower={"kind": "psychic", "rank": 9}), "kind"),
+    (lambda r: r.update(operator="nope"), "operator"),
+    (lambda r: r.pop("sha256"), "sha256"),
+])
+def test_bad_bracket_records(tmp_path, mutate, match):
+    build_store(tmp_path / "s", n_ops=1)
+    p = tmp_path / "s" / "brackets.jsonl"
+    recs = [json.loads(x) for x in p.read_text().splitlines()]
+    mutate(recs[0])
+    p.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    with pytest.raises(InputError, match=match) as ei:
+        open_store(tmp_path / "s")
+    assert "brackets.jsonl" in str(ei.value)
+
+
+def test_header_checks(tmp_path):
+    build_store(tmp_path / "s", n_ops=1)
+    head = tmp_path / "s" / "store.json"
+    head.write_text(json.dumps({"format": "softrank-brackets", "version": 2}))
+    with pytest.raises(InputError, match="version"):
+        open_store(tmp_path / "s")
+    head.write_text(json.dumps({"format": "other", "version": 1}))
+    with pytest.raises(InputError, match="format"):
+        open_store(tmp_path / "s")
+    with pytest.raises(InputError):
+        open_store(tmp_path / "missing")
+
+
+def test_writer_rejects_bad_arrays(tmp_path):
+    st = Store.create(tmp_path / "s")
+    with pytest.raises(InputError, match="NaN"):
+        st.add_operator(np.array([[np.nan, 1.0]]), family="f")
+    with pytest.raises(InputError, match="float64 or float32"):
+        st.add_operator(np.array([[1, 0]]), family="f")
+    oid = st.add_operator(np.array([[0.5, 0.5]]), family="f")
+    with pytest.raises(InputError, match="array missing"):
+        st.add_bracket(oid, "1/4", {"kind": "factors", "rank": 1, "U": np.ones((1, 1))})
+    with pytest.raises(InputError):
+        Store.create(tmp_path / "s")  # not empty
+
+
+def test_shape_mismatch_in_file_is_detected(tmp_path):
+    build_store(tmp_path / "s", n_ops=1, size=6)
+    p = tmp_path / "s" / "operators.jsonl"
+    rec = json.loads(p.read_text())
+    rec["shape"] = [6, 7]
+    p.write_text(json.dumps(rec) + "\n")
+    with pytest.raises(InputError, match="shape"):
+        open_store(tmp_path / "s").operators[0].load()
