@@ -1,0 +1,95 @@
+"""The ``check`` command: exit codes, JSON output, parallel runs, input errors."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from softrank.cli import main
+
+from .storefactory import build_store
+
+
+def run_cli(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_check_reports_confirmed_and_refuted(tmp_path, capsys):
+    expected = build_store(tmp_path / "s", n_ops=2)
+    code, out, _ = run_cli(capsys, "check", str(tmp_path / "s"), "--json")
+    assert code == 1  # half the upper claims are false on purpose
+    doc = json.loads(out)
+    recs = {r["bracket"]: r for r in doc["records"]}
+    assert set(recs) == set(expected)
+    for bid, exp in expected.items():
+        r = recs[bid]
+        assert r["upper_outcome"] == ("confirmed" if exp["upper_holds"] else "refuted")
+        assert r["upper"] == (2 if exp["upper_holds"] else 8)
+        assert r["lower_outcome"] == "confirmed" and r["lower"] == 1
+    assert doc["summary"]["upper"] == {"confirmed": 2, "refuted": 2}
+
+
+def test_check_all_true_exits_zero_and_text_lines(tmp_path, capsys):
+    build_store(tmp_path / "s", n_ops=2)
+    p = tmp_path / "s" / "brackets.jsonl"
+    p.write_text("".join(x + "\n" for x in p.read_text().splitlines() if '"op0-t"' in x
+                         or '"op1-t"' in x))
+    code, out, _ = run_cli(capsys, "check", str(tmp_path / "s"))
+    assert code == 0
+    assert out.count("confirmed") >= 4 and "2 brackets" in out
+
+
+def test_parallel_matches_serial(tmp_path, capsys):
+    build_store(tmp_path / "s", n_ops=3)
+    _, out1, _ = run_cli(capsys, "check", str(tmp_path / "s"), "--json")
+    _, out2, _ = run_cli(capsys, "check", str(tmp_path / "s"), "--json", "--jobs", "2")
+    assert json.loads(out1)["records"] == json.loads(out2)["records"]
+
+
+@pytest.mark.parametrize("tier", ["arb", "exact"])
+def test_forced_tier_agrees(tmp_path, capsys, tier):
+    build_store(tmp_path / "s", n_ops=1)
+    _, out1, _ = run_cli(capsys, "check", str(tmp_path / "s"), "--json")
+    _, out2, _ = run_cli(capsys, "check", str(tmp_path / "s"), "--json", "--tier", tier)
+    a, b = json.loads(out1)["records"], json.loads(out2)["records"]
+    assert [r["upper_outcome"] for r in a] == [r["upper_outcome"] for r in b]
+    assert all(r["upper_check"]["tier"] == tier for r in b)
+
+
+def test_tampered_array_is_input_error(tmp_path, capsys):
+    build_store(tmp_path / "s", n_ops=1)
+    f = next((tmp_path / "s" / "arrays").glob("op0-t.npz"))
+    f.write_bytes(f.read_bytes()[:-3])
+    code, out, err = run_cli(capsys, "check", str(tmp_path / "s"))
+    assert code == 2
+    assert "op0-t.npz" in err and "sha256" in err
+
+
+def test_rank_claim_mismatch_is_input_error(tmp_path, capsys):
+    build_store(tmp_path / "s", n_ops=1)
+    p = tmp_path / "s" / "brackets.jsonl"
+    p.write_text(p.read_text().replace('"rank": 2', '"rank": 3', 1))
+    code, _, err = run_cli(capsys, "check", str(tmp_path / "s"))
+    assert code == 2 and "rank" in err and ".npz" in err
+
+
+def test_usage_errors(tmp_path, capsys):
+    with pytest.raises(SystemExit) as ei:
+        main(["check"])
+    assert ei.value.code == 2
+    with pytest.raises(SystemExit) as ei:
+        main(["--help"])
+    assert ei.value.code == 0
+    code, _, err = run_cli(capsys, "check", str(tmp_path / "nowhere"))
+    assert code == 2 and "nowhere" in err
+
+
+def test_store_copy_is_independent_of_location(tmp_path, capsys):
+    build_store(tmp_path / "s", n_ops=1)
+    shutil.copytree(tmp_path / "s", tmp_path / "t")
+    code, _, _ = run_cli(capsys, "check", str(tmp_path / "t"), "--quiet")
+    assert code == 1
