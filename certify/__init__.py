@@ -11,6 +11,7 @@ producer (``witnesses.producers``) or reads a store.
 from .errors import InputError
 from .rationals import parse_eps, to_rational
 from .result import Check, Enclosure
+from .slack import Slack, operator_slack
 from .upper import check_upper, exact_error
 
 __all__ = [
@@ -21,4 +22,6 @@ __all__ = [
     "exact_error",
     "parse_eps",
     "to_rational",
+    "Slack",
+    "operator_slack",
 ]
