@@ -25,7 +25,6 @@ from . import arbutil
 from .arrays import as_matrix
 from .errors import InputError
 from .rationals import float_down, float_up, to_rational
-from .rounding import nonneg_sum_upper
 
 Kind = Literal["logits", "block", "A"]
 
@@ -101,14 +100,27 @@ def operator_slack(record: Mapping[str, Any], *, source: str | None = None) -> S
         detail["masked_entries"] = int(np.isneginf(X).sum())
     if hi is None or lo is None:
         # never seen in practice; still rigorous: A_record rows are probability vectors
-        hi = 1 + Fraction(float(np.max(nonneg_sum_upper(np.abs(A).sum(axis=1), A.shape[1]))))
+        hi = 1 + max(sum((Fraction(abs(v)) for v in row), Fraction(0)) for row in A.tolist())
         lo = Fraction(0)
         detail["fallback"] = "non-finite balls; chi <= 1 + ||A_hat||_row1"
     else:
         detail["argmax_row"] = arg
     # round outward to floats: a relative loss of 2**-52, and short exact strings in reports
-    return Slack(chi=Fraction(float_up(hi)), chi_lo=Fraction(float_down(max(lo, Fraction(0)))),
+    return Slack(chi=_round_up(hi), chi_lo=_round_down(max(lo, Fraction(0))),
                  kind=kind, precision=tried[-1], detail=detail)
+
+
+_FLOAT_RANGE = Fraction(2**1000)
+
+
+def _round_up(q: Fraction) -> Fraction:
+    """Returns the least binary64 >= q (q itself beyond binary64 range)."""
+    return Fraction(float_up(q)) if q < _FLOAT_RANGE else q
+
+
+def _round_down(q: Fraction) -> Fraction:
+    """Returns the greatest binary64 <= q (q itself beyond binary64 range)."""
+    return Fraction(float_down(q)) if q < _FLOAT_RANGE else q
 
 
 def _validate(record: Mapping[str, Any], source: str | None

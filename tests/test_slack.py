@@ -211,6 +211,23 @@ def test_extreme_logits_stay_finite_and_fast():
     assert tiny.chi_lo == 0 and tiny.chi < Fraction(1, 10**299)
 
 
+def test_huge_stored_entries_do_not_overflow():
+    A = np.full((2, 3), 1e308)
+    for rec in ({"A": A, "logits": np.zeros((2, 3))}, {"A": A, "block": np.ones((2, 3))}):
+        s = operator_slack(rec)
+        truth = 3 * Fraction(1e308) - 1  # each row: 3 (1e308 - 1/3)
+        assert_encloses(s, truth, truth)
+
+
+def test_fallback_when_balls_are_not_finite(monkeypatch):
+    import certify.slack as slack
+
+    monkeypatch.setattr(slack, "_safe_endpoints", lambda x: None)
+    A = np.array([[0.25, 0.5, -0.5], [0.0, 1.0, 0.0]])
+    s = slack.operator_slack({"A": A, "logits": np.zeros((2, 3))})
+    assert s.chi == Fraction(9, 4) and s.chi_lo == 0 and "fallback" in s.detail
+
+
 def test_256_operator_is_tight():
     rng = np.random.default_rng(5)
     L = rng.standard_normal((256, 256)) * 3
