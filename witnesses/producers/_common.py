@@ -1,0 +1,69 @@
+"""Float64 helpers shared by the built-in producers (untrusted; only steer the search)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from fractions import Fraction
+
+import numpy as np
+
+# Relative slack every claim keeps so that the rigorous replay (which charges rounding of
+# order N * 2^-53 relative) confirms what the float search found.
+SAFETY = 1e-9
+
+
+def target(eps: Fraction | float) -> float:
+    """Returns the float64 error budget a witness must meet: eps (rounded down) * (1 - SAFETY)."""
+    e = float(eps)
+    if Fraction(e) > Fraction(eps):
+        e = float(np.nextafter(e, 0.0))
+    return e * (1.0 - SAFETY)
+
+
+def row_l1(A: np.ndarray, U: np.ndarray, V: np.ndarray) -> np.ndarray:
+    """Returns the float64 row l1 norms of A - U V (an estimate, not an enclosure)."""
+    return np.abs(A - U @ V).sum(axis=1)
+
+
+def max_row_l1(A: np.ndarray, U: np.ndarray, V: np.ndarray) -> float:
+    return float(row_l1(A, U, V).max())
+
+
+def least_rank(attempt: Callable[[int], tuple[bool, object]], kmax: int, *, start: int = 1,
+               known_ok: tuple[int, object] | None = None) -> tuple[int, object]:
+    """Galloping + binary search for the least k in [start, kmax] where ``attempt(k)`` succeeds.
+
+    ``attempt(k)`` returns (ok, payload).  Assumes success is (roughly) monotone in k; the
+    payload of the least successful rank found is returned.  ``attempt(kmax)`` must succeed
+    (it is tried last if nothing smaller did); ``known_ok`` = (k, payload) skips re-trying a
+    rank already known to succeed.
+    """
+    hi, hi_payload = (known_ok if known_ok is not None else (None, None))
+    lo = start - 1  # largest rank known to fail
+    k = start
+    step = 1
+    while hi is None or k < hi:
+        if k >= kmax:
+            break
+        ok, payload = attempt(k)
+        if ok:
+            hi, hi_payload = k, payload
+            break
+        lo = k
+        step *= 2
+        k = start - 1 + step
+    if hi is None:
+        ok, payload = attempt(kmax)
+        hi, hi_payload = kmax, payload
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        ok, payload = attempt(mid)
+        if ok:
+            hi, hi_payload = mid, payload
+        else:
+            lo = mid
+    return hi, hi_payload
+
+
+def as_float64(A: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(np.asarray(A, dtype=np.float64))

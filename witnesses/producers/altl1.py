@@ -1,0 +1,135 @@
+"""Alternating l1 factorization: the strongest built-in upper producer.
+
+For a fixed rank k it minimizes max_i sum_j |A - U V|_ij by alternating iteratively
+reweighted least squares (IRLS) steps on U (row by row) and V (column by column), with
+entry weights 1 / |E_ij| (the l1 majorizer) times Lawson-style row weights that push
+towards the worst rows (the max over rows).  Each U row is finally re-solved as an exact
+l1 regression (a small LP) against the final V when that can close the gap.  Warm start:
+the truncated SVD.  The rank is searched downwards from the truncated-SVD rank.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.optimize import linprog
+
+from . import BaseProducer, Witness
+from ._common import as_float64, least_rank, row_l1, target
+
+
+def _balance(U: np.ndarray, V: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    n = np.linalg.norm(V, axis=1)
+    n = np.where(n > 0, n, 1.0)
+    return U * n, V / n[:, None]
+
+
+def _solve_batched(G: np.ndarray, b: np.ndarray) -> np.ndarray:
+    k = G.shape[-1]
+    tr = np.trace(G, axis1=1, axis2=2) / max(k, 1)
+    G = G + (1e-12 * tr + 1e-300)[:, None, None] * np.eye(k)
+    try:
+        return np.linalg.solve(G, b[..., None])[..., 0]
+    except np.linalg.LinAlgError:
+        return np.stack([np.linalg.lstsq(g, v, rcond=None)[0] for g, v in zip(G, b, strict=True)])
+
+
+def l1_row(a: np.ndarray, V: np.ndarray) -> np.ndarray | None:
+    """Returns u minimizing ||a - u V||_1 (an LP; None if the solver fails)."""
+    k, N = V.shape
+    # variables [u (k, free), s (N, >= 0)]: minimize sum s with -s <= a - V^T u <= s
+    c = np.concatenate([np.zeros(k), np.ones(N)])
+    I = np.eye(N)
+    A_ub = np.block([[-V.T, -I], [V.T, -I]])
+    b_ub = np.concatenate([-a, a])
+    bounds = [(None, None)] * k + [(0, None)] * N
+    res = linprog(c, A_ub=A_ub, b_ub=b_ub, bounds=bounds, method="highs")
+    return res.x[:k] if res.status == 0 else None
+
+
+def alt_l1(A: np.ndarray, k: int, t: float, U0: np.ndarray, V0: np.ndarray, *,
+           iters: int = 40, polish: bool = True) -> tuple[np.ndarray, np.ndarray, float]:
+    """Returns (U, V, err): the best rank-k iterate found and its float64 max-row-l1 error.
+
+    Stops as soon as err <= t.
+    """
+    m, N = A.shape
+    U, V = _balance(U0.copy(), V0.copy())
+    r = row_l1(A, U, V)
+    best = (float(r.max()), U, V)
+    rho = np.ones(m)
+    for it in range(iters):
+        if best[0] <= t:
+            break
+        E = A - U @ V
+        err = float(np.abs(E).sum(axis=1).max())
+        floor = max(err / N * 10.0 ** (-1 - 3 * it / iters), 1e-13)
+        Wt = rho[:, None] / np.maximum(np.abs(E), floor)
+        G = np.einsum("ij,ik,il->jkl", Wt, U, U, optimize=True)
+        b = np.einsum("ij,ik->jk", Wt * A, U, optimize=True)
+        V = _solve_batched(G, b).T
+        E = A - U @ V
+        Wt = rho[:, None] / np.maximum(np.abs(E), floor)
+        G = np.einsum("ij,kj,lj->ikl", Wt, V, V, optimize=True)
+        b = np.einsum("ij,kj->ik", Wt * A, V, optimize=True)
+        U = _solve_batched(G, b)
+        U, V = _balance(U, V)
+        r = row_l1(A, U, V)
+        e = float(r.max())
+        if e < best[0]:
+            best = (e, U, V)
+        # Lawson step on the row weights: rows near the max error gain weight
+        rho = rho * (r / max(e, 1e-300)) ** 2
+        rho = np.maximum(rho / rho.max(), 1e-8)
+    err, U, V = best
+    if polish and t < err <= 1.5 * t:
+        U = U.copy()
+        r = row_l1(A, U, V)
+        for i in np.flatnonzero(r > t * 0.999):
+            u = l1_row(A[i], V)
+            if u is not None and np.abs(A[i] - u @ V).sum() < r[i]:
+                U[i] = u
+        err = float(row_l1(A, U, V).max())
+    return U, V, err
+
+
+class AlternatingL1(BaseProducer):
+    """Alternating l1 (IRLS + LP polish) factorization, rank searched from the tsvd rank down."""
+
+    name = "alt_l1"
+    role = "upper"
+
+    def __init__(self, iters: int = 40):
+        self.iters = iters
+
+    def produce(self, A, eps, *, logits=None):
+        A = as_float64(A)
+        t = target(eps)
+        m, N = A.shape
+        kmax = min(m, N)
+        Us, s, Vt = np.linalg.svd(A, full_matrices=False)
+        errs: dict[int, float] = {}
+
+        def tsvd_ok(k: int):
+            U, V = Us[:, :k] * s[:k], Vt[:k]
+            e = float(row_l1(A, U, V).max())
+            errs[k] = e
+            return e <= t, (U, V)
+
+        k_svd, (U_s, V_s) = least_rank(tsvd_ok, kmax)
+        if not errs.get(k_svd, np.inf) <= t:
+            return None
+
+        def attempt(k: int):
+            U, V, e = alt_l1(A, k, t, Us[:, :k] * s[:k], Vt[:k], iters=self.iters)
+            return e <= t, (U, V)
+
+        if k_svd > 1:
+            k, (U, V) = least_rank(attempt, k_svd, known_ok=(k_svd, (U_s, V_s)))
+        else:
+            k, (U, V) = 1, (U_s, V_s)
+        err = float(row_l1(A, U, V).max())
+        if not err <= t:
+            return None
+        return Witness(rank=k, U=np.ascontiguousarray(U), V=np.ascontiguousarray(V),
+                       claims={"upper_error": err, "upper_rank": int(k), "tsvd_rank": k_svd})
+
