@@ -1,0 +1,82 @@
+"""Exact rational linear algebra on lists of ``Fraction`` rows (python-flint underneath)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from fractions import Fraction
+
+import flint
+
+Matrix = list[list[Fraction]]
+
+
+def to_fmpq_mat(A: Sequence[Sequence[Fraction]]) -> flint.fmpq_mat:
+    """Returns ``A`` as a python-flint ``fmpq_mat`` (exact)."""
+    m, n = len(A), len(A[0]) if A else 0
+    return flint.fmpq_mat(m, n, [flint.fmpq(x.numerator, x.denominator) for row in A for x in row])
+
+
+def from_fmpq_mat(M: flint.fmpq_mat) -> Matrix:
+    """Returns the entries of ``M`` as ``Fraction`` rows (exact)."""
+    return [[Fraction(int(M[i, j].p), int(M[i, j].q)) for j in range(M.ncols())]
+            for i in range(M.nrows())]
+
+
+def rank(A: Sequence[Sequence[Fraction]]) -> int:
+    """Returns the exact rank of the rational matrix ``A``."""
+    if not A or not A[0]:
+        return 0
+    return int(to_fmpq_mat(A).rank())
+
+
+def matmul(A: Sequence[Sequence[Fraction]], B: Sequence[Sequence[Fraction]]) -> Matrix:
+    """Returns the exact product ``A B``."""
+    return from_fmpq_mat(to_fmpq_mat(A) * to_fmpq_mat(B))
+
+
+def inverse(A: Sequence[Sequence[Fraction]]) -> Matrix | None:
+    """Returns the exact inverse of the square matrix ``A``, or ``None`` if ``A`` is singular."""
+    M = to_fmpq_mat(A)
+    if M.nrows() != M.ncols() or M.rank() < M.nrows():
+        return None
+    return from_fmpq_mat(M.inv())
+
+
+def row1_norm(A: Sequence[Sequence[Fraction]]) -> Fraction:
+    """Returns max_i sum_j |A_ij| exactly (the induced infinity-norm, = ||A||_row1)."""
+    return max((sum((abs(x) for x in row), Fraction(0)) for row in A), default=Fraction(0))
+
+
+def row1_error(A: Sequence[Sequence[Fraction]], B: Sequence[Sequence[Fraction]]) -> Fraction:
+    """Returns ||A - B||_row1 = max_i sum_j |A_ij - B_ij| exactly."""
+    return max(sum((abs(a - b) for a, b in zip(ra, rb, strict=True)), Fraction(0))
+               for ra, rb in zip(A, B, strict=True))
+
+
+def transpose(A: Sequence[Sequence[Fraction]]) -> Matrix:
+    """Returns the transpose of ``A``."""
+    return [list(col) for col in zip(*A, strict=True)]
+
+
+def is_row_stochastic(B: Sequence[Sequence[Fraction]]) -> bool:
+    """Returns True iff every entry of ``B`` is >= 0 and every row sums to exactly 1."""
+    return all(all(x >= 0 for x in row) and sum(row, Fraction(0)) == 1 for row in B)
+
+
+def simplex_distance(a: Sequence[Fraction]) -> tuple[Fraction, list[Fraction]]:
+    """Returns (d, p): d = min over probability vectors p of ||a - p||_1, and a minimiser p.
+
+    d = (sum of negative parts) + |(sum of positive parts) - 1|: every p in the simplex has
+    ||a - p||_1 >= sum_{a_j<0} (|a_j| + p_j) + |sum_{a_j>=0} (p_j - a_j)| >= that value, and
+    the returned p (zero on negative entries, positive part scaled or topped up) attains it.
+    """
+    pos = [x if x > 0 else Fraction(0) for x in a]
+    neg = sum((-x for x in a if x < 0), Fraction(0))
+    P = sum(pos, Fraction(0))
+    d = neg + abs(P - 1)
+    if P >= 1:
+        p = [x / P for x in pos]  # shrink: total change P - 1, all entries move down
+    else:
+        p = list(pos)
+        p[max(range(len(a)), key=lambda j: a[j])] += 1 - P
+    return d, p

@@ -1,0 +1,183 @@
+"""The exact oracle: an exact bracket lower <= r_eps(A) <= upper for a small rational cell.
+
+Upper ends are exact witnesses (rational B, exact rank, exact error, exactly row-stochastic in
+the stochastic mode).  Lower ends are exact certificates:
+
+* ``nonzero``: ||A||_row1 > eps (B = 0 excluded);
+* ``not-stochastic-zero``: in the stochastic mode B = 0 is never admissible (rank >= 1);
+* ``rank-one-refutation``: the complete rank-one search of :mod:`exact.rankone` (rank >= 2);
+* ``decoder`` / ``submatrix``: ||(D A W)^{-1}||_inf ||D||_inf ||W||_inf eps < 1 (rank >= p);
+* ``empty``: stochastic mode, some row is farther than eps (in l1) from every probability
+  vector, so no admissible B exists at all and r_eps = +inf.
+
+In the stochastic mode B ranges over a subset of the unrestricted set, so unrestricted lower
+certificates stay valid, while witnesses must be row-stochastic.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+from certify.errors import InputError
+
+from .bracket import (
+    Certificate,
+    Witness,
+    base_witness,
+    best_decoder,
+    improve_upper,
+    make_witness,
+    nonzero_certificate,
+)
+from .inputs import Matrix, rational_matrix, unit_eps
+from .linalg import simplex_distance
+from .rankone import RankOneRefutation, rank_one_search, searchable
+
+#: Largest side accepted by :func:`oracle` (brackets only beyond the rank-one search limit).
+MAX_SIDE = 64
+INF = math.inf
+
+
+@dataclass
+class ExactResult:
+    """An exact bracket ``lower <= r_eps(A) <= upper`` (``math.inf`` when no admissible B
+    exists).  ``lower_certificate`` proves the lower end, ``witness`` the upper end."""
+
+    A: Matrix
+    eps: Fraction
+    stochastic: bool
+    lower: int | float
+    upper: int | float
+    lower_certificate: Certificate
+    witness: Witness | None
+    rank_one: Any = None  # the RankOneWitness / RankOneRefutation when the search ran
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def rank(self) -> int | float | None:
+        """r_eps(A) when the bracket is closed (``math.inf`` if infeasible), else None."""
+        return self.lower if self.lower == self.upper else None
+
+    @property
+    def decided(self) -> bool:
+        return self.lower == self.upper
+
+    @property
+    def mode(self) -> str:
+        return "stochastic" if self.stochastic else "unrestricted"
+
+    def to_json(self) -> dict[str, Any]:
+        def num(x: int | float | None) -> int | str | None:
+            return None if x is None else ("inf" if x == INF else int(x))
+
+        return {
+            "shape": [len(self.A), len(self.A[0])],
+            "eps": str(self.eps),
+            "mode": self.mode,
+            "lower": num(self.lower),
+            "upper": num(self.upper),
+            "rank": num(self.rank),
+            "decided": self.decided,
+            "lower_certificate": self.lower_certificate.to_json(),
+            "witness": self.witness.to_json() if self.witness else None,
+            "rank_one_search": (self.rank_one.to_json()
+                                if isinstance(self.rank_one, RankOneRefutation) else None),
+            "notes": list(self.notes),
+        }
+
+
+def oracle(A: object, eps: object, stochastic: bool = False, *,
+           complete: bool = False) -> ExactResult:
+    """Returns an exact bracket for r_eps(A) (row-stochastic rank if ``stochastic``).
+
+    Contract: lower <= r_eps(A) <= upper, where the lower end is proved by an exact
+    certificate and the upper end by an exact witness; both are re-checkable with
+    :mod:`exact.verify`.  For every cell with n**m * 2**(n-1) <= 2048 (all cells up to 4 x 4)
+    in the unrestricted mode, and up to 16 x 6 in the stochastic mode, the rank <= 1 question
+    is decided completely, so answers 0 and 1, and every answer of a cell with two rows or two
+    columns, are decided.  With ``complete=True`` a cell outside that limit raises
+    :class:`InputError` instead of returning a bracket.  Entries may be ints, Fractions, sympy
+    Rationals or strings; 0 < eps < 1.
+    """
+    M = rational_matrix(A)
+    e = unit_eps(eps)
+    m, n = len(M), len(M[0])
+    if m > MAX_SIDE or n > MAX_SIDE:
+        raise InputError(f"{m} x {n} cell exceeds the exact oracle's limit of "
+                         f"{MAX_SIDE} x {MAX_SIDE}", field="matrix")
+    if complete and not searchable(m, n, stochastic):
+        rank_one_search(M, e, stochastic)  # raises the size InputError
+    return _stochastic(M, e) if stochastic else _unrestricted(M, e)
+
+
+def _unrestricted(A: Matrix, eps: Fraction) -> ExactResult:
+    m, n = len(A), len(A[0])
+    nz = nonzero_certificate(A, eps)
+    if nz is None:
+        zero = [[Fraction(0)] * n for _ in range(m)]
+        w = make_witness(A, eps, zero, "zero", False)
+        return ExactResult(A, eps, False, 0, 0, Certificate("trivial", 0), w)
+    lower, cert = 1, nz
+    upper_w = base_witness(A, eps, False)
+    assert upper_w is not None
+    res = ExactResult(A, eps, False, lower, upper_w.rank, cert, upper_w)
+    if searchable(m, n, False):
+        r1 = rank_one_search(A, eps, False)
+        res.rank_one = r1
+        if isinstance(r1, RankOneRefutation):
+            res.lower, res.lower_certificate = 2, _refutation_cert(r1)
+        else:
+            res.upper, res.witness = r1.rank, Witness("rank-one", r1.B, r1.rank, r1.error)
+    else:
+        res.notes.append(f"{m} x {n} is beyond the complete rank-one search; bracket only")
+    return _close(res)
+
+
+def _stochastic(A: Matrix, eps: Fraction) -> ExactResult:
+    m, n = len(A), len(A[0])
+    dists = [simplex_distance(row)[0] for row in A]
+    worst = max(range(m), key=lambda i: dists[i])
+    if dists[worst] > eps:
+        cert = Certificate("empty", INF, {"row": worst, "distance": dists[worst]},
+                           {"row": worst, "distance_to_simplex": str(dists[worst])})
+        return ExactResult(A, eps, True, INF, INF, cert, None,
+                           notes=["no row-stochastic B lies within eps of A"])
+    cert = Certificate("not-stochastic-zero", 1)
+    nz = nonzero_certificate(A, eps)
+    upper_w = base_witness(A, eps, True)
+    assert upper_w is not None  # every row is within eps of the simplex
+    res = ExactResult(A, eps, True, 1, upper_w.rank, cert, upper_w)
+    if nz is None:
+        res.notes.append("B = 0 is within eps but is not row-stochastic")
+    if searchable(m, n, True):
+        r1 = rank_one_search(A, eps, True)
+        res.rank_one = r1
+        if isinstance(r1, RankOneRefutation):
+            res.lower, res.lower_certificate = 2, _refutation_cert(r1)
+        else:
+            res.upper = r1.rank
+            res.witness = Witness("rank-one", r1.B, r1.rank, r1.error, True)
+    else:
+        res.notes.append(f"{m} x {n} is beyond the complete rank-one search; bracket only")
+    return _close(res)
+
+
+def _refutation_cert(r1: RankOneRefutation) -> Certificate:
+    return Certificate("rank-one-refutation", 2, {"refutation": r1},
+                       {"farkas_nodes": len(r1.nodes), "lps_solved": r1.lps_solved})
+
+
+def _close(res: ExactResult) -> ExactResult:
+    """Tightens the bracket with decoder certificates and cheaper witnesses."""
+    if res.lower >= res.upper:
+        return res
+    dec = best_decoder(res.A, res.eps, int(res.lower))
+    if dec is not None and dec.bound > res.lower:
+        res.lower, res.lower_certificate = dec.bound, dec
+    if res.lower < res.upper and res.witness is not None:
+        w = improve_upper(res.A, res.eps, res.stochastic, int(res.lower), res.witness)
+        res.witness, res.upper = w, w.rank
+    return res

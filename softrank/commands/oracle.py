@@ -1,0 +1,86 @@
+"""``softrank-certify oracle CELL.json``: exact decision / bracket for a small rational cell."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from certify.errors import InputError
+
+NAME = "oracle"
+HELP = "exact rational oracle for r_eps of a small cell (JSON: matrix, eps, mode)"
+
+_MODES = {"unrestricted": False, "stochastic": True}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("cell", metavar="CELL.json",
+                        help='{"matrix": [["1/2","1/2"],...], "eps": "1/4", '
+                             '"mode": "unrestricted"|"stochastic"}')
+    parser.add_argument("--json", action="store_true", help="print the full result as JSON")
+    parser.add_argument("--complete", action="store_true",
+                        help="refuse (exit 2) cells too large for the complete rank-one search")
+
+
+def load_cell(path: str) -> tuple[Any, Any, bool]:
+    """Returns (matrix, eps, stochastic) read from ``path``; InputError names file/field."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            doc = json.load(fh)
+    except OSError as err:
+        raise InputError(f"cannot read: {err.strerror}", source=path) from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise InputError(f"not valid JSON: {err}", source=path) from None
+    if not isinstance(doc, dict):
+        raise InputError("top level must be a JSON object", source=path)
+    for key in ("matrix", "eps"):
+        if key not in doc:
+            raise InputError("missing field", field=key, source=path)
+    mode = doc.get("mode", "unrestricted")
+    if mode not in _MODES:
+        raise InputError(f"must be 'unrestricted' or 'stochastic', got {mode!r}",
+                         field="mode", source=path)
+    unknown = sorted(set(doc) - {"matrix", "eps", "mode"})
+    if unknown:
+        raise InputError(f"unknown field(s) {unknown}", field=unknown[0], source=path)
+    return doc["matrix"], doc["eps"], _MODES[mode]
+
+
+def run(args: argparse.Namespace) -> int:
+    from exact.inputs import rational_matrix, unit_eps
+    from exact.oracle import oracle
+
+    matrix, eps, stochastic = load_cell(args.cell)
+    # Parse here so errors name the file as well as the field.
+    A = rational_matrix(matrix, source=args.cell)
+    e = unit_eps(eps, source=args.cell)
+    try:
+        res = oracle(A, e, stochastic, complete=args.complete)
+    except InputError as err:
+        raise err.at(source=args.cell) from None
+    if args.json:
+        print(json.dumps(res.to_json(), indent=2))
+    else:
+        _print(res)
+    return 0 if res.decided else 1
+
+
+def _fmt(x: int | float) -> str:
+    return "inf" if x == float("inf") else str(int(x))
+
+
+def _print(res: Any) -> None:
+    m, n = len(res.A), len(res.A[0])
+    print(f"cell {m} x {n}, eps = {res.eps}, mode = {res.mode}")
+    verdict = f"r_eps = {_fmt(res.rank)} (decided)" if res.decided else \
+        f"{_fmt(res.lower)} <= r_eps <= {_fmt(res.upper)} (bracket only)"
+    print(verdict)
+    c = res.lower_certificate
+    print(f"  lower {_fmt(res.lower)}: certificate {c.kind}")
+    if res.witness is not None:
+        w = res.witness
+        print(f"  upper {_fmt(res.upper)}: witness {w.kind}, exact rank {w.rank}, "
+              f"exact error {w.error} <= {res.eps}")
+    for note in res.notes:
+        print(f"  note: {note}")
