@@ -1,0 +1,121 @@
+"""Audit reports for papers: check every bracket of a store, resumably, and write the tables,
+figures and provenance a paper needs.
+
+``run_audit(store, out)`` checks each bracket (``softrank.runner.check_record``, which hands
+arrays and exact rationals to ``certify``), journals every finished record (``journal.py``),
+and writes ``report.json``, ``report.md``, ``report.tex`` and ``figures/`` atomically.  An
+interrupted audit rerun with the same arguments skips the brackets already journaled and
+writes the same report.json (apart from the ``"run"`` key).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from certify.errors import InputError
+from certify.upper import check_tier
+from witnesses import open_store
+from witnesses.atomic import write_text_atomic
+
+from . import provenance
+from .executors import make_executor, plan_chunks
+from .journal import JOURNAL_NAME, Journal, journal_key, store_digest
+from .report import VOLATILE_KEY, build_report, report_json, report_latex, report_markdown
+from .tables import group_pairs
+
+DEFAULT_BUDGETS = (8, 16, 32)
+
+__all__ = ["DEFAULT_BUDGETS", "VOLATILE_KEY", "parse_budgets", "run_audit"]
+
+
+def parse_budgets(text: str) -> list[int]:
+    """Returns the sorted distinct positive ranks of ``"8,16,32"``; InputError otherwise."""
+    try:
+        ks = sorted({int(t) for t in text.split(",") if t.strip()})
+    except ValueError:
+        raise InputError(f"budgets must be comma-separated integers, got {text!r}",
+                         field="--budgets") from None
+    if not ks or ks[0] < 1:
+        raise InputError(f"budgets must be positive ranks, got {text!r}", field="--budgets")
+    return ks
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def run_audit(store: str | Path, out: str | Path, *, jobs: int = 1,
+              budgets: Sequence[int] = DEFAULT_BUDGETS, tier: str = "auto",
+              scheduler: Any = None, restart: bool = False, progress: bool = False,
+              figures: bool = True, command: str | None = None,
+              on_record: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+    """Checks every bracket of ``store`` not yet in ``out``'s journal and writes the report.
+
+    Returns the report.json document.  ``scheduler`` (a Dask scheduler address or Client)
+    selects the Dask executor, else ``jobs`` > 1 a local process pool.  ``on_record`` is
+    called after each record is journaled (tests use it to interrupt a run).
+    Raises InputError for an unreadable store, a bad tier or budget, or a journal that
+    belongs to another store/tier (unless ``restart``).  A kernel exception propagates; every
+    record journaled before it is kept.
+    """
+    started, t0 = _now(), time.monotonic()
+    tier = check_tier(tier)
+    budgets = sorted({int(k) for k in budgets})
+    if not budgets or budgets[0] < 1:
+        raise InputError("budgets must be positive ranks", field="--budgets")
+    if jobs < 1:
+        raise InputError("--jobs must be >= 1", field="--jobs")
+    reader = open_store(store)
+    ids = [b.id for b in reader.brackets]
+    store_path = str(Path(store).resolve())
+    key = journal_key(store, tier, provenance.this_version())
+    executor_name, workers = "none", 0
+    with Journal.open(out, key, restart=restart, known_ids=ids) as journal:
+        resumed = len(journal.records)
+        todo = [i for i in ids if i not in journal.records]
+        if todo:
+            executor = make_executor(jobs, scheduler)
+            executor_name, workers = executor.name, executor.workers
+            chunks = plan_chunks(reader, todo, executor.workers)
+            from tqdm import tqdm
+
+            with tqdm(total=len(ids), initial=resumed, unit="bracket", file=sys.stderr,
+                      disable=not progress, desc="audit") as bar:
+                for rec in executor.run(store_path, chunks, tier):
+                    rec = journal.append(rec)
+                    bar.update(1)
+                    if on_record is not None:
+                        on_record(rec)
+        records = [journal.records[i] for i in ids if i in journal.records]
+    missing = len(ids) - len(records)
+    if missing:  # an executor that drops work must not yield a short report
+        raise RuntimeError(f"{missing} brackets have no record after the run; rerun to resume")
+    fig_paths: list[str] = []
+    fig_note = None
+    if figures:
+        try:
+            from .figures import write_figures
+
+            fig_paths = write_figures(out, group_pairs(records, budgets), records)
+        except ImportError as err:
+            fig_note = f"figures skipped: {err} (install the plots extra)"
+    store_info = {"path": str(store), "sha256": store_digest(store),
+                  "operators": len(reader.operators), "brackets": len(ids),
+                  "header": reader.header}
+    run = {"command": command, "started": started, "finished": _now(),
+           "seconds": round(time.monotonic() - t0, 3), "executor": executor_name,
+           "workers": workers, "resumed_records": resumed, "new_records": len(ids) - resumed,
+           "journal": JOURNAL_NAME, "figures_note": fig_note}
+    report = build_report(records, store=store_info, tier=tier, budgets=budgets,
+                          environment=provenance.environment(),
+                          methods=provenance.methods(records, tier), figures=fig_paths, run=run)
+    outp = Path(out)
+    write_text_atomic(outp / "report.json", report_json(report))
+    write_text_atomic(outp / "report.md", report_markdown(report))
+    write_text_atomic(outp / "report.tex", report_latex(report))
+    return report

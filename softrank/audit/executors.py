@@ -1,0 +1,161 @@
+"""Where bracket checks run: in this process, in a local process pool, or on a Dask cluster.
+
+Every executor yields one record per requested bracket id (from
+``softrank.runner.check_record``), in completion order; the caller journals and sorts.
+Work is cut into chunks of brackets of the same operator, so a worker loads each operator's
+arrays (and computes its slack chi) once per chunk.
+
+Workers open the store themselves from its path: on a cluster, every worker must see the
+store at that path (a shared file system).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from typing import Any, Protocol
+
+from witnesses import StoreReader, open_store
+
+from ..runner import _OperatorCache, check_record
+
+# One reader per worker process: opening a store parses and validates every record, which
+# must not be paid per chunk on a corpus of thousands of brackets.
+_READERS: dict[str, tuple[StoreReader, dict[str, Any]]] = {}
+# python-flint's working precision is process-global, so two threads of one Dask worker must
+# never run checks at the same time (the arb tier sets and restores it around each product).
+_CHECK_LOCK = threading.Lock()
+
+
+def _reader(store_path: str) -> tuple[StoreReader, dict[str, Any]]:
+    if store_path not in _READERS:
+        reader = open_store(store_path)
+        _READERS.clear()
+        _READERS[store_path] = (reader, {b.id: b for b in reader.brackets})
+    return _READERS[store_path]
+
+
+def check_chunk(store_path: str, ids: Sequence[str], tier: str) -> list[dict[str, Any]]:
+    """Worker entry point: returns the check records of brackets ``ids`` of the store."""
+    with _CHECK_LOCK:
+        reader, by_id = _reader(store_path)
+        cache = _OperatorCache(reader)
+        return [check_record(reader, by_id[i], cache, tier=tier) for i in ids]
+
+
+def plan_chunks(reader: StoreReader, ids: Sequence[str], workers: int,
+                max_chunk: int = 16) -> list[list[str]]:
+    """Returns ``ids`` cut into chunks that never mix operators.
+
+    Chunks hold at most ``max_chunk`` brackets and are small enough that every worker gets
+    several (about 4 per worker), which keeps the pool busy and bounds the work a kill throws
+    away.
+    """
+    wanted = set(ids)
+    ordered = sorted((b for b in reader.brackets if b.id in wanted),
+                     key=lambda b: (b.operator, b.id))
+    if not ordered:
+        return []
+    size = max(1, min(max_chunk, math.ceil(len(ordered) / (4 * max(1, workers)))))
+    chunks: list[list[str]] = []
+    current: list[str] = []
+    current_op = None
+    for b in ordered:
+        if current and (b.operator != current_op or len(current) >= size):
+            chunks.append(current)
+            current = []
+        current.append(b.id)
+        current_op = b.operator
+    chunks.append(current)
+    return chunks
+
+
+class Executor(Protocol):
+    name: str
+    workers: int
+
+    def run(self, store_path: str, chunks: list[list[str]], tier: str
+            ) -> Iterator[dict[str, Any]]: ...
+
+
+class SerialExecutor:
+    """Checks every chunk in this process, in order."""
+
+    name = "serial"
+    workers = 1
+
+    def run(self, store_path: str, chunks: list[list[str]], tier: str
+            ) -> Iterator[dict[str, Any]]:
+        for c in chunks:
+            yield from check_chunk(store_path, c, tier)
+
+
+class ProcessExecutor:
+    """Checks chunks in a local pool of ``workers`` processes."""
+
+    name = "processes"
+
+    def __init__(self, workers: int):
+        self.workers = workers
+
+    def run(self, store_path: str, chunks: list[list[str]], tier: str
+            ) -> Iterator[dict[str, Any]]:
+        pool = ProcessPoolExecutor(max_workers=self.workers)
+        try:
+            pending = {pool.submit(check_chunk, store_path, c, tier) for c in chunks}
+            while pending:
+                done, pending = wait(pending, return_when=FIRST_COMPLETED)
+                for fut in done:
+                    yield from fut.result()
+        finally:
+            # on an error or an interrupt, drop queued chunks instead of finishing them
+            pool.shutdown(wait=True, cancel_futures=True)
+
+
+class DaskExecutor:
+    """Checks chunks on a Dask cluster (``pip install 'softrank-certify[dask]'``).
+
+    ``address`` is a scheduler address (``tcp://host:8786``) or an existing
+    ``distributed.Client``.  Workers must see the store at the same path and have this
+    package installed.
+    """
+
+    name = "dask"
+
+    def __init__(self, address: Any):
+        try:
+            from distributed import Client
+        except ImportError:
+            from certify.errors import InputError
+
+            raise InputError("--scheduler needs the dask extra: pip install "
+                             "'softrank-certify[dask]'", field="--scheduler") from None
+        if isinstance(address, Client):
+            self.client, self._owned = address, False
+        else:
+            self.client, self._owned = Client(address), True
+        self.address = str(self.client.scheduler.address)
+        self.workers = max(1, sum(self.client.nthreads().values()))
+
+    def run(self, store_path: str, chunks: list[list[str]], tier: str
+            ) -> Iterator[dict[str, Any]]:
+        from distributed import as_completed
+
+        futures = [self.client.submit(check_chunk, store_path, c, tier, pure=False)
+                   for c in chunks]
+        try:
+            for fut in as_completed(futures):
+                yield from fut.result()
+        finally:
+            self.client.cancel(futures)
+            if self._owned:
+                self.client.close()
+
+
+def make_executor(jobs: int, scheduler: Any = None) -> Executor:
+    """Returns the Dask executor when ``scheduler`` is given, else a pool or serial one."""
+    if scheduler is not None:
+        return DaskExecutor(scheduler)
+    return ProcessExecutor(jobs) if jobs > 1 else SerialExecutor()

@@ -1,0 +1,78 @@
+"""What a report must state so a run can be cited and repeated: versions, tiers, precisions."""
+
+from __future__ import annotations
+
+import platform
+import sys
+from collections import Counter
+from importlib import metadata
+from typing import Any
+
+PACKAGES = ("softrank-certify", "numpy", "python-flint", "mpmath", "sympy", "scipy",
+            "matplotlib", "tqdm")
+
+
+def package_version(name: str) -> str | None:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def this_version() -> str:
+    return package_version("softrank-certify") or "unknown"
+
+
+def environment() -> dict[str, Any]:
+    """Returns the versions of Python, the packages behind the checks and the C FLINT library."""
+    env: dict[str, Any] = {"python": sys.version.split()[0],
+                           "implementation": platform.python_implementation(),
+                           "platform": platform.platform(terse=True)}
+    for name in PACKAGES:
+        env[name] = package_version(name)
+    try:
+        import flint
+
+        env["flint (C library)"] = getattr(flint, "__FLINT_VERSION__", None)
+    except ImportError:  # pragma: no cover - python-flint is a hard dependency
+        pass
+    return env
+
+
+def methods(records: list[dict[str, Any]], tier: str) -> dict[str, Any]:
+    """Returns, per end, how many checks each tier decided, the tier sequences run and the
+    arb precisions (bits) used, read from the records' check objects.
+    """
+    out: dict[str, Any] = {"requested_tier": tier}
+    for end in ("upper", "lower"):
+        checks = [r.get(f"{end}_check") for r in records if "error" not in r]
+        checks = [c for c in checks if isinstance(c, dict)]
+        out[end] = {
+            "checks": len(checks),
+            "decided_by": dict(sorted(Counter(str(c.get("tier")) for c in checks).items())),
+            "tier_sequences": dict(sorted(Counter(">".join(c.get("tiers_run") or [])
+                                                  for c in checks).items())),
+            "precisions_bits": sorted({int(c["precision"]) for c in checks
+                                       if c.get("precision") is not None}),
+            "kinds": dict(sorted(Counter(str(c.get("kind")) for c in checks).items())),
+            "statuses": dict(sorted(Counter(str(c.get("status")) for c in checks).items())),
+        }
+    return out
+
+
+def methods_text(m: dict[str, Any]) -> list[str]:
+    """Returns Markdown bullet lines describing ``methods(...)``."""
+    lines = [f"- requested tier: `{m['requested_tier']}` (auto = float64 first, escalating to "
+             "arb balls and then exact rational arithmetic only where an enclosure is too wide)"]
+    for end in ("upper", "lower"):
+        e = m[end]
+        if not e["checks"]:
+            lines.append(f"- {end} ends: no checks")
+            continue
+        decided = ", ".join(f"{t} {n}" for t, n in e["decided_by"].items())
+        seqs = ", ".join(f"{s or 'none'} {n}" for s, n in e["tier_sequences"].items())
+        prec = ", ".join(str(p) for p in e["precisions_bits"]) or "none"
+        kinds = ", ".join(f"{k} {n}" for k, n in e["kinds"].items())
+        lines.append(f"- {end} ends ({e['checks']} checks; kinds: {kinds}): decided by "
+                     f"{decided}; tiers run: {seqs}; arb precisions used (bits): {prec}")
+    return lines

@@ -1,0 +1,182 @@
+"""Assembles report.json, report.md and report.tex from the finished records.
+
+report.json is deterministic given the store, the tier, the budgets and the package versions:
+records are sorted by bracket id and everything that changes from run to run (times, command
+line, number of workers, how many records came from the journal) lives under the one key
+``"run"``.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Any
+
+from witnesses import jsonexact
+
+from . import tables
+from .provenance import methods_text
+
+REPORT_FORMAT = "softrank-audit-report"
+REPORT_VERSION = 1
+VOLATILE_KEY = "run"
+
+DEFINITIONS = {
+    "validated_bracket": "[L, U] with L <= r_eps(A) <= U proved about the operator of record "
+                         "A (slack chi charged: L from eps + chi, U from eps - chi)",
+    "grouping": "several records may share (operator, eps); the pair's bracket is "
+                "[max validated L, min validated U] over its records; pair tables count "
+                "(operator, eps) pairs, claim tables count records",
+    "resolved": "U <= 2 L, or U - L <= 2, or U - L <= min(m, N) / 10 (exact integers)",
+    "verdict": "at budget k: feasible if k >= U, impossible if k < L, else unresolved",
+    "outcomes": "confirmed: the float64 claim holds as stated; weakened: a weaker end was "
+                "validated instead; refuted: the claim was proved false / nothing was "
+                "validated for it; absent: no claim for that end",
+    "ratio": "U/L per pair; infinite when L = 0; medians are exact (mean of the two middle "
+             "values for an even count)",
+    "margin": "enclosure of the signed distance of the checked quantity from its threshold, "
+              "positive on the claim's side",
+}
+
+
+def exit_code(records: list[dict[str, Any]], pairs: list[dict[str, Any]]) -> int:
+    """0 every claim confirmed, 1 some claim weakened/refuted/undecided, 2 an input error."""
+    if any(not tables.ok(r) for r in records):
+        return 2
+    if not tables.all_confirmed(records) or not all(p["consistent"] for p in pairs):
+        return 1
+    return 0
+
+
+def _why(r: dict[str, Any], end: str) -> dict[str, Any]:
+    c = r.get(f"{end}_check") or {}
+    return {"bracket": r["bracket"], "family": r["family"], "operator": r["operator"],
+            "eps": r["eps"], "end": end, "outcome": r.get(f"{end}_outcome"),
+            "claimed": r.get(f"{end}_claim"), "validated": r.get(end),
+            "kind": c.get("kind") or (r.get("lower_kind") if end == "lower" else "factors"),
+            "status": c.get("status"), "claim": c.get("claim"), "margin": c.get("margin"),
+            "tier": c.get("tier")}
+
+
+def build_report(records: list[dict[str, Any]], *, store: dict[str, Any], tier: str,
+                 budgets: list[int], environment: dict[str, Any], methods: dict[str, Any],
+                 figures: list[str], run: dict[str, Any]) -> dict[str, Any]:
+    """Returns the report.json document (records must be normalized, any order)."""
+    records = sorted(records, key=lambda r: r["bracket"])
+    pairs = tables.group_pairs(records, budgets)
+    groups = tables.summarize_groups(pairs, records, budgets)
+    checked = [r for r in records if tables.ok(r)]
+    changed = [_why(r, end) for r in checked for end in ("upper", "lower")
+               if r.get(f"{end}_outcome") not in ("confirmed", "absent")]
+    summary = {
+        "brackets": len(records), "checked": len(checked),
+        "input_errors": len(records) - len(checked),
+        "pairs": len(pairs), "families": sorted({r["family"] for r in records}),
+        "eps": sorted({r["eps"] for r in records}, key=Fraction),
+        "resolved_pairs": sum(p["resolved"] for p in pairs),
+        "inconsistent_pairs": sum(not p["consistent"] for p in pairs),
+        "claims_not_confirmed": len(changed),
+        "all_confirmed": tables.all_confirmed(records),
+        "exit_code": exit_code(records, pairs),
+    }
+    return {
+        "format": REPORT_FORMAT, "version": REPORT_VERSION,
+        "store": store, "options": {"tier": tier, "budgets": budgets},
+        "definitions": DEFINITIONS, "environment": environment, "methods": methods,
+        "summary": summary, "tables": tables.build_tables(groups, budgets),
+        "groups": groups, "pairs": pairs, "not_confirmed": changed,
+        "errors": [{"bracket": r["bracket"], "error": r["error"]} for r in records
+                   if not tables.ok(r)],
+        "figures": figures, "records": records, VOLATILE_KEY: run,
+    }
+
+
+def report_json(report: dict[str, Any]) -> str:
+    return jsonexact.dumps(report, indent=1, sort_keys=True) + "\n"
+
+
+def _fmt_margin(m: dict[str, str] | None) -> str:
+    if not m:
+        return "-"
+    lo, hi = Fraction(m["lo"]), Fraction(m["hi"])
+    return f"[{float(lo):.3g}, {float(hi):.3g}]"
+
+
+MAX_LISTED = 40
+
+
+def report_markdown(rep: dict[str, Any]) -> str:
+    """Returns report.md: summary, the three tables, what changed and why, method, provenance."""
+    s, run, st = rep["summary"], rep[VOLATILE_KEY], rep["store"]
+    out = [f"# Audit of `{st['path']}`", ""]
+    out += [f"{s['brackets']} stored brackets ({s['checked']} checked, {s['input_errors']} "
+            f"input errors) over {s['pairs']} (operator, eps) pairs; families: "
+            f"{', '.join(s['families']) or '-'}; eps: "
+            f"{', '.join(tables.fmt_eps(e) for e in s['eps']) or '-'}.", ""]
+    verdict = ("every float64 claim was confirmed" if s["all_confirmed"] else
+               f"{s['claims_not_confirmed']} float64 claims were not confirmed as stated "
+               "(listed below)")
+    out += [f"**Result:** {verdict}; {s['resolved_pairs']} of {s['pairs']} pairs resolved. "
+            "Every L and U below is a theorem about the exact stored numbers and the "
+            "operator of record (rounding errors, residuals and the slack chi charged); no "
+            "float64 qualifier applies.", ""]
+    if s["inconsistent_pairs"]:
+        out += [f"**WARNING:** {s['inconsistent_pairs']} pairs have validated L > U, which no "
+                "sound check can produce; report this as a bug.", ""]
+    for i, t in enumerate(rep["tables"].values(), start=1):
+        out += [f"## Table {i}. {t['title']}", "", tables.markdown_table(t), ""]
+    out += ["Definitions:", ""]
+    out += [f"- {k.replace('_', ' ')}: {v}" for k, v in rep["definitions"].items()]
+    out += [""]
+    changed = rep["not_confirmed"]
+    out += ["## Claims not confirmed as stated", ""]
+    if not changed:
+        out += ["None.", ""]
+    else:
+        listing = {
+            "columns": ["Bracket", "Family", "Operator", "eps", "End", "Kind", "Claimed",
+                        "Validated", "Outcome", "Check", "Margin", "Tier"],
+            "rows": [[str(x) for x in (
+                c["bracket"], c["family"], c["operator"], tables.fmt_eps(c["eps"]), c["end"],
+                c["kind"], c["claimed"], c["validated"], c["outcome"],
+                f"{c['status']}: {c['claim']}" if c["claim"] else c["status"],
+                _fmt_margin(c["margin"]), c["tier"])] for c in changed[:MAX_LISTED]],
+        }
+        out.append(tables.markdown_table(listing))
+        if len(changed) > MAX_LISTED:
+            out.append(f"\n... and {len(changed) - MAX_LISTED} more in report.json "
+                       "(`not_confirmed`).")
+        out += [""]
+    if rep["errors"]:
+        out += ["## Input errors (no verdict)", ""]
+        out += [f"- `{e['bracket']}`: {e['error']}" for e in rep["errors"][:MAX_LISTED]]
+        out += [""]
+    if rep["figures"]:
+        out += ["## Figures", ""]
+        out += [f"![{f}]({f})" for f in rep["figures"] if f.endswith(".png")]
+        out += [""]
+    out += ["## Method", ""]
+    out += methods_text(rep["methods"])
+    out += [f"- budgets: {', '.join(str(k) for k in rep['options']['budgets'])}", ""]
+    out += ["## Provenance", ""]
+    out += [f"- store: `{st['path']}` ({st['operators']} operators, {st['brackets']} brackets; "
+            f"sha256 of its record files {st['sha256']})"]
+    out += [f"- {k}: {v}" for k, v in rep["environment"].items()]
+    out += [f"- command: `{run.get('command')}`",
+            f"- executor: {run.get('executor')} ({run.get('workers')} workers); "
+            f"{run.get('resumed_records')} records taken from the journal of an earlier run",
+            f"- started {run.get('started')}, finished {run.get('finished')} "
+            f"({run.get('seconds')} s)", ""]
+    return "\n".join(out) + "\n"
+
+
+def report_latex(rep: dict[str, Any]) -> str:
+    """Returns report.tex: the three booktabs tables (``\\usepackage{booktabs}``), provenance
+    in comments, ready to ``\\input``.
+    """
+    env = rep["environment"]
+    head = ["% softrank-certify audit tables; needs \\usepackage{booktabs}",
+            f"% store: {rep['store']['path']} (sha256 {rep['store']['sha256']})",
+            f"% tier: {rep['options']['tier']}; " + "; ".join(f"{k} {v}" for k, v in env.items()),
+            f"% command: {rep[VOLATILE_KEY].get('command')}", ""]
+    parts = [tables.latex_table(t, f"tab:audit-{name}") for name, t in rep["tables"].items()]
+    return "\n".join(head) + "\n\n".join(parts) + "\n"

@@ -1,0 +1,356 @@
+"""From per-bracket check records to the audit's grouped rows and table cells.
+
+Pure functions on JSON-safe records (``softrank.runner.check_record`` output); no files.
+
+Conventions (stated in every report; see proofs_notes/audit.md):
+
+* A store may hold several brackets per (operator, eps), one per producer.  The validated
+  bracket of a pair is [max validated L over its records, min validated U over its records]:
+  each validated end is a theorem about r_eps(operator of record), so both combinations are.
+* Tables of operators, resolved shares, medians and budgets count (operator, eps) pairs;
+  claim-outcome counts count records (one float64 claim per end per record).
+* A pair is resolved when U <= 2 L, or U - L <= 2, or U - L <= full_rank / 10 with
+  full_rank = min(m, N); every comparison is exact integer arithmetic.
+* Verdict at budget k: feasible when k >= U, impossible when k < L, unresolved otherwise.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
+from fractions import Fraction
+from typing import Any
+
+OUTCOMES = ("confirmed", "weakened", "refuted", "absent")
+VERDICTS = ("feasible", "impossible", "unresolved")
+ALL_FAMILIES = "all"
+
+
+# ---------------------------------------------------------------------------- predicates
+
+
+def is_resolved(upper: int, lower: int, full_rank: int) -> bool:
+    """True when [lower, upper] is resolved: U <= 2L, or U - L <= 2, or 10 (U - L) <= full rank."""
+    gap = upper - lower
+    return upper <= 2 * lower or gap <= 2 or 10 * gap <= full_rank
+
+
+def verdict(k: int, upper: int, lower: int) -> str:
+    """Returns "feasible" (k >= U), "impossible" (k < L) or "unresolved" for budget k."""
+    if k >= upper:
+        return "feasible"
+    if k < lower:
+        return "impossible"
+    return "unresolved"
+
+
+def ok(record: dict[str, Any]) -> bool:
+    """True when the record carries validated ends (it is not an input-error record)."""
+    return "error" not in record
+
+
+def all_confirmed(records: Iterable[dict[str, Any]]) -> bool:
+    """True when every record was checked and every present float64 claim confirmed."""
+    return all(ok(r) and r.get("upper_outcome") == "confirmed"
+               and r.get("lower_outcome") in ("confirmed", "absent") for r in records)
+
+
+def _full_rank(shape: Sequence[int]) -> int:
+    return min(int(shape[0]), int(shape[1]))
+
+
+def _validated_ends(r: dict[str, Any]) -> tuple[int, int]:
+    """Returns (L, U) of a checked record.
+
+    A missing validated lower end means no lower bound was proved (L = 0); a missing upper end
+    falls back to the trivial r_eps <= min(m, N) (B = A itself), which holds for any operator.
+    """
+    lo = r.get("lower")
+    up = r.get("upper")
+    L = 0 if lo is None else int(lo)
+    U = _full_rank(r["shape"]) if up is None else int(up)
+    return L, U
+
+
+# ---------------------------------------------------------------------------- grouping
+
+
+def eps_key(eps: str) -> Fraction:
+    return Fraction(eps)
+
+
+def group_pairs(records: Iterable[dict[str, Any]], budgets: Sequence[int]
+                ) -> list[dict[str, Any]]:
+    """Returns one row per (operator, eps) pair that has at least one checked record.
+
+    Each row holds the validated bracket [L, U] (max L, min U over the pair's records), the
+    records that gave each end, ``resolved``, the exact ratio U/L (None when L = 0: no finite
+    ratio), ``consistent`` (L <= U; a False here would expose an unsound check) and the
+    verdict at each budget.  Rows are sorted by (family, eps, operator).
+    """
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for r in records:
+        if ok(r):
+            groups[(r["operator"], r["eps"])].append(r)
+    rows = []
+    for (op, eps), recs in groups.items():
+        recs = sorted(recs, key=lambda r: r["bracket"])
+        ends = [(*_validated_ends(r), r["bracket"]) for r in recs]
+        # records are in bracket-id order and max/min keep the first of equal keys, so ties
+        # go to the first bracket id whatever order the records arrived in
+        L, _, L_from = max(ends, key=lambda e: e[0])
+        _, U, U_from = min(ends, key=lambda e: e[1])
+        shape = [int(s) for s in recs[0]["shape"]]
+        full = _full_rank(shape)
+        rows.append({
+            "operator": op, "family": recs[0]["family"], "eps": eps, "shape": shape,
+            "full_rank": full,
+            "brackets": [e[2] for e in ends],
+            "lower": L, "lower_from": L_from, "upper": U, "upper_from": U_from,
+            "resolved": is_resolved(U, L, full),
+            "ratio": None if L == 0 else str(Fraction(U, L)),
+            "consistent": L <= U,
+            "budgets": {str(k): verdict(k, U, L) for k in budgets},
+        })
+    rows.sort(key=lambda p: (p["family"], eps_key(p["eps"]), p["operator"]))
+    return rows
+
+
+# ---------------------------------------------------------------------------- statistics
+
+
+def median(values: Sequence[Fraction | None]) -> Fraction | None:
+    """Returns the exact median (mean of the two middle values for an even count).
+
+    ``None`` stands for +infinity (a ratio U/L with L = 0) and sorts last; a median that
+    involves it is None.  Raises ValueError for an empty sequence.
+    """
+    if not values:
+        raise ValueError("median of nothing")
+    finite = sorted(v for v in values if v is not None)
+    ordered: list[Fraction | None] = [*finite, *([None] * (len(values) - len(finite)))]
+    n = len(ordered)
+    mid = [ordered[(n - 1) // 2], ordered[n // 2]]
+    if any(v is None for v in mid):
+        return None
+    return (mid[0] + mid[1]) / 2  # type: ignore[operator]
+
+
+def _q(x: Fraction | None) -> str | None:
+    return None if x is None else str(x)
+
+
+def _family_eps_keys(pairs: list[dict[str, Any]], records: list[dict[str, Any]]
+                     ) -> list[tuple[str, str]]:
+    """Row keys: for each eps ascending, each family by name, then "all" when > 1 family."""
+    by_eps: dict[str, set[str]] = defaultdict(set)
+    for r in records:
+        by_eps[r["eps"]].add(r["family"])
+    keys: list[tuple[str, str]] = []
+    for eps in sorted(by_eps, key=eps_key):
+        fams = sorted(by_eps[eps])
+        keys.extend((f, eps) for f in fams)
+        if len(fams) > 1:
+            keys.append((ALL_FAMILIES, eps))
+    return keys
+
+
+def _select(items: list[dict[str, Any]], family: str, eps: str) -> list[dict[str, Any]]:
+    return [x for x in items if x["eps"] == eps and family in (ALL_FAMILIES, x["family"])]
+
+
+def summarize_groups(pairs: list[dict[str, Any]], records: list[dict[str, Any]],
+                     budgets: Sequence[int]) -> list[dict[str, Any]]:
+    """Returns one exact summary per (family, eps) (plus an "all" family per eps).
+
+    Keys: family, eps, shapes, operators (pairs), resolved (count), resolved_share, median_lower,
+    median_upper, median_ratio (exact strings; ratio None = infinite or no pairs), records,
+    errors, claims {upper: {outcome: count}, lower: {...}}, budgets {k: {verdict: count}},
+    inconsistent (pairs with L > U).
+    """
+    out = []
+    for fam, eps in _family_eps_keys(pairs, records):
+        ps = _select(pairs, fam, eps)
+        rs = _select(records, fam, eps)
+        checked = [r for r in rs if ok(r)]
+        n = len(ps)
+        row: dict[str, Any] = {
+            "family": fam, "eps": eps,
+            "shapes": sorted({tuple(p["shape"]) for p in ps} | {tuple(r["shape"]) for r in rs}),
+            "operators": n,
+            "resolved": sum(p["resolved"] for p in ps),
+            "records": len(rs), "errors": len(rs) - len(checked),
+            "inconsistent": sum(not p["consistent"] for p in ps),
+        }
+        row["shapes"] = [list(s) for s in row["shapes"]]
+        row["resolved_share"] = _q(Fraction(row["resolved"], n)) if n else None
+        if n:
+            row["median_lower"] = _q(median([Fraction(p["lower"]) for p in ps]))
+            row["median_upper"] = _q(median([Fraction(p["upper"]) for p in ps]))
+            ratio = median([None if p["ratio"] is None else Fraction(p["ratio"]) for p in ps])
+            row["median_ratio"] = _q(ratio)
+            row["median_ratio_infinite"] = ratio is None
+        else:
+            row.update(median_lower=None, median_upper=None, median_ratio=None,
+                       median_ratio_infinite=False)
+        row["claims"] = {}
+        for end in ("upper", "lower"):
+            c = Counter(r.get(f"{end}_outcome") for r in checked)
+            row["claims"][end] = {o: c.get(o, 0) for o in OUTCOMES}
+            for o, v in c.items():  # an outcome name the kernel may add later is still counted
+                if o not in OUTCOMES:
+                    row["claims"][end][str(o)] = v
+        row["budgets"] = {}
+        for k in budgets:
+            c = Counter(p["budgets"][str(k)] for p in ps)
+            row["budgets"][str(k)] = {v: c.get(v, 0) for v in VERDICTS}
+        out.append(row)
+    return out
+
+
+# ---------------------------------------------------------------------------- display
+
+
+def fmt_decimal(q: Fraction, places: int) -> str:
+    """Returns q rounded half away from zero to ``places`` decimals (display only)."""
+    scale = 10 ** places
+    n = abs(q) * scale
+    r = int(n + Fraction(1, 2))
+    sign = "-" if q < 0 and r else ""
+    s = str(r).rjust(places + 1, "0")
+    return sign + (s if places == 0 else f"{s[:-places]}.{s[-places:]}")
+
+
+def fmt_eps(eps: str) -> str:
+    """Returns eps as an exact decimal when it terminates, else as the fraction a/b."""
+    q = Fraction(eps)
+    d = q.denominator
+    twos = fives = 0
+    while d % 2 == 0:
+        d //= 2
+        twos += 1
+    while d % 5 == 0:
+        d //= 5
+        fives += 1
+    if d != 1:
+        return str(q)
+    places = max(twos, fives, 1)
+    return fmt_decimal(q, places).rstrip("0").rstrip(".") if places > 1 else fmt_decimal(q, 1)
+
+
+def fmt_median(q: str | None) -> str:
+    if q is None:
+        return "-"
+    v = Fraction(q)
+    return str(v.numerator) if v.denominator == 1 else fmt_decimal(v, 1)
+
+
+def fmt_share(q: str | None) -> str:
+    return "-" if q is None else fmt_decimal(Fraction(q) * 100, 1) + "%"
+
+
+def fmt_shape(shapes: list[list[int]]) -> str:
+    return ", ".join(f"{m} x {n}" for m, n in shapes) or "-"
+
+
+INF = "inf"
+
+
+def _ratio_cell(row: dict[str, Any]) -> str:
+    if row["operators"] == 0:
+        return "-"
+    if row["median_ratio_infinite"]:
+        return INF
+    return fmt_decimal(Fraction(row["median_ratio"]), 2)
+
+
+def build_tables(groups: list[dict[str, Any]], budgets: Sequence[int]) -> dict[str, Any]:
+    """Returns the three report tables as {name: {"title", "columns", "rows"}} of strings.
+
+    The same cells feed report.md and report.tex and are stored in report.json.
+    """
+    brackets = {
+        "title": "Validated brackets per family and eps ((operator, eps) pairs)",
+        "columns": ["Family", "eps", "Shape", "Operators", "Resolved", "Median L", "Median U",
+                    "Median U/L"],
+        "rows": [[g["family"], fmt_eps(g["eps"]), fmt_shape(g["shapes"]), str(g["operators"]),
+                  fmt_share(g["resolved_share"]), fmt_median(g["median_lower"]),
+                  fmt_median(g["median_upper"]), _ratio_cell(g)] for g in groups],
+    }
+    claims = {
+        "title": "Float64 claims per end (records): confirmed / weakened / refuted",
+        "columns": ["Family", "eps", "Brackets", "U confirmed", "U weakened", "U refuted",
+                    "L confirmed", "L weakened", "L refuted", "L absent", "Input errors"],
+        "rows": [[g["family"], fmt_eps(g["eps"]), str(g["records"]),
+                  *(str(g["claims"]["upper"][o]) for o in OUTCOMES[:3]),
+                  *(str(g["claims"]["lower"][o]) for o in OUTCOMES),
+                  str(g["errors"])] for g in groups],
+    }
+    budget_rows = []
+    for g in groups:
+        for k in budgets:
+            c = g["budgets"][str(k)]
+            n = g["operators"]
+            budget_rows.append([g["family"], fmt_eps(g["eps"]), str(k), str(n),
+                                *(fmt_share(_q(Fraction(c[v], n)) if n else None)
+                                  for v in VERDICTS)])
+    budget = {
+        "title": "Rank budgets: share of (operator, eps) pairs feasible / impossible / unresolved",
+        "columns": ["Family", "eps", "Budget k", "Operators", "Feasible", "Impossible",
+                    "Unresolved"],
+        "rows": budget_rows,
+    }
+    return {"brackets": brackets, "claims": claims, "budgets": budget}
+
+
+def markdown_table(table: dict[str, Any]) -> str:
+    """Returns a GitHub-flavoured Markdown table (pipes in cells escaped)."""
+    def cells(xs: Sequence[str]) -> str:
+        return "| " + " | ".join(x.replace("|", "\\|") for x in xs) + " |"
+
+    lines = [cells(table["columns"]),
+             "|" + "|".join("---" if i < 3 else "---:" for i in range(len(table["columns"])))
+             + "|"]
+    lines += [cells(r) for r in table["rows"]]
+    return "\n".join(lines)
+
+
+_TEX_ESCAPES = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#",
+                "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}",
+                "^": r"\textasciicircum{}"}
+
+
+def tex_escape(s: str) -> str:
+    return "".join(_TEX_ESCAPES.get(ch, ch) for ch in s)
+
+
+def _tex_cell(s: str, col: str) -> str:
+    if s == INF:
+        return r"$\infty$"
+    if col == "Shape":
+        return tex_escape(s).replace(" x ", r"$\times$")
+    return tex_escape(s)
+
+
+def latex_table(table: dict[str, Any], label: str) -> str:
+    """Returns a booktabs ``table`` float (needs \\usepackage{booktabs}) ready to \\input."""
+    cols = table["columns"]
+    spec = "ll" + "l" * (cols[2] == "Shape") + "r" * (len(cols) - 2 - (cols[2] == "Shape"))
+    def eps_math(s: str) -> str:
+        return tex_escape(s).replace("eps", r"$\varepsilon$")
+
+    head = " & ".join(eps_math(c) for c in cols)
+    caption = eps_math(table["title"])
+    lines = [r"\begin{table}[htbp]", r"\centering", r"\small",
+             rf"\caption{{{caption}}}",
+             rf"\label{{{label}}}", rf"\begin{{tabular}}{{{spec}}}", r"\toprule", head + r" \\",
+             r"\midrule"]
+    prev_eps = None
+    for row in table["rows"]:
+        if prev_eps is not None and row[1] != prev_eps:
+            lines.append(r"\addlinespace")
+        prev_eps = row[1]
+        lines.append(" & ".join(_tex_cell(c, col) for c, col in zip(row, cols, strict=True))
+                     + r" \\")
+    lines += [r"\bottomrule", r"\end{tabular}", r"\end{table}"]
+    return "\n".join(lines)
