@@ -297,6 +297,7 @@ def test_lower_claim_is_charged_chi():
     assert check_lower(A32, cert, eps).status == "holds"
     charged = check_lower(A32, cert, eps, chi=s.chi)
     assert charged.status in ("fails", "undecided")
+    assert charged.chi == s.chi
 
 
 # ---------------------------------------------------------------- bad input
