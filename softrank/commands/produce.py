@@ -1,0 +1,252 @@
+"""``softrank-certify produce OUT_STORE``: build or extend a store with producer brackets.
+
+Sources: ``--npz FILE...`` (attention probabilities or logits, 2-D or stacked 3-D arrays) or
+``--model minilm --texts FILE`` (needs the [models] extra).  Producers are untrusted: this
+command only writes what they claim; ``softrank-certify check`` decides.  Resumable: an
+existing store is opened and every (operator, eps, upper producer) bracket already in it is
+skipped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from tqdm import tqdm
+
+from certify.errors import InputError
+from certify.rationals import parse_eps
+from witnesses import Store, open_store
+from witnesses.models import softmax64
+from witnesses.producers import BUILTINS, get_producer
+from witnesses.producers.pipeline import OperatorResult, bracket_id, produce_operator
+
+NAME = "produce"
+HELP = "run (untrusted) producers on attention operators and write their brackets to a store"
+DEFAULT_EPS = ("0.15", "0.25", "0.35")
+_SAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("store", help="output store directory (created, or opened to resume)")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--npz", nargs="+", metavar="FILE",
+                     help=".npz files of attention matrices or logits (2-D, or 3-D stacks)")
+    src.add_argument("--model", metavar="NAME",
+                     help="'minilm' (packaged all-MiniLM-L6-v2) or a local model folder")
+    p.add_argument("--npz-kind", choices=["auto", "probs", "logits"], default="auto",
+                   help="what the npz arrays hold (auto: names starting with 'logits', or "
+                        "arrays with negative entries or rows not summing to 1, are logits)")
+    p.add_argument("--texts", metavar="FILE", help="texts, one paragraph per blank-line block")
+    p.add_argument("--text-index", type=int, nargs="+", metavar="I",
+                   help="use only these texts of --texts (0-based; default all)")
+    p.add_argument("--layers", type=int, nargs="+", metavar="L", help="layers (default all)")
+    p.add_argument("--heads", type=int, nargs="+", metavar="H", help="heads (default all)")
+    p.add_argument("--tokens", type=int, default=64, help="sequence length (default 64)")
+    p.add_argument("--eps", nargs="+", default=list(DEFAULT_EPS), metavar="EPS",
+                   help="tolerances, exact rationals such as 0.25 or 1/4 (default 0.15 0.25 0.35)")
+    p.add_argument("--producers", nargs="+", metavar="NAME",
+                   help="producer names (default: the built-ins); see witnesses/producers")
+    p.add_argument("--jobs", type=int, default=1, metavar="N", help="worker processes")
+    p.add_argument("--family", help="family label for the operators (default: model or file)")
+    p.add_argument("--description", default="", help="store description (new stores)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--json", action="store_true", help="print a JSON summary")
+
+
+@dataclass
+class OperatorInput:
+    id: str
+    family: str
+    A: np.ndarray
+    logits: np.ndarray | None
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+def _is_logits(name: str, X: np.ndarray, kind: str) -> bool:
+    if kind != "auto":
+        return kind == "logits"
+    if name.lower().startswith("logit"):
+        return True
+    finite = X[np.isfinite(X)]
+    if finite.size and finite.min() < 0:
+        return True
+    return bool(np.any(np.abs(X.sum(axis=-1) - 1.0) > 1e-3))
+
+
+def iter_npz(paths: list[str], kind: str, family: str | None) -> Iterator[OperatorInput]:
+    """Yields one operator per 2-D array (or per slice of a 3-D array) of the files."""
+    for path in paths:
+        p = Path(path)
+        if not p.is_file():
+            raise InputError("file is missing", field="npz", source=path)
+        try:
+            npz = np.load(p, allow_pickle=False)
+        except (ValueError, OSError) as err:
+            raise InputError(f"not a readable .npz file: {err}", field="npz", source=path) \
+                from None
+        with npz:
+            for key in npz.files:
+                try:
+                    X = npz[key]
+                except ValueError as err:
+                    raise InputError(f"refused to load: {err}", field=key, source=path) from None
+                if X.dtype.kind != "f":
+                    raise InputError(f"must be a float array, got {X.dtype}", field=key,
+                                     source=path)
+                if X.ndim == 2:
+                    stack, names = X[None], [key]
+                elif X.ndim == 3:
+                    stack, names = X, [f"{key}.{i}" for i in range(X.shape[0])]
+                else:
+                    raise InputError(f"must be 2-D or 3-D, got shape {X.shape}", field=key,
+                                     source=path)
+                for name, M in zip(names, stack, strict=True):
+                    yield _npz_operator(p, name, np.asarray(M, dtype=np.float64), kind,
+                                        family or p.stem)
+
+
+def _npz_operator(p: Path, name: str, M: np.ndarray, kind: str, family: str) -> OperatorInput:
+    src = str(p)
+    if min(M.shape) == 0:
+        raise InputError(f"empty matrix {M.shape}", field=name, source=src)
+    if np.isnan(M).any() or np.isposinf(M).any():
+        raise InputError("NaN or +Inf entries", field=name, source=src)
+    oid = _SAFE.sub("_", f"{p.stem}.{name}").strip("._-")[:100] or "op"
+    meta = {"source": p.name, "array": name}
+    if _is_logits(name, M, kind):
+        if np.isneginf(M).all(axis=1).any():
+            raise InputError("a row of logits is entirely -inf", field=name, source=src)
+        return OperatorInput(oid, family, softmax64(M), M, meta)
+    if np.isinf(M).any() or M.min() < 0:
+        raise InputError("probabilities must be finite and nonnegative", field=name, source=src)
+    return OperatorInput(oid, family, M, None, meta)
+
+
+def iter_model(args: argparse.Namespace) -> Iterator[OperatorInput]:
+    from witnesses.models import Capture, read_texts
+
+    if not args.texts:
+        raise InputError("--model needs --texts FILE", field="texts")
+    if args.tokens < 2:
+        raise InputError("--tokens must be at least 2", field="tokens")
+    texts = read_texts(args.texts)
+    chosen = range(len(texts)) if args.text_index is None else args.text_index
+    bad = [i for i in chosen if not 0 <= i < len(texts)]
+    if bad:
+        raise InputError(f"text indices {bad} out of range 0..{len(texts) - 1}",
+                         field="text-index", source=args.texts)
+    cap = Capture(args.model)
+    family = args.family or (args.model if args.model == "minilm" else Path(args.model).name)
+    for ti in chosen:
+        for h in cap.capture(texts[ti], tokens=args.tokens, layers=args.layers, heads=args.heads,
+                             text_index=ti):
+            yield OperatorInput(f"{family}.{h.id}.T{args.tokens}", family, h.A, h.logits,
+                                dict(h.meta))
+
+
+def _work(job: tuple[str, np.ndarray, np.ndarray | None, list[Fraction], list[str], list[str],
+                     set[str]]) -> tuple[str, OperatorResult]:
+    op_id, A, logits, eps_list, uppers, lowers, skip = job
+    return op_id, produce_operator(op_id, A, eps_list, uppers, lowers, logits=logits,
+                                   skip=skip)
+
+
+def _split_producers(names: list[str]) -> tuple[list[str], list[str]]:
+    uppers, lowers = [], []
+    for n in names:
+        (uppers if get_producer(n).role == "upper" else lowers).append(n)
+    if not uppers:
+        raise InputError("at least one upper producer is needed (every bracket has an upper "
+                         "witness)", field="producers")
+    return uppers, lowers
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.jobs < 1:
+        raise InputError("--jobs must be >= 1", field="jobs")
+    eps_list = sorted({parse_eps(e, field="eps") for e in args.eps})
+    for e in eps_list:
+        if e >= 1:
+            raise InputError(f"eps must be < 1 for attention operators, got {e}", field="eps")
+    names = args.producers or list(BUILTINS)
+    if len(set(names)) != len(names):
+        raise InputError("duplicate producer names", field="producers")
+    uppers, lowers = _split_producers(names)
+    if args.model is None and (args.texts or args.layers or args.heads or args.text_index):
+        raise InputError("--texts/--text-index/--layers/--heads need --model", field="model")
+    root = Path(args.store)
+    store = Store.open(root) if (root / "store.json").is_file() else Store.create(
+        root, description=args.description or "brackets from softrank-certify produce")
+    existing = set(store.operator_ids)
+    have = store.bracket_ids
+    reader = open_store(root) if existing else None
+    source = iter_npz(args.npz, args.npz_kind, args.family) if args.npz else iter_model(args)
+
+    jobs: list[tuple[Any, ...]] = []
+    new_ops = 0
+    for op in source:
+        if op.id in existing:
+            # resume: the stored arrays are the operator of record, never a recomputation
+            arrs = reader.operator(op.id).load()  # type: ignore[union-attr]
+            A, logits = np.asarray(arrs["A"], dtype=np.float64), arrs.get("logits")
+        else:
+            store.add_operator(op.A, family=op.family, id=op.id, logits=op.logits,
+                               meta=op.meta)
+            existing.add(op.id)
+            new_ops += 1
+            A, logits = op.A, op.logits
+        skip = {bracket_id(op.id, e, u) for e in eps_list for u in uppers} & have
+        if len(skip) < len(eps_list) * len(uppers):
+            jobs.append((op.id, A, logits, eps_list, uppers, lowers, skip))
+    store.flush()
+
+    written, failures = 0, []
+    bar = tqdm(total=len(jobs), unit="operator", disable=args.quiet or args.json,
+               file=sys.stderr, desc="produce")
+    try:
+        for op_id, res in _map(jobs, args.jobs):
+            for b in res.brackets:
+                store.add_bracket(op_id, b.eps, b.upper, b.lower, producer=b.producer,
+                                  claims=b.claims, id=b.id)
+                written += 1
+            failures.extend(res.failures)
+            bar.update(1)
+    finally:
+        bar.close()
+        store.close()
+    summary = {"store": str(root), "operators_added": new_ops, "operators_processed":
+               len(jobs), "brackets_written": written, "producer_failures": failures}
+    if args.json:
+        from witnesses import jsonexact
+
+        print(jsonexact.dumps(summary, indent=1))
+    else:
+        print(f"{root}: {new_ops} operators added, {len(jobs)} processed, {written} brackets "
+              f"written ({len(failures)} producer failures)")
+        for f in failures[:20]:
+            print(f"  producer failure: {f}", file=sys.stderr)
+    return 1 if failures else 0
+
+
+def _map(jobs: list[tuple[Any, ...]], n: int) -> Iterator[tuple[str, OperatorResult]]:
+    if n == 1 or len(jobs) <= 1:
+        for j in jobs:
+            yield _work(j)  # type: ignore[arg-type]
+        return
+    import multiprocessing as mp
+
+    # one BLAS thread per worker: the workers already use every core
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(var, "1")
+    with ProcessPoolExecutor(max_workers=n, mp_context=mp.get_context("spawn")) as ex:
+        yield from ex.map(_work, jobs)

@@ -1,0 +1,107 @@
+"""``softrank-certify producers STORE``: compare upper producers by the rank they need.
+
+For every (operator, eps) the rank of each upper producer's witness is *validated* with
+``certify.check_upper`` against the stored A (a witness that does not hold counts as full
+rank min(m, N)); the table gives, per producer, the median of its validated rank divided by
+the alternating-l1 validated rank, like the literature's comparison table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from collections import defaultdict
+from typing import Any
+
+from tqdm import tqdm
+
+from certify import check_upper
+from witnesses import jsonexact, open_store
+
+NAME = "producers"
+HELP = "compare upper producers: median validated rank relative to alternating l1"
+REFERENCE = "alt_l1"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("store", help="store directory")
+    p.add_argument("--reference", default=REFERENCE,
+                   help=f"producer the ratios are relative to (default {REFERENCE})")
+    p.add_argument("--json", action="store_true", help="print one JSON document")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def validated_ranks(store: str, *, progress: bool = False) -> list[dict[str, Any]]:
+    """Returns one row per bracket: operator, eps, producer, claimed and validated rank."""
+    reader = open_store(store)
+    rows: list[dict[str, Any]] = []
+    by_op: dict[str, list[Any]] = defaultdict(list)
+    for br in reader.brackets:
+        by_op[br.operator].append(br)
+    bar = tqdm(total=len(reader.brackets), unit="witness", disable=not progress,
+               file=sys.stderr, desc="validate")
+    for op_id, brs in by_op.items():
+        op = reader.operator(op_id)
+        A = op.load()["A"]
+        full = min(op.shape)
+        for br in brs:
+            upper, _ = br.load()
+            chk = check_upper(A, upper["U"], upper["V"], br.eps, rank=upper["rank"],
+                              source=str(br.path))
+            rows.append({"operator": op_id, "eps": br.eps,
+                         "producer": str(br.producer.get("upper", "?")),
+                         "claimed": br.upper.rank, "status": chk.status,
+                         "validated": br.upper.rank if chk.holds else full, "full": full})
+            bar.update(1)
+    bar.close()
+    return rows
+
+
+def compare(rows: list[dict[str, Any]], reference: str = REFERENCE) -> dict[str, Any]:
+    """Returns per-producer medians of validated rank / reference validated rank."""
+    ref = {(r["operator"], r["eps"]): r["validated"] for r in rows if r["producer"] == reference}
+    table: dict[str, Any] = {}
+    for name in sorted({r["producer"] for r in rows}):
+        mine = [r for r in rows if r["producer"] == name]
+        ratios = [r["validated"] / ref[(r["operator"], r["eps"])] for r in mine
+                  if (r["operator"], r["eps"]) in ref]
+        table[name] = {
+            "brackets": len(mine),
+            "confirmed": sum(r["status"] == "holds" for r in mine),
+            "median_rank": statistics.median(r["validated"] for r in mine),
+            "median_ratio": statistics.median(ratios) if ratios else None,
+            "mean_ratio": statistics.fmean(ratios) if ratios else None,
+            "pairs": len(ratios),
+        }
+    return table
+
+
+def format_table(table: dict[str, Any], reference: str) -> str:
+    lines = [f"{'producer':<12} {'witnesses':>9} {'proved':>7} {'median rank':>11} "
+             f"{'median / ' + reference:>16} {'mean ratio':>10}"]
+    order = sorted(table, key=lambda n: (table[n]["median_ratio"] is None,
+                                         table[n]["median_ratio"] or 0, n))
+    for n in order:
+        t = table[n]
+        ratio = "-" if t["median_ratio"] is None else f"{t['median_ratio']:.2f}x"
+        mean = "-" if t["mean_ratio"] is None else f"{t['mean_ratio']:.2f}x"
+        lines.append(f"{n:<12} {t['brackets']:>9} {t['confirmed']:>7} {t['median_rank']:>11} "
+                     f"{ratio:>16} {mean:>10}")
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    rows = validated_ranks(args.store, progress=not (args.quiet or args.json))
+    table = compare(rows, args.reference)
+    failed = sum(r["status"] != "holds" for r in rows)
+    if args.json:
+        print(jsonexact.dumps({"store": str(args.store), "reference": args.reference,
+                               "table": table, "witnesses_not_proved": failed}, indent=1))
+    else:
+        if args.reference not in table:
+            print(f"(no {args.reference} brackets in the store: ratios unavailable)")
+        print(format_table(table, args.reference))
+        print(f"{len(rows)} witnesses rechecked by certify.check_upper; {failed} not proved "
+              "(counted as full rank)")
+    return 0
