@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Literal
 
+from flint import fmpq
+
 Row = Sequence[Fraction]
 
 
@@ -51,6 +53,10 @@ def check_farkas(G: Sequence[Row], h: Row, lam: Row, nvars: int) -> bool:
     return sum((l_k * b for l_k, b in zip(lam, h, strict=True) if l_k), Fraction(0)) < 0
 
 
+def _frac(x: fmpq) -> Fraction:
+    return Fraction(int(x.p), int(x.q))
+
+
 def decide(G: Sequence[Row], h: Row, nvars: int) -> LPAnswer:
     """Decides exactly whether {y in Q^nvars : G y <= h} is non-empty.
 
@@ -61,19 +67,25 @@ def decide(G: Sequence[Row], h: Row, nvars: int) -> LPAnswer:
     if K == 0:
         return LPAnswer("feasible", tuple(Fraction(0) for _ in range(nvars)))
     r = nvars + 1
+    # The pivoting runs on python-flint fmpq (exact, ~10x faster than Fraction).
+    zero, one = fmpq(0), fmpq(1)
+
+    def q(x: Fraction) -> fmpq:
+        return fmpq(x.numerator, x.denominator)
+
     # Rows of the standard-form system M lam = b: G^T lam = 0 and (-h)^T lam = 1 (b >= 0).
-    M = [[G[k][c] for k in range(K)] for c in range(nvars)] + [[-h[k] for k in range(K)]]
+    M = [[q(G[k][c]) for k in range(K)] for c in range(nvars)] + [[-q(h[k]) for k in range(K)]]
     ncol = K + r  # lam columns, then one artificial per row
     T = []
     for i in range(r):
-        row = M[i] + [Fraction(1) if j == i else Fraction(0) for j in range(r)]
-        row.append(Fraction(1) if i == nvars else Fraction(0))
+        row = M[i] + [one if j == i else zero for j in range(r)]
+        row.append(one if i == nvars else zero)
         T.append(row)
     basis = [K + i for i in range(r)]
     # Reduced costs of the phase-1 objective sum(artificials); last entry = -objective value.
-    d = [-sum((T[i][j] for i in range(r)), Fraction(0)) for j in range(K)]
-    d += [Fraction(0)] * r
-    d.append(-sum((T[i][ncol] for i in range(r)), Fraction(0)))
+    d = [-sum((T[i][j] for i in range(r)), zero) for j in range(K)]
+    d += [zero] * r
+    d.append(-sum((T[i][ncol] for i in range(r)), zero))
     while True:
         enter = next((j for j in range(ncol) if d[j] < 0), None)  # Bland: lowest index
         if enter is None:
@@ -103,7 +115,7 @@ def decide(G: Sequence[Row], h: Row, nvars: int) -> LPAnswer:
         lam = [Fraction(0)] * K
         for i, j in enumerate(basis):
             if j < K:
-                lam[j] = T[i][ncol]
+                lam[j] = _frac(T[i][ncol])
         if not check_farkas(G, h, lam, nvars):
             raise RuntimeError("exact simplex produced an invalid Farkas certificate")
         return LPAnswer("infeasible", tuple(lam))
@@ -111,7 +123,7 @@ def decide(G: Sequence[Row], h: Row, nvars: int) -> LPAnswer:
     # M^T pi <= 0 and b^T pi = value > 0; u = -pi = (v, nu) then has G v >= nu h, nu < 0.
     pi = [1 - d[K + i] for i in range(r)]
     nu = -pi[nvars]
-    y = [(-pi[c]) / nu for c in range(nvars)]
+    y = [_frac((-pi[c]) / nu) for c in range(nvars)]
     if not check_point(G, h, y):
         raise RuntimeError("exact simplex produced an infeasible point")
     return LPAnswer("feasible", tuple(y))

@@ -33,7 +33,7 @@ import numpy as np
 from certify.errors import InputError
 
 from .linalg import Matrix, is_row_stochastic, rank, row1_error, row1_norm
-from .lp import check_farkas, decide
+from .lp import check_farkas, check_point, decide
 
 Constraint = tuple[tuple[Fraction, ...], Fraction]  # (coefficients g, rhs b): g . y <= b
 Assignment = tuple[tuple[int, int], ...]  # per row: (pivot column, sign of y_pivot)
@@ -117,11 +117,21 @@ def row_constraints(A: Matrix, eps: Fraction, i: int, p: int, sigma: int) -> lis
     return out
 
 
-def assignment_system(A: Matrix, eps: Fraction, asg: Assignment) -> list[Constraint]:
-    """Returns the de-duplicated constraints of rows 0..len(asg)-1 under ``asg``."""
+def assignment_system(A: Matrix, eps: Fraction, asg: Assignment,
+                      cache: dict | None = None) -> list[Constraint]:
+    """Returns the de-duplicated constraints of rows 0..len(asg)-1 under ``asg``.
+
+    ``cache`` (optional) memoises :func:`row_constraints` for this (A, eps).
+    """
     seen: dict[Constraint, None] = {}
     for i, (p, s) in enumerate(asg):
-        for con in row_constraints(A, eps, i, p, s):
+        if cache is None:
+            rows = row_constraints(A, eps, i, p, s)
+        else:
+            rows = cache.get((i, p, s))
+            if rows is None:
+                rows = cache[(i, p, s)] = row_constraints(A, eps, i, p, s)
+        for con in rows:
             seen.setdefault(con, None)
     return list(seen)
 
@@ -237,32 +247,58 @@ def _unrestricted(A: Matrix, eps: Fraction) -> RankOneWitness | RankOneRefutatio
         if w is not None:
             return w
     nodes: list[tuple[Assignment, list[tuple[Constraint, Fraction]]]] = []
+    supports: list[tuple[frozenset[Constraint], list[tuple[Constraint, Fraction]]]] = []
+    cache: dict[tuple[int, int, int], list[Constraint]] = {}
     counter = [0]
 
-    def dfs(asg: Assignment, signs: dict[int, int]) -> RankOneWitness | None:
+    def _known_refutation(cons: list[Constraint]) -> list[tuple[Constraint, Fraction]] | None:
+        have = set(cons)
+        for keys, sup in reversed(supports):
+            if keys <= have:
+                return sup
+        return None
+
+    def dfs(asg: Assignment, signs: dict[int, int],
+            y_parent: tuple[Fraction, ...] | None) -> RankOneWitness | None:
         i = len(asg)
         for p in range(n):
             choices = [signs[p]] if p in signs else ([1] if i == 0 else [1, -1])
             for s in choices:
                 new = (*asg, (p, s))
-                cons = assignment_system(A, eps, new)
-                counter[0] += 1
-                ans = decide([g for g, _ in cons], [b for _, b in cons], n)
-                if ans.status == "infeasible":
-                    nodes.append((new, [(c, lam) for c, lam in
-                                        zip(cons, ans.vector, strict=True) if lam]))
-                    continue
-                w = witness_from_y(A, eps, ans.vector)
-                if w is not None:
-                    return w
+                row = cache.get((i, p, s))
+                if row is None:
+                    row = cache[(i, p, s)] = row_constraints(A, eps, i, p, s)
+                if y_parent is not None and check_point([g for g, _ in row],
+                                                        [b for _, b in row], y_parent):
+                    y = y_parent  # the parent's point satisfies the new row too
+                else:
+                    cons = assignment_system(A, eps, new, cache)
+                    known = _known_refutation(cons)
+                    if known is not None:  # an earlier Farkas support lies in this system
+                        nodes.append((new, known))
+                        continue
+                    counter[0] += 1
+                    ans = decide([g for g, _ in cons], [b for _, b in cons], n)
+                    if ans.status == "infeasible":
+                        sup = [(c, lam) for c, lam in zip(cons, ans.vector, strict=True) if lam]
+                        nodes.append((new, sup))
+                        supports.append((frozenset(c for c, _ in sup), sup))
+                        continue
+                    y = ans.vector
+                    w = witness_from_y(A, eps, y)
+                    if w is not None:
+                        return w
                 if i + 1 == m:  # a full feasible system always yields a witness
-                    raise RuntimeError("feasible pivot system without a rank-one witness")
-                found = dfs(new, {**signs, p: s})
+                    w = witness_from_y(A, eps, y)
+                    if w is None:
+                        raise RuntimeError("feasible pivot system without a rank-one witness")
+                    return w
+                found = dfs(new, {**signs, p: s}, y)
                 if found is not None:
                     return found
         return None
 
-    w = dfs((), {})
+    w = dfs((), {}, None)
     if w is not None:
         return w
     return RankOneRefutation(False, nodes, norm, lps_solved=counter[0])
@@ -296,11 +332,12 @@ def verify_refutation(A: Matrix, eps: Fraction, ref: RankOneRefutation) -> bool:
             return False
     m, n = len(A), len(A[0])
     refuted: set[Assignment] = set()
+    cache: dict[tuple[int, int, int], list[Constraint]] = {}
     for asg, sup in ref.nodes:
         if not ref.stochastic:
             if not 1 <= len(asg) <= m or any(not (0 <= p < n and s in (1, -1)) for p, s in asg):
                 return False
-            allowed = set(assignment_system(A, eps, asg))
+            allowed = set(assignment_system(A, eps, asg, cache))
         if not sup or any(c not in allowed or lam <= 0 for c, lam in sup):
             return False
         if not check_farkas([g for (g, _), _ in sup], [b for (_, b), _ in sup],
