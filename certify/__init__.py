@@ -8,10 +8,13 @@ Kernel functions take arrays and exact rationals, never files; nothing here impo
 producer (``witnesses.producers``) or reads a store.
 """
 
+from .bracket import BracketCheck, check_bracket
 from .errors import InputError
+from .lower import check_lower
 from .rationals import parse_eps, to_rational
 from .result import Check, Enclosure
 from .slack import Slack, operator_slack
+from .svd import SingularValues, singular_values
 from .upper import check_upper, exact_error
 
 __all__ = [
@@ -24,4 +27,9 @@ __all__ = [
     "to_rational",
     "Slack",
     "operator_slack",
+    "SingularValues",
+    "singular_values",
+    "check_lower",
+    "BracketCheck",
+    "check_bracket",
 ]

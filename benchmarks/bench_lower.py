@@ -1,0 +1,53 @@
+"""Validated singular values vs plain ``np.linalg.svd`` (values only), same process.
+
+Prints the median wall time of each and their ratio for softmax matrices of size 128, 256 and
+512 (the target in issue 3: ratio at most 4 at 256, goal 3), plus the widest enclosure
+relative to sigma_1.  Run: ``.venv/bin/python benchmarks/bench_lower.py [--reps N]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+from certify.svd import singular_values
+
+
+def softmax_matrix(n: int, rng: np.random.Generator, scale: float = 3.0) -> np.ndarray:
+    L = rng.standard_normal((n, n)) * scale
+    A = np.exp(L - L.max(axis=1, keepdims=True))
+    return A / A.sum(axis=1, keepdims=True)
+
+
+def median_time(fn, reps: int) -> float:
+    fn()  # warm-up (threads, caches)
+    ts = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t0)
+    return float(np.median(ts))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--reps", type=int, default=15)
+    ap.add_argument("--sizes", type=int, nargs="*", default=[128, 256, 512])
+    args = ap.parse_args()
+    rng = np.random.default_rng(0)
+    print(f"{'n':>5} {'svd values (ms)':>16} {'validated (ms)':>15} {'ratio':>6} "
+          f"{'max width / sigma_1':>20} {'min lo / sigma_min':>19}")
+    for n in args.sizes:
+        A = softmax_matrix(n, rng)
+        t_plain = median_time(lambda A=A: np.linalg.svd(A, compute_uv=False), args.reps)
+        t_val = median_time(lambda A=A: singular_values(A, tier="float64"), args.reps)
+        sv = singular_values(A, tier="float64")
+        s = np.linalg.svd(A, compute_uv=False)
+        print(f"{n:>5} {1e3 * t_plain:>16.2f} {1e3 * t_val:>15.2f} {t_val / t_plain:>6.2f} "
+              f"{sv.max_width / s[0]:>20.2e} {sv.lo_f[-1] / s[-1]:>19.12f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,255 @@
+"""Float64 matrix bounds in round-to-nearest only: norms, mid-radius products, exact splits.
+
+Every function returns float64 numbers whose exact values are rigorous bounds.  Each bound is
+computed in round-to-nearest (RN) and then moved outward with ``rounding.up``/``down``; the
+a-priori product lemma (DOMAIN.md section 6, proofs_notes/rounding.md) is
+
+    |fl(x^T y) - x^T y| <= gamma_n |x|^T |y| + n eta,     eta = 2^-1074,
+
+valid for any summation order (blocked BLAS, FMA) but not for Strassen-type products.
+
+``split_residual_frob_upper`` is the sharp tool: with an Ozaki/Rump error-free split
+X = Xh + Xl, Y = Yh + Yl on power-of-two grids, the product Xh Yh is computed *exactly* by
+BLAS, so only the small cross terms carry an a-priori bound (proofs_notes/svd.md).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .rationals import float_up
+from .rounding import (
+    ETA,
+    ETA_F,
+    U,
+    down,
+    gamma_up,
+    inv_one_minus_gamma_up,
+    inv_one_plus_gamma_down,
+    up,
+)
+
+U_F = float(U)  # 2^-53, exact
+
+
+def sumsq_upper(fl_sumsq: np.ndarray | float, n: int) -> np.ndarray | float:
+    """Returns values >= x^T x given ``fl_sumsq`` = fl(x^T x) for length-n vectors (any order).
+
+    From |fl(x^T x) - x^T x| <= gamma_n x^T x + n eta: x^T x <= (fl + n eta) / (1 - gamma_n).
+    """
+    if n == 0:
+        return fl_sumsq
+    n_eta = float_up(n * ETA)
+    return up(up(fl_sumsq + n_eta) * inv_one_minus_gamma_up(n))
+
+
+def frob_upper(X: np.ndarray) -> float:
+    """Returns a float64 >= ||X||_F (0 for an empty matrix); ``inf`` on overflow."""
+    if X.size == 0:
+        return 0.0
+    s = float(np.einsum("ij,ij->", X, X)) if X.ndim == 2 else float(np.dot(X, X))
+    if not math.isfinite(s):
+        return math.inf
+    return float(up(math.sqrt(float(sumsq_upper(s, X.size)))))
+
+
+def row_norms_upper(X: np.ndarray) -> np.ndarray:
+    """Returns float64 values >= the 2-norms of the rows of X."""
+    n = X.shape[1]
+    s = np.einsum("ij,ij->i", X, X)
+    return up(np.sqrt(sumsq_upper(s, n)))
+
+
+def abs_row_sums_upper(X: np.ndarray) -> np.ndarray:
+    """Returns float64 values >= sum_j |X_ij| for every row (X finite)."""
+    n = X.shape[1]
+    s = np.abs(X).sum(axis=1)
+    return up(s * inv_one_minus_gamma_up(max(n - 1, 1)))
+
+
+def abs_row_sums_lower(X: np.ndarray) -> np.ndarray:
+    """Returns float64 values <= sum_j |X_ij| for every row (X finite)."""
+    n = X.shape[1]
+    s = np.abs(X).sum(axis=1)
+    return np.maximum(down(s * inv_one_plus_gamma_down(max(n - 1, 1))), 0.0)
+
+
+def nonneg_product_upper(P: np.ndarray, Q: np.ndarray) -> np.ndarray:
+    """Returns a float64 matrix >= P Q entrywise, for entrywise nonnegative float P, Q."""
+    k = P.shape[1]
+    C = P @ Q
+    if k == 0:
+        return C
+    k_eta = float_up(k * ETA)
+    return up(up(C + k_eta) * inv_one_minus_gamma_up(k))
+
+
+@dataclass(frozen=True)
+class Ball:
+    """A float64 midpoint-radius matrix: the set {X : |X - mid| <= rad entrywise}."""
+
+    mid: np.ndarray
+    rad: np.ndarray
+
+    @staticmethod
+    def exact(X: np.ndarray) -> Ball:
+        return Ball(X, np.zeros_like(X))
+
+
+def ball_matmul(A: Ball, B: Ball) -> Ball:
+    """Returns a ball containing every product X Y with X in ``A`` and Y in ``B``.
+
+    |X Y - fl(a b)| <= |ab - fl(ab)| + |a| rb + ra (|b| + rb) and
+    |ab - fl(ab)| <= gamma_k |a||b| + k eta, so the radius is charged with two nonnegative
+    products, |a| (gamma_k |b| + rb) and ra (|b| + rb), each bounded above (INTLAB-style,
+    round-to-nearest only).
+    """
+    k = A.mid.shape[1]
+    C = A.mid @ B.mid
+    absb = np.abs(B.mid)
+    g = gamma_up(max(k, 1))
+    k_eta = float_up(k * ETA)
+    R = nonneg_product_upper(np.abs(A.mid), up(up(absb * g) + B.rad))
+    R = up(R + k_eta)
+    if np.any(A.rad):
+        R = up(R + nonneg_product_upper(A.rad, up(absb + B.rad)))
+    return Ball(C, R)
+
+
+def ball_abs_row_sums(X: Ball) -> tuple[np.ndarray, np.ndarray]:
+    """Returns float64 (lo, hi) with lo_i <= sum_j |Y_ij| <= hi_i for every Y in the ball."""
+    a = np.abs(X.mid)
+    hi = abs_row_sums_upper(up(a + X.rad))
+    lo = abs_row_sums_lower(np.maximum(down(a - X.rad), 0.0))
+    return lo, hi
+
+
+def identity_minus(X: Ball) -> Ball:
+    """Returns a ball containing I - Y for every Y in the (square) ball ``X``."""
+    n = X.mid.shape[0]
+    M = np.eye(n) - X.mid
+    # one RN subtraction per entry: error <= u |fl(.)| (no underflow in a subtraction)
+    return Ball(M, up(X.rad + up(np.abs(M) * U_F)))
+
+
+# --- exact splitting -------------------------------------------------------------------
+
+def _pow2_exponent_upper(X: np.ndarray) -> int | None:
+    """Returns q with max |X| <= 2^q, or ``None`` if X is zero."""
+    mx = float(np.max(np.abs(X))) if X.size else 0.0
+    if mx == 0.0:
+        return None
+    _, e = math.frexp(mx)  # mx = f 2^e, 0.5 <= f < 1
+    return e
+
+
+def split(X: np.ndarray, q: int, t: int) -> tuple[np.ndarray, np.ndarray]:
+    """Returns (Xh, Xl) with X = Xh + Xl exactly, Xh on the grid 2^(q-t), |Xl| <= 2^(q-t-1).
+
+    Requires max|X| <= 2^q and 1 <= t <= 50 (Rump-Ogita-Oishi ExtractScalar): with
+    c = 1.5 * 2^(q-t+52), X + c stays in the binade of c, whose ulp is 2^(q-t); so
+    fl(X + c) - c is X rounded to that grid, exactly, and fl(X - Xh) is exact.
+    """
+    c = math.ldexp(1.5, q - t + 52)
+    Xh = (X + c) - c
+    return Xh, X - Xh
+
+
+def _exact_product_t(q_x: int, q_y: int, bound: float) -> int:
+    """Largest t with bound <= 2^(53 + q_x + q_y - 2t) (0 if none is useful)."""
+    if bound <= 0.0:
+        return 26
+    t = (53 + q_x + q_y - math.ceil(math.log2(bound))) // 2
+    return int(t)
+
+
+def split_residual_frob_upper(X: np.ndarray, Y: np.ndarray, Z: np.ndarray | None) -> float:
+    """Returns a float64 >= ||X Y - Z||_2 (Z = None means the identity).
+
+    Splits X = Xh + Xl and Y = Yh + Yl on grids 2^(q_x - t), 2^(q_y - t) with t chosen so
+    that every partial sum of Xh Yh is an integer multiple of 2^(q_x + q_y - 2t) of size below
+    2^53 units (checked rigorously through row norms of Xh and column norms of Yh and
+    Cauchy-Schwarz), hence fl(Xh Yh) = Xh Yh in any summation order.  Then
+    X Y - Z = (Xh Yh - Z) + Xh Yl + Xl Y, and only the last two products and three RN
+    additions are charged.  Falls back to the plain a-priori bound when no split fits.
+    Returns ``inf`` on overflow.
+    """
+    k = X.shape[1]
+    rows, cols = X.shape[0], Y.shape[1]
+    qx, qy = _pow2_exponent_upper(X), _pow2_exponent_upper(Y)
+    if qx is None or qy is None:  # X Y = 0
+        if Z is None:
+            return math.sqrt(float(min(rows, cols)))  # ||I||_F, exact for squares
+        return frob_upper(Z)
+    for t in _candidate_ts(X, Y, qx, qy):
+        Xh, Xl = split(X, qx, t)
+        Yh, Yl = split(Y, qy, t)
+        bound = float(up(float(row_norms_upper(Xh).max()) * float(row_norms_upper(Yh.T).max())))
+        if not bound <= math.ldexp(1.0, 53 + qx + qy - 2 * t):
+            continue
+        C0 = Xh @ Yh  # exact
+        T1 = _minus_z(C0, Z)
+        C1 = Xh @ Yl
+        C2 = Xl @ Y
+        T2 = T1 + C1
+        Em = T2 + C2
+        err = up(_product_error_frob(Xh, Yl, k) + _product_error_frob(Xl, Y, k))
+        r_add = up(U_F * up(frob_upper(T1) + up(frob_upper(T2) + frob_upper(Em))))
+        return float(up(frob_upper(Em) + up(r_add + err)))
+    return apriori_residual_frob_upper(X, Y, Z)
+
+
+def _candidate_ts(X: np.ndarray, Y: np.ndarray, qx: int, qy: int) -> list[int]:
+    nb = float(up(float(row_norms_upper(X).max()) * float(row_norms_upper(Y.T).max())))
+    if not math.isfinite(nb):
+        return []
+    t0 = min(_exact_product_t(qx, qy, nb), 26)
+    # the grid unit must not underflow below the subnormal spacing
+    return [t for t in (t0, t0 - 1, t0 - 2)
+            if 1 <= t <= 50 and qx + qy - 2 * t >= -1074 and qx - t + 52 < 1023
+            and qy - t + 52 < 1023]
+
+
+def _minus_z(C: np.ndarray, Z: np.ndarray | None) -> np.ndarray:
+    if Z is None:
+        T = C.copy()
+        T[np.diag_indices(min(T.shape))] -= 1.0
+        return T
+    return C - Z
+
+
+def _product_error_frob(P: np.ndarray, Q: np.ndarray, k: int) -> float:
+    """Returns a float64 >= ||fl(P Q) - P Q||_2 via ||gamma_k |P||Q| + k eta 1 1^T||_2.
+
+    || |P||Q| ||_2 <= || |P| ||_2 || |Q| ||_2 <= ||P||_F ||Q||_F, and the underflow term has
+    spectral norm k eta sqrt(rows cols).
+    """
+    if k == 0:
+        return 0.0
+    g = gamma_up(k)
+    pq = float(up(frob_upper(P) * frob_upper(Q)))
+    under = float(up(float_up(k * ETA) * up(math.sqrt(P.shape[0] * Q.shape[1]))))
+    return float(up(up(g * pq) + under))
+
+
+def apriori_residual_frob_upper(X: np.ndarray, Y: np.ndarray, Z: np.ndarray | None) -> float:
+    """Returns a float64 >= ||X Y - Z||_2 with the plain a-priori product bound (no split)."""
+    k = X.shape[1]
+    C = X @ Y
+    Em = _minus_z(C, Z)
+    r_add = up(U_F * frob_upper(Em))
+    return float(up(frob_upper(Em) + up(r_add + _product_error_frob(X, Y, k))))
+
+
+def scaled_columns_error_frob(P: np.ndarray) -> float:
+    """Returns a float64 >= ||P - U S||_F for P = fl(U diag(s)) (one RN product per entry).
+
+    |fl(x) - x| <= u |x| + eta/2 and |x| <= |fl(x)| + |fl(x) - x| give
+    |P - US| <= (u |P| + eta) / (1 - u) entrywise.
+    """
+    fp = frob_upper(P)
+    under = float(up(ETA_F * up(math.sqrt(P.size))))
+    return float(up(up(up(U_F * fp) + under) * float_up(1 / (1 - U))))

@@ -1,0 +1,164 @@
+"""Brackets L <= r_eps <= U with validated ends and verdicts at a rank budget.
+
+A claimed end that is not proved falls back to the best value proved on the spot: the lower
+end to 1 when ||A||_row1 > eps + chi is proved (B = 0 is too far), else 0; the upper end to
+min(m, N) (B = A itself has that rank and error 0).  See proofs_notes/lower.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any, Literal
+
+from .arrays import as_matrix
+from .errors import InputError
+from .lower import check_lower
+from .rationals import parse_eps, to_rational
+from .result import Check
+from .upper import check_tier, check_upper
+
+Outcome = Literal["confirmed", "weakened", "refuted", "absent"]
+Verdict = Literal["feasible", "impossible", "unresolved"]
+
+
+@dataclass(frozen=True)
+class BracketCheck:
+    """Validated bracket ends for one operator at tolerance eps with operator slack chi.
+
+    ``upper``/``lower`` are the validated ends: r_eps(A_record) <= upper and
+    r_eps(A_record) >= lower are theorems (for ||A_record - A||_row1 <= chi).
+    ``*_outcome`` is ``confirmed`` (the claim's check holds), ``refuted`` (its inequality is
+    proved false), ``weakened`` (undecided, so the end fell back) or ``absent``.
+    """
+
+    eps: Fraction
+    chi: Fraction
+    shape: tuple[int, int]
+    full_rank: int
+    upper_claim: int | None
+    lower_claim: int | None
+    upper_check: Check | None
+    lower_check: Check | None
+    upper: int
+    lower: int
+    upper_outcome: Outcome
+    lower_outcome: Outcome
+    nonzero_check: Check | None = None
+
+    @property
+    def resolved(self) -> bool:
+        """The published study's criterion, on the validated ends."""
+        U, L = self.upper, self.lower
+        return U <= 2 * L or U - L <= 2 or 10 * (U - L) <= self.full_rank
+
+    def verdict(self, k: int) -> Verdict:
+        """Returns ``feasible`` (k >= upper), ``impossible`` (k < lower) or ``unresolved``."""
+        if isinstance(k, bool) or not isinstance(k, int) or k < 0:
+            raise InputError(f"rank budget must be an integer >= 0, got {k!r}", field="k")
+        if k >= self.upper:
+            return "feasible"
+        if k < self.lower:
+            return "impossible"
+        return "unresolved"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "eps": str(self.eps),
+            "chi": str(self.chi),
+            "shape": list(self.shape),
+            "full_rank": self.full_rank,
+            "upper_claim": self.upper_claim,
+            "lower_claim": self.lower_claim,
+            "upper": self.upper,
+            "lower": self.lower,
+            "upper_outcome": self.upper_outcome,
+            "lower_outcome": self.lower_outcome,
+            "resolved": self.resolved,
+            "upper_check": self.upper_check.to_json() if self.upper_check else None,
+            "lower_check": self.lower_check.to_json() if self.lower_check else None,
+            "nonzero_check": self.nonzero_check.to_json() if self.nonzero_check else None,
+        }
+
+
+def _outcome(c: Check | None) -> Outcome:
+    if c is None:
+        return "absent"
+    return {"holds": "confirmed", "fails": "refuted"}.get(c.status, "weakened")  # type: ignore[return-value]
+
+
+def check_bracket(A: object, eps: object, upper: Mapping | None, lower: Mapping | None, *,
+                  tier: str = "auto", chi: object = 0, source: str | None = None
+                  ) -> BracketCheck:
+    """Checks both ends of a claimed bracket and returns the validated ends.
+
+    ``upper`` = {"kind": "factors", "rank": k, "U": U, "V": V} (checked with
+    :func:`certify.check_upper` at eps - chi), ``lower`` = a certificate for
+    :func:`certify.check_lower` (checked at eps + chi); either may be ``None``.
+    Returns a :class:`BracketCheck` whose ``upper``/``lower`` are proved ends.  Raises
+    InputError for bad input; raises AssertionError if a proved lower end exceeds a proved
+    upper end (that would be a kernel bug, never a result).
+    """
+    eps_q = parse_eps(eps)
+    chi_q = to_rational(chi, field="chi")
+    if chi_q < 0:
+        raise InputError("slack chi must be >= 0", field="chi", source=source)
+    tier = check_tier(tier)
+    A = as_matrix(A, "A", source=source)
+    m, N = A.shape
+    if m == 0 or N == 0:
+        raise InputError(f"empty matrix of shape {A.shape}", field="A", source=source)
+    full = min(m, N)
+
+    up_check = None
+    up_claim = None
+    if upper is not None:
+        if not isinstance(upper, Mapping):
+            raise InputError("an upper witness must be a mapping", field="upper", source=source)
+        if upper.get("kind") != "factors":
+            raise InputError(f"unknown kind {upper.get('kind')!r}; use factors",
+                             field="upper.kind", source=source)
+        for name in ("rank", "U", "V"):
+            if name not in upper:
+                raise InputError("missing", field=f"upper.{name}", source=source)
+        extra = set(upper) - {"kind", "rank", "U", "V"}
+        if extra:
+            raise InputError("unexpected field", field=f"upper.{sorted(extra)[0]}",
+                             source=source)
+        try:
+            up_check = check_upper(A, upper["U"], upper["V"], eps_q, rank=upper["rank"],
+                                   tier=tier, chi=chi_q, source=source)
+        except InputError as err:
+            if err.field in ("U", "V", "rank"):
+                raise err.at(source=source, field_prefix="upper") from None
+            raise
+        up_claim = up_check.rank
+
+    lo_check = None
+    lo_claim = None
+    if lower is not None:
+        lo_check = check_lower(A, lower, eps_q, tier=tier, chi=chi_q, source=source)
+        lo_claim = lo_check.rank
+
+    U_end = up_claim if (up_check is not None and up_check.holds) else full
+    U_end = min(U_end, full)  # B = A: rank <= min(m, N) at error 0
+    nz_check = None
+    if lo_check is not None and lo_check.holds:
+        L_end = lo_claim
+    elif lo_check is not None and lo_check.kind == "nonzero":
+        L_end = 0  # the nonzero check itself was the fallback and it did not hold
+    else:
+        nz_check = check_lower(A, {"kind": "nonzero", "rank": 1}, eps_q, tier=tier,
+                               chi=chi_q, source=source)
+        L_end = 1 if nz_check.holds else 0
+    assert L_end is not None
+    if L_end > U_end:
+        raise AssertionError(
+            f"kernel bug: proved lower end {L_end} exceeds proved upper end {U_end} "
+            f"(eps={eps_q}, chi={chi_q}); no verdict is derived from this")
+    return BracketCheck(eps=eps_q, chi=chi_q, shape=(m, N), full_rank=full,
+                        upper_claim=up_claim, lower_claim=lo_claim, upper_check=up_check,
+                        lower_check=lo_check, upper=U_end, lower=L_end,
+                        upper_outcome=_outcome(up_check), lower_outcome=_outcome(lo_check),
+                        nonzero_check=nz_check)

@@ -1,0 +1,286 @@
+"""Rigorous enclosures of all singular values of a stored float64 matrix.
+
+Miyajima's form (DOMAIN.md section 6; proof in proofs_notes/svd.md): from any approximate
+thin SVD A ~ U S V^T (m >= n; transpose otherwise) and upper bounds
+
+    e >= ||U S V^T - A||_2,   f >= ||V^T V - I||_2,   g >= ||U^T U - I||_2,
+
+the i-th largest singular value satisfies
+
+    s_i sqrt((1 - f)(1 - g)) - e  <=  sigma_i(A)  <=  s_i sqrt((1 + f)(1 + g)) + e
+
+(the lower form needs f, g < 1).  The tiers differ only in how e, f, g are bounded:
+
+* ``float64``: Ozaki/Rump error-free splits make the dominant products exact in BLAS
+  (certify.ballmat.split_residual_frob_upper); the cross terms carry a-priori bounds.
+* ``arb``: the residual matrices as python-flint balls at 128 bits.
+* ``exact``: the residual matrices exactly as dyadic integers (fmpz_mat).
+
+All three use the same float64 SVD factors; they are all rigorous, the higher tiers are
+tighter only by the a-priori part of the float64 charge.  The final combination is done in
+float64 with outward rounding, so ``lo_f``/``hi_f`` are floats whose exact values are bounds.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+import numpy as np
+from flint import arb, arb_mat, fmpz_mat
+
+from . import arbutil, dyadic
+from .arrays import as_matrix
+from .ballmat import frob_upper, scaled_columns_error_frob, split_residual_frob_upper
+from .errors import InputError
+from .rationals import float_up
+from .result import TIERS, Enclosure
+from .rounding import down, up
+
+ARB_PREC = 128
+
+
+@dataclass(frozen=True)
+class SingularValues:
+    """Enclosures sigma_i(A) in [lo[i], hi[i]] for the exact stored A, i = 0..p-1, p = min(m, N).
+
+    ``lo``/``hi`` are tuples of exact Fractions sorted descending (they are the exact values of
+    the float64 arrays ``lo_f``/``hi_f``).  ``residuals`` holds the float upper bounds e, f, g
+    that were charged (see the module docstring), ``approx`` the float64 SVD values used.
+    """
+
+    lo_f: np.ndarray
+    hi_f: np.ndarray
+    tier: str
+    shape: tuple[int, int]
+    approx: np.ndarray
+    residuals: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def lo(self) -> tuple[Fraction, ...]:
+        return tuple(Fraction(float(x)) for x in self.lo_f)
+
+    @property
+    def hi(self) -> tuple[Fraction, ...]:
+        return tuple(Fraction(float(x)) for x in self.hi_f)
+
+    def __len__(self) -> int:
+        return len(self.lo_f)
+
+    def enclosure(self, i: int) -> Enclosure:
+        """Returns an interval containing sigma_{i+1}(A) (0-based ``i``)."""
+        return Enclosure(Fraction(float(self.lo_f[i])), Fraction(float(self.hi_f[i])))
+
+    @property
+    def max_width(self) -> float:
+        """Largest hi - lo (display only)."""
+        return float(np.max(self.hi_f - self.lo_f)) if len(self) else 0.0
+
+
+@dataclass
+class _Factors:
+    B: np.ndarray  # A or A^T, with rows >= cols
+    U: np.ndarray
+    s: np.ndarray
+    Vt: np.ndarray
+
+
+def singular_values(A: object, *, tier: str = "auto", source: str | None = None
+                    ) -> SingularValues:
+    """Returns enclosures of all p = min(m, N) singular values of the exact stored ``A``.
+
+    ``tier`` is ``"float64"``, ``"arb"``, ``"exact"`` or ``"auto"`` (float64, then arb only if
+    the float64 tier could not prove any positive lower bound although A is nonzero).  Each
+    returned [lo_i, hi_i] contains sigma_i(A) (descending).  Raises InputError for an empty
+    matrix, NaN or Inf.
+    """
+    if tier != "auto" and tier not in TIERS:
+        raise InputError(f"unknown tier {tier!r}; use auto, float64, arb or exact", field="tier")
+    A = as_matrix(A, "A", source=source)
+    if A.shape[0] == 0 or A.shape[1] == 0:
+        raise InputError(f"empty matrix of shape {A.shape}", field="A", source=source)
+    return enclose(A, tier)
+
+
+def enclose(A: np.ndarray, tier: str, factors: _Factors | None = None) -> SingularValues:
+    """Kernel entry for validated finite float64 ``A`` (see :func:`singular_values`)."""
+    if not np.any(A):  # all singular values are exactly 0
+        p = min(A.shape)
+        return SingularValues(lo_f=np.zeros(p), hi_f=np.zeros(p),
+                              tier="exact" if tier == "exact" else "float64", shape=A.shape,
+                              approx=np.zeros(p), residuals={"e": 0.0, "f": 0.0, "g": 0.0})
+    fac = factors if factors is not None else approximate_factors(A)
+    if fac is None:
+        return _trivial(A, "float64" if tier == "auto" else tier)
+    if tier in ("auto", "float64"):
+        sv = _from_residuals(A, fac, *_float_residuals(fac), "float64")
+        if tier == "float64" or sv.lo_f[0] > 0:
+            return sv
+        tier = "arb"
+    if tier == "arb":
+        return _from_residuals(A, fac, *_arb_residuals(fac, ARB_PREC), "arb")
+    return _from_residuals(A, fac, *_exact_residuals(fac), "exact")
+
+
+def approximate_factors(A: np.ndarray) -> _Factors | None:
+    """Returns float64 SVD factors of A (or A^T when A is wide); ``None`` if LAPACK fails.
+
+    Untrusted: nothing below assumes anything about these factors beyond finiteness.
+    """
+    B = A if A.shape[0] >= A.shape[1] else A.T
+    try:
+        U, s, Vt = np.linalg.svd(B, full_matrices=False)
+    except np.linalg.LinAlgError:
+        return None
+    if not (np.isfinite(U).all() and np.isfinite(s).all() and np.isfinite(Vt).all()):
+        return None
+    return _Factors(B=B, U=U, s=s, Vt=Vt)
+
+
+def _trivial(A: np.ndarray, tier: str) -> SingularValues:
+    """sigma_i in [0, ||A||_F]: always true."""
+    p = min(A.shape)
+    fa = frob_upper(A)
+    return SingularValues(lo_f=np.zeros(p), hi_f=np.full(p, fa), tier=tier, shape=A.shape,
+                          approx=np.full(p, np.nan), residuals={"trivial": 1.0})
+
+
+def _float_residuals(fac: _Factors) -> tuple[float, float, float]:
+    """Returns float64 upper bounds (e, f, g) of ||USV^T - B||_2, ||V^TV - I||_2, ||U^TU - I||_2."""
+    U, s, Vt, B = fac.U, fac.s, fac.Vt, fac.B
+    f = split_residual_frob_upper(Vt, Vt.T, None)
+    g = split_residual_frob_upper(U.T, U, None)
+    P = U * s  # P = fl(U S) differs from U S by a charged rounding
+    e_p = split_residual_frob_upper(P, Vt, B)
+    # ||(U S - P) V^T||_2 <= ||U S - P||_F ||V||_2 and ||V||_2 <= sqrt(1 + f)
+    v_norm = float(up(math.sqrt(float(up(1.0 + f)))))
+    e = float(up(e_p + float(up(scaled_columns_error_frob(P) * v_norm))))
+    return e, f, g
+
+
+def _from_residuals(A: np.ndarray, fac: _Factors, e: float, f: float, g: float,
+                    tier: str) -> SingularValues:
+    s = np.sort(np.abs(fac.s))[::-1]
+    p = len(s)
+    fa = frob_upper(A)
+    if not all(math.isfinite(x) for x in (e, f, g)):
+        out = _trivial(A, tier)
+        out.residuals.update(e=e, f=f, g=g)
+        return out
+    ch = float(up(math.sqrt(float(up(float(up(1.0 + f)) * float(up(1.0 + g)))))))
+    hi = up(up(s * ch) + e)
+    hi = np.minimum(np.minimum.accumulate(hi), fa)
+    if f < 1.0 and g < 1.0:
+        cl = float(down(math.sqrt(float(down(float(down(1.0 - f)) * float(down(1.0 - g)))))))
+        lo = np.maximum(down(down(s * cl) - e), 0.0)
+        lo = np.maximum.accumulate(lo[::-1])[::-1]  # sigma_i >= sigma_{i+1} >= lo_{i+1}
+    else:
+        lo = np.zeros(p)
+    return SingularValues(lo_f=lo, hi_f=hi, tier=tier, shape=A.shape, approx=s,
+                          residuals={"e": e, "f": f, "g": g})
+
+
+# --- arb tier ----------------------------------------------------------------------------
+
+def _arb_frob_upper(M: arb_mat) -> float:
+    """Returns a float64 >= the Frobenius norm of every matrix in the ball matrix ``M``."""
+    total = arb(0)
+    for x in M.entries():
+        total += x * x
+    try:
+        _, hi = arbutil.endpoints(total)
+    except ValueError:
+        return math.inf
+    return _sqrt_up(hi)
+
+
+def _sqrt_up(q: Fraction) -> float:
+    """Returns a float64 >= sqrt(q) for q >= 0."""
+    return float(up(math.sqrt(float_up(max(q, Fraction(0))))))
+
+
+def _arb_residuals(fac: _Factors, prec: int) -> tuple[float, float, float]:
+    U, s, Vt, B = fac.U, fac.s, fac.Vt, fac.B
+    p = len(s)
+    with arbutil.precision(prec):
+        Ua, Va = arbutil.matrix(U), arbutil.matrix(Vt)
+        S = arb_mat(p, p)
+        for i in range(p):
+            S[i, i] = arb(float(s[i]))
+        eye = arb_mat(p, p)
+        for i in range(p):
+            eye[i, i] = 1
+        E = Ua * S * Va - arbutil.matrix(B)
+        F = Va * Va.transpose() - eye
+        G = Ua.transpose() * Ua - eye
+        return _arb_frob_upper(E), _arb_frob_upper(F), _arb_frob_upper(G)
+
+
+# --- exact tier --------------------------------------------------------------------------
+
+def _exact_frob_sq(M: fmpz_mat, e: int) -> Fraction:
+    return Fraction(sum(int(x) ** 2 for x in M.entries())) * dyadic.pow2(2 * e)
+
+
+def _align(a: tuple[fmpz_mat, int], b: tuple[fmpz_mat, int]) -> tuple[fmpz_mat, fmpz_mat, int]:
+    (Ma, ea), (Mb, eb) = a, b
+    e0 = min(ea, eb)
+    return dyadic.scaled(Ma, ea - e0), dyadic.scaled(Mb, eb - e0), e0
+
+
+def _identity(p: int) -> fmpz_mat:
+    eye = fmpz_mat(p, p)
+    for i in range(p):
+        eye[i, i] = 1
+    return eye
+
+
+def _exact_residuals(fac: _Factors) -> tuple[float, float, float]:
+    U, s, Vt, B = fac.U, fac.s, fac.Vt, fac.B
+    p = len(s)
+    MU, eu = dyadic.to_int_matrix(U)
+    MV, ev = dyadic.to_int_matrix(Vt)
+    Ms, es = dyadic.to_int_matrix(s.reshape(1, -1))
+    S = fmpz_mat(p, p)
+    for i in range(p):
+        S[i, i] = Ms[0, i]
+    X, Y, e0 = _align((MU * S * MV, eu + es + ev), dyadic.to_int_matrix(B))
+    e = _sqrt_up(_exact_frob_sq(X - Y, e0))
+    X, Y, e0 = _align((MV * MV.transpose(), 2 * ev), (_identity(p), 0))
+    f = _sqrt_up(_exact_frob_sq(X - Y, e0))
+    X, Y, e0 = _align((MU.transpose() * MU, 2 * eu), (_identity(p), 0))
+    g = _sqrt_up(_exact_frob_sq(X - Y, e0))
+    return e, f, g
+
+
+def frobenius_sq_exact(A: np.ndarray) -> Fraction:
+    """Returns ||A||_F^2 = sum_ij A_ij^2 exactly (A finite float64)."""
+    M, e = dyadic.to_int_matrix(A)
+    return _exact_frob_sq(M, e)
+
+
+_VELTKAMP = 134217729.0  # 2^27 + 1
+
+
+def frobenius_sq_enclosure(A: np.ndarray) -> Enclosure:
+    """Returns an interval of width <= 2 ulps containing ||A||_F^2 (A finite float64).
+
+    Veltkamp's split a = ah + al (26-bit halves) makes ah^2, 2 ah al and al^2 exact floats
+    when no partial product underflows or overflows (guarded: every nonzero |a| in
+    [2^-450, 2^500]); math.fsum returns their sum correctly rounded, so one ulp outward on
+    each side encloses the exact sum.  Otherwise falls back to :func:`frobenius_sq_exact`.
+    """
+    x = np.abs(A).ravel()
+    nz = x[x != 0]
+    if nz.size == 0:
+        return Enclosure(Fraction(0), Fraction(0))
+    if nz.min() < 2.0**-450 or nz.max() > 2.0**500:
+        q = frobenius_sq_exact(A)
+        return Enclosure(q, q)
+    t = x * _VELTKAMP
+    ah = t - (t - x)
+    al = x - ah
+    terms = np.concatenate([ah * ah, 2.0 * (ah * al), al * al])
+    s = math.fsum(terms.tolist())
+    return Enclosure(Fraction(float(down(s))), Fraction(float(up(s))))
