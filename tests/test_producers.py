@@ -60,12 +60,36 @@ class LiarProducer(BaseProducer):
         return Witness(rank=1, U=Us[:, :1] * s[:1], V=Vt[:1], claims={"upper_error": 0.0})
 
 
+class BadShapeProducer(BaseProducer):
+    """A broken plug-in: its factors do not fit A."""
+
+    name = "bad_shape"
+    role = "upper"
+
+    def produce(self, A, eps, *, logits=None):
+        return Witness(rank=2, U=np.ones((A.shape[0] + 1, 2)), V=np.ones((2, A.shape[1])))
+
+
+class CrashingProducer(BaseProducer):
+    name = "crash"
+    role = "lower"
+
+    def produce(self, A, eps, *, logits=None):
+        raise RuntimeError("boom")
+
+
 @pytest.fixture
 def plugins(monkeypatch):
     """Adds two plug-ins to the entry-point table the registry reads."""
     extra = [EntryPoint(name="dummy_mean", value=f"{__name__}:DummyMeanRow",
                         group=ENTRY_POINT_GROUP),
-             EntryPoint(name="liar", value=f"{__name__}:LiarProducer", group=ENTRY_POINT_GROUP)]
+             EntryPoint(name="liar", value=f"{__name__}:LiarProducer", group=ENTRY_POINT_GROUP),
+             EntryPoint(name="bad_shape", value=f"{__name__}:BadShapeProducer",
+                        group=ENTRY_POINT_GROUP),
+             EntryPoint(name="crash", value=f"{__name__}:CrashingProducer",
+                        group=ENTRY_POINT_GROUP),
+             EntryPoint(name="broken_import", value="no_such_module_xyz:Thing",
+                        group=ENTRY_POINT_GROUP)]
     monkeypatch.setattr("witnesses.producers._entry_points",
                         lambda: [*real_entry_points(), *extra])
 
@@ -218,6 +242,24 @@ def test_wrong_producer_is_refuted(tmp_path, plugins, capsys):
     assert out["table"]["liar"]["confirmed"] == 0
     assert out["table"]["liar"]["median_rank"] == 10  # a refuted witness counts as full rank
     _check_command_if_available(store, capsys, expect_refuted=True)
+
+
+def test_malformed_and_crashing_plugins_are_reported_not_stored(tmp_path, plugins, capsys):
+    A, S = attention(6, 6, 3, 2.0, 7)
+    src = _npz(tmp_path, logits_y=S)
+    store = tmp_path / "st"
+    rc = main(["produce", str(store), "--npz", src, "--eps", "0.25", "--producers", "bad_shape",
+               "tsvd", "crash", "nonzero", "--quiet"])
+    assert rc == 1
+    err = capsys.readouterr().err
+    assert "bad_shape" in err and "do not fit" in err and "boom" in err
+    reader = open_store(store)
+    assert [b.producer["upper"] for b in reader.brackets] == ["tsvd"]
+    assert reader.brackets[0].lower.kind == "nonzero"
+    assert available_producers()["broken_import"] == "broken"
+    assert main(["produce", str(tmp_path / "st2"), "--npz", src, "--producers",
+                 "broken_import", "tsvd"]) == 2
+    assert "failed to load" in capsys.readouterr().err
 
 
 def _check_command_if_available(store, capsys, *, expect_refuted: bool) -> None:

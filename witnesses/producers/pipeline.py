@@ -3,8 +3,8 @@
 Convention (see witnesses/FORMAT.md, "Producer layout"): one bracket per (operator, eps,
 upper producer), ``producer = {"upper": name, "lower": name or None}``; the best lower
 certificate found (largest claimed rank over the lower producers) is attached to the bracket
-of the *anchor* upper producer (``alt_l1`` when it runs, else the first upper producer);
-the other brackets carry ``lower = None``.  The producers' numbers go to ``claims`` only.
+of the *anchor* upper producer (``alt_l1`` when it runs, else the first upper producer; if
+the anchor gives no witness, the first bracket written); the others carry ``lower = None``.  The producers' numbers go to ``claims`` only.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from . import Certificate, Witness, get_producer
+from ._common import row_l1, target
 
 ANCHOR = "alt_l1"
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -75,13 +76,16 @@ def produce_operator(op_id: str, A: np.ndarray, eps_list: list[Fraction], uppers
                      skip: set[str] | frozenset[str] = frozenset()) -> OperatorResult:
     """Returns the brackets of one operator for every eps and upper producer not in ``skip``.
 
-    ``skip`` holds bracket ids already stored (a resumed run).  Lower producers run only for
-    the anchor bracket.  A producer that raises or returns nothing of its role yields no
-    bracket (and a failure message when it raised).
+    ``skip`` holds bracket ids already stored (a resumed run).  Lower producers run when the
+    anchor bracket of that eps is still to be written; their best certificate goes to the
+    anchor bracket, or to the first bracket written when the anchor producer gave nothing.
+    A producer that raises or returns a malformed result yields no bracket and a failure
+    message; one that returns None (nothing found) yields no bracket.
     """
     res = OperatorResult()
     anchor = anchor_of(uppers)
     for eps in eps_list:
+        plans: list[BracketPlan] = []
         for up in uppers:
             bid = bracket_id(op_id, eps, up)
             if bid in skip:
@@ -89,31 +93,112 @@ def produce_operator(op_id: str, A: np.ndarray, eps_list: list[Fraction], uppers
             w, secs, err = _run(up, A, eps, logits)
             if err:
                 res.failures.append(f"{op_id} eps={eps}: {err}")
-            if not isinstance(w, Witness):
+            if w is None:
                 continue
-            claims: dict[str, Any] = {**w.claims, "upper_rank": int(w.rank),
-                                      "upper_seconds": round(secs, 4)}
-            lower = None
-            lower_name = None
-            if up == anchor:
-                best: Certificate | None = None
-                for lo in lowers:
-                    c, secs_l, err_l = _run(lo, A, eps, logits)
-                    if err_l:
-                        res.failures.append(f"{op_id} eps={eps}: {err_l}")
-                    if isinstance(c, Certificate) and (best is None or c.rank > best.rank):
-                        best, lower_name = c, lo
-                        claims["lower_seconds"] = round(secs_l, 4)
-                if best is not None:
-                    lower = best.to_mapping()
-                    claims.update({f"lower_{k}" if not k.startswith("lower_") else k: v
-                                   for k, v in best.claims.items()})
-                    claims["lower_rank"] = int(best.rank)
-                    claims["lower_kind"] = best.kind
-            res.brackets.append(BracketPlan(
-                id=bid, eps=eps, upper=w.to_mapping(), lower=lower,
-                producer={"upper": up, "lower": lower_name}, claims=_jsonable(claims)))
+            bad = malformed_witness(w, A.shape)
+            if bad:
+                res.failures.append(f"{op_id} eps={eps}: {up}: {bad}")
+                continue
+            w = compact_witness(A, w, eps)
+            claims = {**w.claims, "upper_rank": int(w.rank), "upper_seconds": round(secs, 4)}
+            plans.append(BracketPlan(id=bid, eps=eps, upper=w.to_mapping(), lower=None,
+                                     producer={"upper": up, "lower": None},
+                                     claims=_jsonable(claims)))
+        if plans and bracket_id(op_id, eps, anchor) not in skip:
+            target_plan = next((b for b in plans if b.producer["upper"] == anchor), plans[0])
+            _attach_lower(target_plan, op_id, A, eps, lowers, logits, res)
+        res.brackets.extend(plans)
     return res
+
+
+def _attach_lower(plan: BracketPlan, op_id: str, A: np.ndarray, eps: Fraction,
+                  lowers: list[str], logits: np.ndarray | None, res: OperatorResult) -> None:
+    best: Certificate | None = None
+    best_name, best_secs = None, 0.0
+    for lo in lowers:
+        c, secs, err = _run(lo, A, eps, logits)
+        if err:
+            res.failures.append(f"{op_id} eps={eps}: {err}")
+        bad = None if c is None else malformed_certificate(c, A.shape)
+        if bad:
+            res.failures.append(f"{op_id} eps={eps}: {lo}: {bad}")
+            continue
+        if c is not None and (best is None or c.rank > best.rank):
+            best, best_name, best_secs = c, lo, secs
+    if best is None:
+        return
+    assert isinstance(best, Certificate)
+    plan.lower = compact_certificate(best).to_mapping()
+    plan.producer["lower"] = best_name
+    claims = {f"lower_{k}" if not k.startswith("lower_") else k: v
+              for k, v in best.claims.items()}
+    claims.update({"lower_rank": int(best.rank), "lower_kind": best.kind,
+                   "lower_seconds": round(best_secs, 4)})
+    plan.claims.update(_jsonable(claims))
+
+
+def malformed_witness(w: object, shape: tuple[int, ...]) -> str | None:
+    """Returns why an upper producer's output cannot be stored (None if well-formed).
+
+    Only the form is checked here (types, shapes, finite values); whether it holds is for
+    ``certify`` to say.
+    """
+    if not isinstance(w, Witness):
+        return f"returned {type(w).__name__}, expected a Witness"
+    m, N = shape
+    U, V = np.asarray(w.U), np.asarray(w.V)
+    if U.ndim != 2 or V.ndim != 2 or U.shape[0] != m or V.shape[1] != N \
+            or U.shape[1] != V.shape[0] or U.shape[1] != w.rank:
+        return f"witness shapes U {U.shape}, V {V.shape}, rank {w.rank} do not fit A {shape}"
+    if U.dtype.kind != "f" or V.dtype.kind != "f" or not (np.isfinite(U).all()
+                                                            and np.isfinite(V).all()):
+        return "witness factors must be finite float arrays"
+    return None
+
+
+def malformed_certificate(c: object, shape: tuple[int, ...]) -> str | None:
+    """Returns why a lower producer's output cannot be stored (None if well-formed)."""
+    from witnesses.store import LOWER_ARRAYS
+
+    if not isinstance(c, Certificate):
+        return f"returned {type(c).__name__}, expected a Certificate"
+    if c.kind not in LOWER_ARRAYS:
+        return f"unknown certificate kind {c.kind!r}"
+    missing = [n for n in LOWER_ARRAYS[c.kind] if n not in c.arrays]
+    if missing:
+        return f"certificate arrays {missing} missing"
+    if isinstance(c.rank, bool) or not isinstance(c.rank, int | np.integer) or c.rank < 0:
+        return f"bad certificate rank {c.rank!r}"
+    for name, X in c.arrays.items():
+        X = np.asarray(X)
+        if X.dtype.kind == "f" and not np.isfinite(X).all():
+            return f"certificate array {name} has NaN/Inf"
+    return None
+
+
+def compact_witness(A: np.ndarray, w: Witness, eps: Fraction) -> Witness:
+    """Returns ``w`` with U, V rounded to float32 when the rounded witness still meets the
+    float64 budget (halves the store; the kernel checks whatever values are stored)."""
+    if w.U.dtype == np.float32 and w.V.dtype == np.float32:
+        return w
+    U32, V32 = w.U.astype(np.float32), w.V.astype(np.float32)
+    if not (np.all(np.isfinite(U32)) and np.all(np.isfinite(V32))):
+        return w
+    err = float(row_l1(A, U32.astype(np.float64), V32.astype(np.float64)).max())
+    if not err <= target(eps):
+        return w
+    return Witness(rank=w.rank, U=U32, V=V32, kind=w.kind,
+                   claims={**w.claims, "upper_error": err, "stored_as": "float32"})
+
+
+def compact_certificate(c: Certificate) -> Certificate:
+    """Stores 0/1-valued D and W (key-set decoders) as float32: exact, smaller, same claim."""
+    arrays = dict(c.arrays)
+    for name in ("D", "W"):
+        X = arrays.get(name)
+        if X is not None and X.dtype == np.float64 and np.array_equal(X, X.astype(np.float32)):
+            arrays[name] = X.astype(np.float32)
+    return Certificate(kind=c.kind, rank=c.rank, arrays=arrays, claims=c.claims)
 
 
 def _jsonable(d: dict[str, Any]) -> dict[str, Any]:
