@@ -296,6 +296,7 @@ def test_produce_bad_arrays(tmp_path, capsys, array):
     assert main(["produce", str(tmp_path / "st"), "--npz", src, "--quiet",
                  "--npz-kind", "probs"]) == 2
     assert "probs" in capsys.readouterr().err
+    assert not (tmp_path / "st").exists()  # nothing written for bad input
 
 
 def test_produce_missing_file(tmp_path, capsys):

@@ -10,6 +10,7 @@ skipped.
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import re
 import sys
@@ -185,12 +186,17 @@ def run(args: argparse.Namespace) -> int:
     if args.model is None and (args.texts or args.layers or args.heads or args.text_index):
         raise InputError("--texts/--text-index/--layers/--heads need --model", field="model")
     root = Path(args.store)
+    source = iter_npz(args.npz, args.npz_kind, args.family) if args.npz else iter_model(args)
+    # read the first operator before touching the output: bad input leaves no empty store
+    first = next(source, None)
+    if first is None:
+        raise InputError("no operators in the input", field="npz" if args.npz else "texts")
+    source = itertools.chain([first], source)
     store = Store.open(root) if (root / "store.json").is_file() else Store.create(
         root, description=args.description or "brackets from softrank-certify produce")
     existing = set(store.operator_ids)
     have = store.bracket_ids
     reader = open_store(root) if existing else None
-    source = iter_npz(args.npz, args.npz_kind, args.family) if args.npz else iter_model(args)
 
     jobs: list[tuple[Any, ...]] = []
     new_ops = 0
