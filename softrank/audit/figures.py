@@ -30,6 +30,15 @@ def _int_locator() -> Any:
     return MaxNLocator(integer=True)
 
 
+def _rank_axis(ax: Any) -> None:
+    """Log axis labelled with plain ranks (1, 2, 5, 10, 20, ...), not powers of ten."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.yaxis.set_minor_formatter(NullFormatter())
+
+
 def _figure(width: float, height: float) -> Any:
     from matplotlib.figure import Figure  # imported late: matplotlib is the plots extra
 
@@ -46,39 +55,46 @@ def brackets_figure(pairs: list[dict[str, Any]]) -> Any:
     if not pairs:
         fig.text(0.5, 0.5, "no checked brackets", ha="center")
         return fig
+    from matplotlib.lines import Line2D
+
     axes = fig.subplots(len(fams), len(epss), squeeze=False, sharey=True)
     top = max(max(p["upper"], p["lower"]) for p in pairs)
+    has_zero = any(p["lower"] == 0 for p in pairs)
+    bottom = 0.5 if has_zero else 0.7 * min(p["lower"] for p in pairs)
     for i, fam in enumerate(fams):
         for j, eps in enumerate(epss):
             ax = axes[i][j]
             ps = sorted((p for p in pairs if p["family"] == fam and p["eps"] == eps),
                         key=lambda p: (p["upper"], p["lower"], p["operator"]))
             ax.set_yscale("log")
-            ax.set_ylim(0.5, top * 1.6)
+            ax.set_ylim(bottom, top * 1.6)
             ax.set_title(f"{fam}, eps = {fmt_eps(eps)} ({len(ps)})", fontsize=9)
             if i == len(fams) - 1:
                 ax.set_xlabel("(operator, eps) pairs, sorted by upper end", fontsize=8)
             if j == 0:
-                ax.set_ylabel("rank (L = 0 drawn at 0.6)", fontsize=8)
+                ax.set_ylabel("rank" + (" (L = 0 drawn at 0.6)" if has_zero else ""),
+                              fontsize=8)
             if not ps:
                 continue
             lw = max(0.4, min(3.0, 250 / len(ps)))
-            for resolved, colour, label in ((True, RESOLVED_COLOUR, "resolved"),
-                                            (False, UNRESOLVED_COLOUR, "unresolved")):
+            for resolved, colour in ((True, RESOLVED_COLOUR), (False, UNRESOLVED_COLOUR)):
                 sel = [(x, p) for x, p in enumerate(ps, start=1) if p["resolved"] is resolved]
                 if not sel:
                     continue
                 xs = [x for x, _ in sel]
                 lo = [max(p["lower"], 0.6) for _, p in sel]
                 hi = [p["upper"] for _, p in sel]
-                ax.vlines(xs, lo, hi, colors=colour, linewidth=lw, label=label)
+                ax.vlines(xs, lo, hi, colors=colour, linewidth=lw)
                 ax.scatter(xs, hi, marker="_", color=colour, s=4 * lw + 6, linewidths=lw)
                 ax.scatter(xs, lo, marker="_", color=colour, s=4 * lw + 6, linewidths=lw)
             ax.set_xlim(0, len(ps) + 1)
             ax.xaxis.set_major_locator(_int_locator())
+            _rank_axis(ax)
             ax.tick_params(labelsize=7)
-            ax.legend(fontsize=7, loc="upper left", frameon=False)
-    fig.suptitle("Validated brackets L <= r_eps <= U", fontsize=10)
+    handles = [Line2D([], [], color=c, linewidth=3, label=lab)
+               for c, lab in ((RESOLVED_COLOUR, "resolved"), (UNRESOLVED_COLOUR, "unresolved"))]
+    fig.legend(handles=handles, loc="outside upper right", fontsize=8, frameon=False, ncols=2)
+    fig.suptitle("Validated brackets L <= r_eps <= U", fontsize=10, x=0.02, ha="left")
     return fig
 
 

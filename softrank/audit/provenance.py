@@ -8,6 +8,10 @@ from collections import Counter
 from importlib import metadata
 from typing import Any
 
+# record key prefix -> what it checks ("nonzero" = the kernel's fallback lower end, run when
+# a lower claim is not proved)
+CHECK_KINDS = {"upper": "upper ends", "lower": "lower ends",
+               "nonzero": "fallback lower ends (||A||_row1 > eps + chi)"}
 PACKAGES = ("softrank-certify", "numpy", "python-flint", "mpmath", "sympy", "scipy",
             "matplotlib", "tqdm")
 
@@ -44,7 +48,7 @@ def methods(records: list[dict[str, Any]], tier: str) -> dict[str, Any]:
     arb precisions (bits) used, read from the records' check objects.
     """
     out: dict[str, Any] = {"requested_tier": tier}
-    for end in ("upper", "lower"):
+    for end in CHECK_KINDS:
         checks = [r.get(f"{end}_check") for r in records if "error" not in r]
         checks = [c for c in checks if isinstance(c, dict)]
         out[end] = {
@@ -64,15 +68,15 @@ def methods_text(m: dict[str, Any]) -> list[str]:
     """Returns Markdown bullet lines describing ``methods(...)``."""
     lines = [f"- requested tier: `{m['requested_tier']}` (auto = float64 first, escalating to "
              "arb balls and then exact rational arithmetic only where an enclosure is too wide)"]
-    for end in ("upper", "lower"):
+    for end, label in CHECK_KINDS.items():
         e = m[end]
         if not e["checks"]:
-            lines.append(f"- {end} ends: no checks")
+            lines.append(f"- {label}: no checks")
             continue
         decided = ", ".join(f"{t} {n}" for t, n in e["decided_by"].items())
         seqs = ", ".join(f"{s or 'none'} {n}" for s, n in e["tier_sequences"].items())
         prec = ", ".join(str(p) for p in e["precisions_bits"]) or "none"
         kinds = ", ".join(f"{k} {n}" for k, n in e["kinds"].items())
-        lines.append(f"- {end} ends ({e['checks']} checks; kinds: {kinds}): decided by "
+        lines.append(f"- {label} ({e['checks']} checks; kinds: {kinds}): decided by "
                      f"{decided}; tiers run: {seqs}; arb precisions used (bits): {prec}")
     return lines

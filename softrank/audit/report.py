@@ -28,9 +28,11 @@ DEFINITIONS = {
                 "(operator, eps) pairs, claim tables count records",
     "resolved": "U <= 2 L, or U - L <= 2, or U - L <= min(m, N) / 10 (exact integers)",
     "verdict": "at budget k: feasible if k >= U, impossible if k < L, else unresolved",
-    "outcomes": "confirmed: the float64 claim holds as stated; weakened: a weaker end was "
-                "validated instead; refuted: the claim was proved false / nothing was "
-                "validated for it; absent: no claim for that end",
+    "outcomes": "confirmed: the claim's check holds (proved); refuted: its inequality is "
+                "proved false; weakened: its check stayed undecided; after refuted or "
+                "weakened the end falls back to what is proved on the spot (upper: min(m, N), "
+                "B = A; lower: 1 if ||A||_row1 > eps + chi is proved, else 0); absent: no "
+                "claim for that end (the lower end is then that same fallback)",
     "ratio": "U/L per pair; infinite when L = 0; medians are exact (mean of the two middle "
              "values for an even count)",
     "margin": "enclosure of the signed distance of the checked quantity from its threshold, "
