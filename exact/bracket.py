@@ -131,14 +131,16 @@ def _selection(idx: list[int], size: int, rows: bool) -> Matrix:
     return S if rows else transpose(S)
 
 
-def best_decoder(A: Matrix, eps: Fraction, above: int) -> Certificate | None:
-    """Returns a decoder certificate with the largest bound > ``above`` found (or None).
+def best_decoder(A: Matrix, eps: Fraction, above: int,
+                 at_most: int | None = None) -> Certificate | None:
+    """Returns a decoder certificate with the largest bound p, above < p <= at_most, found
+    (or None).
 
     Small cells try every square submatrix, largest first; larger cells try pivoted-QR
     submatrices and rounded singular-vector decoders with a bisection on p.
     """
     m, n = len(A), len(A[0])
-    pmax = min(m, n)
+    pmax = min(m, n) if at_most is None else min(m, n, at_most)
     if m <= SUBMATRIX_EXHAUSTIVE and n <= SUBMATRIX_EXHAUSTIVE:
         for p in range(pmax, above, -1):
             for R in combinations(range(m), p):

@@ -37,7 +37,7 @@ from .linalg import simplex_distance
 from .rankone import RankOneRefutation, rank_one_search, searchable
 
 #: Largest side accepted by :func:`oracle` (brackets only beyond the rank-one search limit).
-MAX_SIDE = 64
+MAX_SIDE = 32
 INF = math.inf
 
 
@@ -174,7 +174,7 @@ def _close(res: ExactResult) -> ExactResult:
     """Tightens the bracket with decoder certificates and cheaper witnesses."""
     if res.lower >= res.upper:
         return res
-    dec = best_decoder(res.A, res.eps, int(res.lower))
+    dec = best_decoder(res.A, res.eps, int(res.lower), int(res.upper))
     if dec is not None and dec.bound > res.lower:
         res.lower, res.lower_certificate = dec.bound, dec
     if res.lower < res.upper and res.witness is not None:

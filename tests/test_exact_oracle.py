@@ -208,3 +208,8 @@ def test_inputs_in_every_rational_form():
     a = oracle([[1, F(1, 2)], [sympy.Rational(1, 3), "0.25"]], sympy.Rational(1, 10))
     b = oracle([["1", "1/2"], ["1/3", "1/4"]], "0.1")
     assert a.A == b.A and a.eps == b.eps and (a.lower, a.upper) == (b.lower, b.upper)
+
+
+def test_oracle_refuses_huge_cells():
+    with pytest.raises(InputError, match="limit"):
+        oracle([[1] * 33], "1/4")
