@@ -228,6 +228,14 @@ def known(tmp_path_factory):
     return store, truth, out, code
 
 
+@pytest.fixture(scope="module")
+def plain_ref(known, tmp_path_factory):
+    """The uninterrupted serial audit without figures (what interrupted runs must reproduce)."""
+    out = tmp_path_factory.mktemp("plain") / "ref"
+    run_audit(known[0], out, budgets=BUDGETS, figures=False)
+    return out
+
+
 # ------------------------------------------------------------------ known outcomes
 
 
@@ -394,8 +402,9 @@ class Boom(Exception):
 
 
 @pytest.mark.parametrize("jobs", [1, 2])
-def test_injected_failure_then_resume_gives_the_same_report(known, tmp_path, jobs):
-    store, truth, ref, _ = known
+def test_injected_failure_then_resume_gives_the_same_report(known, plain_ref, tmp_path, jobs):
+    store, truth, _, _ = known
+    ref = plain_ref
     out = tmp_path / "out"
     seen = []
 
@@ -405,22 +414,23 @@ def test_injected_failure_then_resume_gives_the_same_report(known, tmp_path, job
             raise Boom
 
     with pytest.raises(Boom):
-        run_audit(store, out, jobs=jobs, budgets=BUDGETS, on_record=boom)
+        run_audit(store, out, jobs=jobs, budgets=BUDGETS, on_record=boom, figures=False)
     lines = (out / JOURNAL_NAME).read_text().splitlines()
     assert len(lines) == 1 + 5 and not (out / "report.json").exists()
     again = []
-    rep = run_audit(store, out, jobs=jobs, budgets=BUDGETS,
+    rep = run_audit(store, out, jobs=jobs, budgets=BUDGETS, figures=False,
                     on_record=lambda r: again.append(r["bracket"]))
     assert rep[VOLATILE_KEY]["resumed_records"] == 5
     assert sorted(again) == sorted(set(truth) - set(seen))  # nothing redone, nothing lost
     assert read_report(out) == read_report(ref)
     # a third run finds everything journaled and only rewrites the report
-    rep3 = run_audit(store, out, jobs=jobs, budgets=BUDGETS)
+    rep3 = run_audit(store, out, jobs=jobs, budgets=BUDGETS, figures=False)
     assert rep3[VOLATILE_KEY]["new_records"] == 0 and read_report(out) == read_report(ref)
 
 
-def test_sigkill_of_the_worker_pool_then_resume(known, tmp_path):
-    store, truth, ref, _ = known
+def test_sigkill_of_the_worker_pool_then_resume(known, plain_ref, tmp_path):
+    store, truth, _, _ = known
+    ref = plain_ref
     out = tmp_path / "out"
     driver = textwrap.dedent(f"""
         import sys, time
@@ -454,7 +464,7 @@ def test_sigkill_of_the_worker_pool_then_resume(known, tmp_path):
     assert 4 <= done < len(truth)
     with open(journal, "ab") as fh:  # as if the kill had torn a line mid-write
         fh.write(b'{"bracket": "br0000')
-    rep = run_audit(store, out, jobs=2, budgets=BUDGETS)
+    rep = run_audit(store, out, jobs=2, budgets=BUDGETS, figures=False)
     assert rep[VOLATILE_KEY]["resumed_records"] == done
     assert read_report(out) == read_report(ref)
     assert (out / "report.md").read_text().count("## Table") == 3
@@ -463,14 +473,15 @@ def test_sigkill_of_the_worker_pool_then_resume(known, tmp_path):
 # ------------------------------------------------------------------ dask
 
 
-def test_dask_local_cluster_gives_the_same_report(known, tmp_path):
+def test_dask_local_cluster_gives_the_same_report(known, plain_ref, tmp_path):
     distributed = pytest.importorskip("distributed")
-    store, _, ref, _ = known
+    store, ref = known[0], plain_ref
     with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
                                   dashboard_address=None) as cluster:
         out = tmp_path / "dask"
         assert main(["audit", str(store), "--out", str(out), "--budgets", "4,8,12",
-                     "--scheduler", cluster.scheduler_address, "--no-progress"]) == 1
+                     "--scheduler", cluster.scheduler_address, "--no-progress",
+                     "--no-figures"]) == 1
     rep = json.loads((out / "report.json").read_text())
     assert rep[VOLATILE_KEY]["executor"] == "dask"
     assert strip_volatile(rep) == read_report(ref)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable, Sequence
+from contextlib import closing
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -86,11 +87,14 @@ def run_audit(store: str | Path, out: str | Path, *, jobs: int = 1,
 
             with tqdm(total=len(ids), initial=resumed, unit="bracket", file=sys.stderr,
                       disable=not progress, desc="audit") as bar:
-                for rec in executor.run(store_path, chunks, tier):
-                    rec = journal.append(rec)
-                    bar.update(1)
-                    if on_record is not None:
-                        on_record(rec)
+                # closing(): on an error, stop the executor (cancel queued chunks) now,
+                # not when the generator is garbage-collected
+                with closing(executor.run(store_path, chunks, tier)) as results:
+                    for rec in results:
+                        rec = journal.append(rec)
+                        bar.update(1)
+                        if on_record is not None:
+                            on_record(rec)
         records = [journal.records[i] for i in ids if i in journal.records]
     missing = len(ids) - len(records)
     if missing:  # an executor that drops work must not yield a short report

@@ -68,6 +68,8 @@ def brackets_figure(pairs: list[dict[str, Any]]) -> Any:
                         key=lambda p: (p["upper"], p["lower"], p["operator"]))
             ax.set_yscale("log")
             ax.set_ylim(bottom, top * 1.6)
+            _rank_axis(ax)  # after set_yscale, which resets the (shared) tickers
+            ax.tick_params(labelsize=7)
             ax.set_title(f"{fam}, eps = {fmt_eps(eps)} ({len(ps)})", fontsize=9)
             if i == len(fams) - 1:
                 ax.set_xlabel("(operator, eps) pairs, sorted by upper end", fontsize=8)
@@ -75,6 +77,9 @@ def brackets_figure(pairs: list[dict[str, Any]]) -> Any:
                 ax.set_ylabel("rank" + (" (L = 0 drawn at 0.6)" if has_zero else ""),
                               fontsize=8)
             if not ps:
+                ax.text(0.5, 0.5, "no brackets", ha="center", va="center",
+                        transform=ax.transAxes, fontsize=8, color="#7f7f7f")
+                ax.set_xticks([])
                 continue
             lw = max(0.4, min(3.0, 250 / len(ps)))
             for resolved, colour in ((True, RESOLVED_COLOUR), (False, UNRESOLVED_COLOUR)):
@@ -85,12 +90,12 @@ def brackets_figure(pairs: list[dict[str, Any]]) -> Any:
                 lo = [max(p["lower"], 0.6) for _, p in sel]
                 hi = [p["upper"] for _, p in sel]
                 ax.vlines(xs, lo, hi, colors=colour, linewidth=lw)
-                ax.scatter(xs, hi, marker="_", color=colour, s=4 * lw + 6, linewidths=lw)
-                ax.scatter(xs, lo, marker="_", color=colour, s=4 * lw + 6, linewidths=lw)
+                if len(ps) <= 150:  # end ticks help few segments and clutter many
+                    for ys in (hi, lo):
+                        ax.scatter(xs, ys, marker="_", color=colour, s=4 * lw + 6,
+                                   linewidths=lw)
             ax.set_xlim(0, len(ps) + 1)
             ax.xaxis.set_major_locator(_int_locator())
-            _rank_axis(ax)
-            ax.tick_params(labelsize=7)
     handles = [Line2D([], [], color=c, linewidth=3, label=lab)
                for c, lab in ((RESOLVED_COLOUR, "resolved"), (UNRESOLVED_COLOUR, "unresolved"))]
     fig.legend(handles=handles, loc="outside upper right", fontsize=8, frameon=False, ncols=2)

@@ -143,7 +143,7 @@ def report_markdown(rep: dict[str, Any]) -> str:
                 f"{c['status']}: {c['claim']}" if c["claim"] else c["status"],
                 _fmt_margin(c["margin"]), c["tier"])] for c in changed[:MAX_LISTED]],
         }
-        out.append(tables.markdown_table(listing))
+        out.append(tables.markdown_table(listing, left=len(listing["columns"])))
         if len(changed) > MAX_LISTED:
             out.append(f"\n... and {len(changed) - MAX_LISTED} more in report.json "
                        "(`not_confirmed`).")

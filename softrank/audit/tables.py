@@ -303,13 +303,15 @@ def build_tables(groups: list[dict[str, Any]], budgets: Sequence[int]) -> dict[s
     return {"brackets": brackets, "claims": claims, "budgets": budget}
 
 
-def markdown_table(table: dict[str, Any]) -> str:
-    """Returns a GitHub-flavoured Markdown table (pipes in cells escaped)."""
+def markdown_table(table: dict[str, Any], left: int = 3) -> str:
+    """Returns a GitHub-flavoured Markdown table (pipes in cells escaped); the first ``left``
+    columns are left-aligned, the others (numbers) right-aligned.
+    """
     def cells(xs: Sequence[str]) -> str:
         return "| " + " | ".join(x.replace("|", "\\|") for x in xs) + " |"
 
     lines = [cells(table["columns"]),
-             "|" + "|".join("---" if i < 3 else "---:" for i in range(len(table["columns"])))
+             "|" + "|".join("---" if i < left else "---:" for i in range(len(table["columns"])))
              + "|"]
     lines += [cells(r) for r in table["rows"]]
     return "\n".join(lines)
