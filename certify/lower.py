@@ -159,18 +159,21 @@ def _check_nonzero(A: np.ndarray, t: Fraction, eps: Fraction, chi: Fraction, tie
 # --- frobenius tail --------------------------------------------------------------------
 
 def tail_enclosure(lo: tuple[Fraction, ...], hi: tuple[Fraction, ...], L: int,
-                   frob_sq: Enclosure) -> Enclosure:
+                   frob_sq: Enclosure | None) -> Enclosure:
     """Returns an interval containing sum_{i >= L} sigma_i^2 (1-indexed) given enclosures
     sigma_i in [lo_i, hi_i] (descending, lo_i >= 0) and ||A||_F^2 in ``frob_sq``.
 
-    Two bounds each side: the tail of the enclosures, and ||A||_F^2 minus the head.
+    Two bounds each side: the tail of the enclosures, and (when ``frob_sq`` is given)
+    ||A||_F^2 minus the head.
     """
-    head_lo = sum((x * x for x in lo[:L - 1]), Fraction(0))
-    head_hi = sum((x * x for x in hi[:L - 1]), Fraction(0))
-    tail_lo = sum((x * x for x in lo[L - 1:]), Fraction(0))
-    tail_hi = sum((x * x for x in hi[L - 1:]), Fraction(0))
-    low = max(tail_lo, frob_sq.lo - head_hi, Fraction(0))
-    high = min(tail_hi, frob_sq.hi - head_lo)
+    low = sum((x * x for x in lo[L - 1:]), Fraction(0))
+    high = sum((x * x for x in hi[L - 1:]), Fraction(0))
+    if frob_sq is not None:
+        head_lo = sum((x * x for x in lo[:L - 1]), Fraction(0))
+        head_hi = sum((x * x for x in hi[:L - 1]), Fraction(0))
+        low = max(low, frob_sq.lo - head_hi)
+        high = min(high, frob_sq.hi - head_lo)
+    low = max(low, Fraction(0))
     return Enclosure(low, max(high, low))
 
 
@@ -187,7 +190,7 @@ def _check_frobenius(A: np.ndarray, L: int, t: Fraction, eps: Fraction, chi: Fra
                      tiers_run=("exact",), detail={"sense": ">", "reason": "rank > min(m, N)"},
                      **base)  # type: ignore[arg-type]
     tiers = SVD_AUTO_TIERS if tier == "auto" else (tier,)
-    frob = frobenius_sq_enclosure(A)
+    frob: Enclosure | None = None  # ||A||_F^2, computed only when the direct bound is thin
     fac: _Factors | None = approximate_factors(A)
     run: list[str] = []
     value = None
@@ -196,7 +199,11 @@ def _check_frobenius(A: np.ndarray, L: int, t: Fraction, eps: Fraction, chi: Fra
     for tr in tiers:
         run.append(tr)
         sv = enclose(A, tr, fac)
-        v = tail_enclosure(sv.lo, sv.hi, L, frob)
+        lo, hi = sv.lo, sv.hi
+        v = tail_enclosure(lo, hi, L, frob)
+        if frob is None and v.lo <= T < v.hi:
+            frob = frobenius_sq_enclosure(A)
+            v = tail_enclosure(lo, hi, L, frob)
         value = v if value is None else Enclosure(max(v.lo, value.lo), min(v.hi, value.hi))
         detail["residuals"] = dict(sv.residuals)
         if value.lo > T:

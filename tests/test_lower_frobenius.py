@@ -109,6 +109,8 @@ def test_tail_enclosure_uses_both_bounds():
     e = tail_enclosure(lo, hi, 2, Enclosure(Fraction(16) + Fraction(1, 100), Fraction(16)
                                             + Fraction(1, 100)))
     assert e.lo == Fraction(1, 100) and e.hi == Fraction(2, 100)
+    e = tail_enclosure(lo, hi, 2, None)
+    assert e.lo == 0 and e.hi == Fraction(2, 100)
 
 
 # ---------------------------------------------------------------- nonzero
