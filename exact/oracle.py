@@ -97,10 +97,11 @@ def oracle(A: object, eps: object, stochastic: bool = False, *,
     certificate and the upper end by an exact witness; both are re-checkable with
     :mod:`exact.verify`.  For every cell with n**m * 2**(n-1) <= 2048 (all cells up to 4 x 4)
     in the unrestricted mode, and up to 16 x 6 in the stochastic mode, the rank <= 1 question
-    is decided completely, so answers 0 and 1, and every answer of a cell with two rows or two
-    columns, are decided.  With ``complete=True`` a cell outside that limit raises
-    :class:`InputError` instead of returning a bracket.  Entries may be ints, Fractions, sympy
-    Rationals or strings; 0 < eps < 1.
+    is decided completely, so within those limits answers 0 and 1, and every answer of a cell
+    with two rows or two columns, are decided (in particular for every cell up to 4 x 4).
+    With ``complete=True`` a cell outside that limit raises :class:`InputError` instead of
+    returning a bracket.  Entries may be ints, Fractions, sympy Rationals or strings;
+    0 < eps < 1.
     """
     M = rational_matrix(A)
     e = unit_eps(eps)

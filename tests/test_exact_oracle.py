@@ -105,12 +105,16 @@ def test_all_small_cells_decide_zero_one():
         m, n = rng.randint(1, 4), rng.randint(1, 4)
         A = [[F(rng.randint(-3, 6), rng.randint(1, 6)) for _ in range(n)] for _ in range(m)]
         eps = F(rng.randint(1, 19), 20)
+        results = []
         for st in (False, True):
             res = oracle(A, eps, st)
             independent_check(res)
             assert res.decided or res.lower >= 2
             if min(m, n) <= 2:
                 assert res.decided
+            results.append(res)
+        u, s = results
+        assert u.lower <= s.upper  # stochastic B are admissible unrestricted B
 
 
 def test_empty_stochastic_problem():
