@@ -428,7 +428,15 @@ def test_injected_failure_then_resume_gives_the_same_report(known, plain_ref, tm
     assert rep3[VOLATILE_KEY]["new_records"] == 0 and read_report(out) == read_report(ref)
 
 
-def test_sigkill_of_the_worker_pool_then_resume(known, plain_ref, tmp_path):
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_sigkill_of_the_audit_then_resume(known, plain_ref, tmp_path):
     store, truth, _, _ = known
     ref = plain_ref
     out = tmp_path / "out"
@@ -456,9 +464,19 @@ def test_sigkill_of_the_worker_pool_then_resume(known, plain_ref, tmp_path):
                 break
             time.sleep(0.02)
         assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
-        os.killpg(proc.pid, signal.SIGKILL)  # the driver and every pool worker
-    finally:
+        os.kill(proc.pid, signal.SIGKILL)  # the audit process only, as a batch system might
         proc.wait(timeout=30)
+        # its pool workers must not outlive it (they would block on their queue forever)
+        gone = time.monotonic() + 10
+        while time.monotonic() < gone and _group_alive(proc.pid):
+            time.sleep(0.05)
+        assert not _group_alive(proc.pid), "pool workers outlived the killed audit"
+    finally:
+        if _group_alive(proc.pid):
+            os.killpg(proc.pid, signal.SIGKILL)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
     assert proc.returncode == -signal.SIGKILL
     done = journal.read_bytes().count(b"\n") - 1
     assert 4 <= done < len(truth)

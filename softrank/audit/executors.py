@@ -12,6 +12,9 @@ store at that path (a shared file system).
 from __future__ import annotations
 
 import math
+import os
+import signal
+import sys
 import threading
 from collections.abc import Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
@@ -72,6 +75,24 @@ def plan_chunks(reader: StoreReader, ids: Sequence[str], workers: int,
     return chunks
 
 
+def _die_with_parent(parent: int) -> None:
+    """Pool initializer: a worker dies with the audit process.
+
+    Without this, ``kill -9`` of the audit leaves its workers blocked on their task queue
+    forever.  Workers hold nothing worth saving: records are journaled by the parent only.
+    """
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            pr_set_pdeathsig = 1
+            ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, int(signal.SIGKILL))
+        except (OSError, AttributeError):  # pragma: no cover - no prctl: best effort only
+            pass
+    if os.getppid() != parent:  # the parent died before prctl took effect
+        os._exit(1)
+
+
 class Executor(Protocol):
     name: str
     workers: int
@@ -102,7 +123,8 @@ class ProcessExecutor:
 
     def run(self, store_path: str, chunks: list[list[str]], tier: str
             ) -> Iterator[dict[str, Any]]:
-        pool = ProcessPoolExecutor(max_workers=self.workers)
+        pool = ProcessPoolExecutor(max_workers=self.workers, initializer=_die_with_parent,
+                                   initargs=(os.getpid(),))
         try:
             pending = {pool.submit(check_chunk, store_path, c, tier) for c in chunks}
             while pending:
