@@ -35,7 +35,7 @@ from .errors import InputError
 from .rationals import parse_eps, to_rational
 from .result import Check, Enclosure
 from .rowl1 import decide_max_row_l1
-from .svd import _Factors, approximate_factors, enclose, frobenius_sq_enclosure
+from .svd import enclose, frobenius_sq_enclosure
 from .upper import check_tier
 
 KINDS: dict[str, tuple[str, ...]] = {
@@ -191,14 +191,14 @@ def _check_frobenius(A: np.ndarray, L: int, t: Fraction, eps: Fraction, chi: Fra
                      **base)  # type: ignore[arg-type]
     tiers = SVD_AUTO_TIERS if tier == "auto" else (tier,)
     frob: Enclosure | None = None  # ||A||_F^2, computed only when the direct bound is thin
-    fac: _Factors | None = approximate_factors(A)
+    cache: dict = {}  # one float SVD shared by the tiers
     run: list[str] = []
     value = None
     status = "undecided"
     detail: dict = {"sense": ">"}
     for tr in tiers:
         run.append(tr)
-        sv = enclose(A, tr, fac)
+        sv = enclose(A, tr, cache)
         lo, hi = sv.lo, sv.hi
         v = tail_enclosure(lo, hi, L, frob)
         if frob is None and v.lo <= T < v.hi:

@@ -34,7 +34,7 @@ from . import arbutil, dyadic
 from .arrays import as_matrix
 from .ballmat import frob_upper, scaled_columns_error_frob, split_residual_frob_upper
 from .errors import InputError
-from .rationals import float_up
+from .rationals import float_down, float_up
 from .result import TIERS, Enclosure
 from .rounding import down, up
 
@@ -45,42 +45,40 @@ ARB_PREC = 128
 class SingularValues:
     """Enclosures sigma_i(A) in [lo[i], hi[i]] for the exact stored A, i = 0..p-1, p = min(m, N).
 
-    ``lo``/``hi`` are tuples of exact Fractions sorted descending (they are the exact values of
-    the float64 arrays ``lo_f``/``hi_f``).  ``residuals`` holds the float upper bounds e, f, g
-    that were charged (see the module docstring), ``approx`` the float64 SVD values used.
+    ``lo``/``hi`` are tuples of exact Fractions sorted descending (the rigorous bounds).
+    ``lo_f``/``hi_f`` are float64 arrays with lo_f <= lo and hi_f >= hi (rounded outward when
+    the bounds are not floats themselves; ``hi_f`` may be ``inf`` beyond the float range).
+    ``residuals`` holds the float upper bounds e, f, g that were charged (see the module
+    docstring) for A * 2^scale_exponent, ``approx`` the float64 SVD values used (unscaled).
     """
 
+    lo: tuple[Fraction, ...]
+    hi: tuple[Fraction, ...]
     lo_f: np.ndarray
     hi_f: np.ndarray
     tier: str
     shape: tuple[int, int]
     approx: np.ndarray
     residuals: dict[str, float] = field(default_factory=dict)
-
-    @property
-    def lo(self) -> tuple[Fraction, ...]:
-        return tuple(Fraction(float(x)) for x in self.lo_f)
-
-    @property
-    def hi(self) -> tuple[Fraction, ...]:
-        return tuple(Fraction(float(x)) for x in self.hi_f)
+    scale_exponent: int = 0
 
     def __len__(self) -> int:
-        return len(self.lo_f)
+        return len(self.lo)
 
     def enclosure(self, i: int) -> Enclosure:
         """Returns an interval containing sigma_{i+1}(A) (0-based ``i``)."""
-        return Enclosure(Fraction(float(self.lo_f[i])), Fraction(float(self.hi_f[i])))
+        return Enclosure(self.lo[i], self.hi[i])
 
     @property
     def max_width(self) -> float:
         """Largest hi - lo (display only)."""
-        return float(np.max(self.hi_f - self.lo_f)) if len(self) else 0.0
+        return float(max(h - lo for lo, h in zip(self.lo, self.hi, strict=True))) if self.lo \
+            else 0.0
 
 
 @dataclass
 class _Factors:
-    B: np.ndarray  # A or A^T, with rows >= cols
+    B: np.ndarray  # A or A^T, with rows >= cols (possibly scaled by a power of two)
     U: np.ndarray
     s: np.ndarray
     Vt: np.ndarray
@@ -103,24 +101,52 @@ def singular_values(A: object, *, tier: str = "auto", source: str | None = None
     return enclose(A, tier)
 
 
-def enclose(A: np.ndarray, tier: str, factors: _Factors | None = None) -> SingularValues:
-    """Kernel entry for validated finite float64 ``A`` (see :func:`singular_values`)."""
+def _scale_exponent(A: np.ndarray) -> int:
+    """Returns k such that A * 2^k is exact and has max |entry| in [1/2, 1), or 0.
+
+    Scaling by a power of two scales every singular value exactly; it keeps the float tier
+    away from underflow (whose absolute charges would swamp tiny singular values) and from
+    overflow.  Moderate matrices are left alone.
+    """
+    mx = float(np.max(np.abs(A)))
+    e = math.frexp(mx)[1]
+    if -100 <= e <= 100:
+        return 0
+    k = -e
+    if k < 0 and not np.array_equal(np.ldexp(np.ldexp(A, k), -k), A):
+        return 0  # scaling down would round the smallest entries
+    return k
+
+
+def enclose(A: np.ndarray, tier: str, cache: dict | None = None) -> SingularValues:
+    """Kernel entry for validated finite float64 ``A`` (see :func:`singular_values`).
+
+    ``cache`` (a dict owned by the caller) keeps the scaled matrix and its float SVD between
+    calls at different tiers for the same A.
+    """
+    p = min(A.shape)
     if not np.any(A):  # all singular values are exactly 0
-        p = min(A.shape)
-        return SingularValues(lo_f=np.zeros(p), hi_f=np.zeros(p),
+        z = np.zeros(p)
+        return SingularValues(lo=(Fraction(0),) * p, hi=(Fraction(0),) * p, lo_f=z, hi_f=z,
                               tier="exact" if tier == "exact" else "float64", shape=A.shape,
-                              approx=np.zeros(p), residuals={"e": 0.0, "f": 0.0, "g": 0.0})
-    fac = factors if factors is not None else approximate_factors(A)
+                              approx=z, residuals={"e": 0.0, "f": 0.0, "g": 0.0})
+    cache = {} if cache is None else cache
+    if "fac" not in cache:
+        k = _scale_exponent(A)
+        cache["k"] = k
+        cache["As"] = np.ldexp(A, k) if k else A
+        cache["fac"] = approximate_factors(cache["As"])
+    k, As, fac = cache["k"], cache["As"], cache["fac"]
     if fac is None:
         return _trivial(A, "float64" if tier == "auto" else tier)
     if tier in ("auto", "float64"):
-        sv = _from_residuals(A, fac, *_float_residuals(fac), "float64")
-        if tier == "float64" or sv.lo_f[0] > 0:
+        sv = _from_residuals(A, As, k, fac, *_float_residuals(fac), "float64")
+        if tier == "float64" or sv.lo[0] > 0:
             return sv
         tier = "arb"
     if tier == "arb":
-        return _from_residuals(A, fac, *_arb_residuals(fac, ARB_PREC), "arb")
-    return _from_residuals(A, fac, *_exact_residuals(fac), "exact")
+        return _from_residuals(A, As, k, fac, *_arb_residuals(fac, ARB_PREC), "arb")
+    return _from_residuals(A, As, k, fac, *_exact_residuals(fac), "exact")
 
 
 def approximate_factors(A: np.ndarray) -> _Factors | None:
@@ -138,11 +164,48 @@ def approximate_factors(A: np.ndarray) -> _Factors | None:
     return _Factors(B=B, U=U, s=s, Vt=Vt)
 
 
+def _float_down_safe(q: Fraction) -> float:
+    try:
+        return float_down(q)
+    except OverflowError:
+        return float(np.finfo(np.float64).max)
+
+
+def _float_up_safe(q: Fraction) -> float:
+    try:
+        return float_up(q)
+    except OverflowError:
+        return math.inf
+
+
+def _finish(lo_f: np.ndarray, hi_f: np.ndarray, k: int, tier: str, shape: tuple[int, int],
+            approx: np.ndarray, residuals: dict[str, float]) -> SingularValues:
+    """Bounds lo_f/hi_f for sigma(A 2^k) -> exact bounds for sigma(A) = sigma(A 2^k) 2^-k."""
+    if k == 0:
+        lo = tuple(Fraction(float(x)) for x in lo_f)
+        hi = tuple(Fraction(float(x)) for x in hi_f)
+        return SingularValues(lo=lo, hi=hi, lo_f=lo_f, hi_f=hi_f, tier=tier, shape=shape,
+                              approx=approx, residuals=residuals)
+    scale = dyadic.pow2(-k)
+    lo = tuple(Fraction(float(x)) * scale for x in lo_f)
+    hi = tuple(Fraction(float(x)) * scale for x in hi_f)
+    return SingularValues(lo=lo, hi=hi, lo_f=np.array([_float_down_safe(x) for x in lo]),
+                          hi_f=np.array([_float_up_safe(x) for x in hi]), tier=tier,
+                          shape=shape, approx=np.ldexp(approx, -k), residuals=residuals,
+                          scale_exponent=k)
+
+
 def _trivial(A: np.ndarray, tier: str) -> SingularValues:
-    """sigma_i in [0, ||A||_F]: always true."""
+    """sigma_i in [0, ||A||_F] and ||A||_F <= sqrt(m N) max|A|: always true."""
     p = min(A.shape)
     fa = frob_upper(A)
-    return SingularValues(lo_f=np.zeros(p), hi_f=np.full(p, fa), tier=tier, shape=A.shape,
+    if math.isfinite(fa):
+        bound = Fraction(fa)
+    else:
+        bound = Fraction(float(np.max(np.abs(A)))) * (math.isqrt(A.size) + 1)
+    lo, hi = (Fraction(0),) * p, (bound,) * p
+    return SingularValues(lo=lo, hi=hi, lo_f=np.zeros(p),
+                          hi_f=np.full(p, _float_up_safe(bound)), tier=tier, shape=A.shape,
                           approx=np.full(p, np.nan), residuals={"trivial": 1.0})
 
 
@@ -159,12 +222,13 @@ def _float_residuals(fac: _Factors) -> tuple[float, float, float]:
     return e, f, g
 
 
-def _from_residuals(A: np.ndarray, fac: _Factors, e: float, f: float, g: float,
-                    tier: str) -> SingularValues:
+def _from_residuals(A: np.ndarray, As: np.ndarray, k: int, fac: _Factors, e: float, f: float,
+                    g: float, tier: str) -> SingularValues:
+    """Enclosures for sigma(As), As = A 2^k, from the residual bounds; returned for A."""
     s = np.sort(np.abs(fac.s))[::-1]
     p = len(s)
-    fa = frob_upper(A)
-    if not all(math.isfinite(x) for x in (e, f, g)):
+    fa = frob_upper(As)
+    if not all(math.isfinite(x) for x in (e, f, g, fa)):
         out = _trivial(A, tier)
         out.residuals.update(e=e, f=f, g=g)
         return out
@@ -177,8 +241,7 @@ def _from_residuals(A: np.ndarray, fac: _Factors, e: float, f: float, g: float,
         lo = np.maximum.accumulate(lo[::-1])[::-1]  # sigma_i >= sigma_{i+1} >= lo_{i+1}
     else:
         lo = np.zeros(p)
-    return SingularValues(lo_f=lo, hi_f=hi, tier=tier, shape=A.shape, approx=s,
-                          residuals={"e": e, "f": f, "g": g})
+    return _finish(lo, hi, k, tier, A.shape, s, {"e": e, "f": f, "g": g})
 
 
 # --- arb tier ----------------------------------------------------------------------------

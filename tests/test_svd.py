@@ -253,3 +253,25 @@ def test_frobenius_sq_enclosure_matches_exact():
         assert e.lo <= x <= e.hi
         if x:
             assert e.width <= x * Fraction(1, 2**50)
+
+
+@pytest.mark.parametrize("e", [-1060, -1000, -300, 300, 1000, 1021])
+def test_extreme_scales_keep_relative_accuracy(e):
+    """Powers of two scale singular values exactly: tiny or huge matrices lose nothing."""
+    d = [Fraction(x) for x in (4, 3, 2, 1.5, 1, 0.75, 0.5, 0.25)]
+    A = known_svd_matrix(8, 8, d, seed=1) * 2.0**e
+    exact = [x * Fraction(2) ** e for x in d]
+    for tier in ("float64", "arb", "exact"):
+        sv = singular_values(A, tier=tier)
+        for lo, hi, x in zip(sv.lo, sv.hi, exact, strict=True):
+            assert lo <= x <= hi and hi - lo <= x * Fraction(1, 10**12)
+        assert np.all(sv.lo_f <= np.array([float(x) for x in exact]))
+        assert np.all(np.array([float(x) for x in exact]) <= sv.hi_f)
+
+
+def test_mixed_huge_and_tiny_entries_stay_rigorous():
+    A = known_svd_matrix(8, 8, [Fraction(x) for x in (4, 3, 2, 1.5, 1, 0.75, 0.5, 0.25)], seed=2)
+    A[0, 0], A[1, 1] = 1e300, 1e-300
+    sv = singular_values(A)
+    assert sv.lo[0] <= Fraction(1e300) * (1 + Fraction(1, 10**10))
+    assert sv.hi[0] >= Fraction(1e300)
