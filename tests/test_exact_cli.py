@@ -107,3 +107,14 @@ def test_gauge_table(capsys):
     assert main(["gauge", "--beta", "beta", "--t", "2"]) == 0
     assert "5*beta" in capsys.readouterr().out
     assert main(["gauge", "--beta", "-1"]) == 2
+
+
+@pytest.mark.parametrize("name,rank", [("gap_unrestricted", 1), ("gap_stochastic", 2),
+                                       ("identity_2x2", 2)])
+def test_fixture_cells(capsys, name, rank):
+    from pathlib import Path
+
+    path = Path(__file__).parent / "data" / "cells" / f"{name}.json"
+    assert main(["oracle", str(path), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["rank"] == rank and out["witness"]["rank"] == rank
