@@ -521,3 +521,25 @@ def test_report_groups_records_sorted_and_stable(known):
         per_pair[(r["operator"], r["eps"])].append(r["bracket"])
     for p in rep["pairs"]:
         assert p["brackets"] == sorted(per_pair[(p["operator"], p["eps"])])
+
+
+def test_logits_operator_chi_is_reported(tmp_path):
+    rng = np.random.default_rng(2)
+    logits = 2.0 * rng.standard_normal((10, 10))
+    A = softmax(logits)
+    st = Store.create(tmp_path / "s")
+    oid = st.add_operator(A, family="lg", logits=logits, beta=1)
+    u, s, vt = np.linalg.svd(A)
+    st.add_bracket(oid, "1/4", {"kind": "factors", "rank": 10, "U": u * s, "V": vt},
+                   {"kind": "nonzero", "rank": 1})
+    st.close()
+    rep = run_audit(tmp_path / "s", tmp_path / "o", figures=True)
+    (r,) = rep["records"]
+    chi = Fraction(r["chi"])
+    # float64 softmax differs from the exact one by rounding only: 0 < chi << eps
+    assert 0 < chi < Fraction(1, 10**12)
+    assert rep["methods"]["chi"] == {"operators": 1, "positive": 1, "max": r["chi"]}
+    assert r["upper_check"]["threshold"] == str(Fraction(1, 4) - chi)
+    assert r["lower_check"]["threshold"] == str(Fraction(1, 4) + chi)
+    assert "1 of 1 operators have chi > 0" in (tmp_path / "o" / "report.md").read_text()
+    assert (tmp_path / "o" / "figures" / "chi.png").stat().st_size > 5000

@@ -5,6 +5,7 @@ from __future__ import annotations
 import platform
 import sys
 from collections import Counter
+from fractions import Fraction
 from importlib import metadata
 from typing import Any
 
@@ -61,6 +62,12 @@ def methods(records: list[dict[str, Any]], tier: str) -> dict[str, Any]:
             "kinds": dict(sorted(Counter(str(c.get("kind")) for c in checks).items())),
             "statuses": dict(sorted(Counter(str(c.get("status")) for c in checks).items())),
         }
+    chis: dict[str, Fraction] = {}
+    for r in records:
+        if "error" not in r and r.get("chi") is not None:
+            chis[r["operator"]] = Fraction(r["chi"])
+    out["chi"] = {"operators": len(chis), "positive": sum(c > 0 for c in chis.values()),
+                  "max": str(max(chis.values(), default=Fraction(0)))}
     return out
 
 
@@ -79,4 +86,10 @@ def methods_text(m: dict[str, Any]) -> list[str]:
         kinds = ", ".join(f"{k} {n}" for k, n in e["kinds"].items())
         lines.append(f"- {label} ({e['checks']} checks; kinds: {kinds}): decided by "
                      f"{decided}; tiers run: {seqs}; arb precisions used (bits): {prec}")
+    c = m.get("chi")
+    if c:
+        lines.append(f"- operator slack chi (rigorous upper bound on ||A_record - A_stored||_row1,"
+                     f" charged as eps - chi for upper and eps + chi for lower ends): "
+                     f"{c['positive']} of {c['operators']} operators have chi > 0; max chi "
+                     f"{float(Fraction(c['max'])):.3g} (exact value in report.json)")
     return lines

@@ -114,7 +114,8 @@ def report_markdown(rep: dict[str, Any]) -> str:
             f"input errors) over {s['pairs']} (operator, eps) pairs; families: "
             f"{', '.join(s['families']) or '-'}; eps: "
             f"{', '.join(tables.fmt_eps(e) for e in s['eps']) or '-'}.", ""]
-    verdict = ("every float64 claim was confirmed" if s["all_confirmed"] else
+    verdict = ("the store holds no brackets" if not s["brackets"] else
+               "every float64 claim was confirmed" if s["all_confirmed"] else
                f"{s['claims_not_confirmed']} float64 claims were not confirmed as stated "
                "(listed below)")
     out += [f"**Result:** {verdict}; {s['resolved_pairs']} of {s['pairs']} pairs resolved. "
