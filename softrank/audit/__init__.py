@@ -111,6 +111,9 @@ def run_audit(store: str | Path, out: str | Path, *, jobs: int = 1,
     store_info = {"path": str(store), "sha256": store_digest(store),
                   "operators": len(reader.operators), "brackets": len(ids),
                   "header": reader.header}
+    if command is None:
+        command = (f"run_audit({str(store)!r}, {str(out)!r}, jobs={jobs}, budgets={budgets}, "
+                   f"tier={tier!r})")
     run = {"command": command, "started": started, "finished": _now(),
            "seconds": round(time.monotonic() - t0, 3), "executor": executor_name,
            "workers": workers, "resumed_records": resumed, "new_records": len(ids) - resumed,
@@ -119,7 +122,9 @@ def run_audit(store: str | Path, out: str | Path, *, jobs: int = 1,
                           environment=provenance.environment(),
                           methods=provenance.methods(records, tier), figures=fig_paths, run=run)
     outp = Path(out)
-    write_text_atomic(outp / "report.json", report_json(report))
-    write_text_atomic(outp / "report.md", report_markdown(report))
+    # each file is replaced atomically; report.json goes last, so once it is in place the
+    # Markdown and LaTeX of the same run are too
     write_text_atomic(outp / "report.tex", report_latex(report))
+    write_text_atomic(outp / "report.md", report_markdown(report))
+    write_text_atomic(outp / "report.json", report_json(report))
     return report

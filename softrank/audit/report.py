@@ -152,6 +152,9 @@ def report_markdown(rep: dict[str, Any]) -> str:
     if rep["errors"]:
         out += ["## Input errors (no verdict)", ""]
         out += [f"- `{e['bracket']}`: {e['error']}" for e in rep["errors"][:MAX_LISTED]]
+        if len(rep["errors"]) > MAX_LISTED:
+            out.append(f"- ... and {len(rep['errors']) - MAX_LISTED} more in report.json "
+                       "(`errors`)")
         out += [""]
     if rep["figures"]:
         out += ["## Figures", ""]
