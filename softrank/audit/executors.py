@@ -141,7 +141,8 @@ class DaskExecutor:
 
     ``address`` is a scheduler address (``tcp://host:8786``) or an existing
     ``distributed.Client``.  Workers must see the store at the same path and have this
-    package installed.
+    package installed.  Checks in one worker process run one at a time (see ``_CHECK_LOCK``),
+    so start workers with ``--nthreads 1`` and as many ``--nworkers`` as cores.
     """
 
     name = "dask"

@@ -29,7 +29,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="force one arithmetic tier (default: auto, escalating only where thin)")
     p.add_argument("--scheduler", metavar="ADDRESS", default=None,
                    help="run on a Dask cluster (extra [dask]); workers must see STORE at the "
-                        "same path")
+                        "same path and run one check at a time per process (start them with "
+                        "--nthreads 1 and several --nworkers)")
     p.add_argument("--restart", action="store_true",
                    help="discard DIR's journal instead of resuming from it")
     p.add_argument("--no-figures", action="store_true", help="skip the matplotlib figures")
