@@ -17,7 +17,7 @@ def build_store(path: Path, *, seed: int = 0, n_ops: int = 3, size: int = 8,
                 family: str = "synthetic") -> dict[str, dict]:
     """Creates a store; returns {bracket_id: expected} with the exact truth of each upper claim.
 
-    Per operator: a rank-k truncated-SVD witness at eps = 2 * exact error (true), and the same
+    Per operator: a rank-k truncated-SVD witness at eps = (exact error + 1) / 2 (true), and the same
     witness at eps = exact error * (1 - 2^-40) (false), with nonzero lower claims.
     """
     rng = np.random.default_rng(seed)
@@ -26,14 +26,16 @@ def build_store(path: Path, *, seed: int = 0, n_ops: int = 3, size: int = 8,
         for o in range(n_ops):
             A = random_attention(rng, size, size, scale=2.0)
             oid = st.add_operator(A, family=family, id=f"op{o}")
-            k = 2
+            k = size - 3  # small error, so eps < 1 and the nonzero claims hold
             U, V = tsvd_witness(A, k)
             err = exact_error(A, U, V)
-            for tag, eps, holds in (("t", err * 2, True),
+            assert err < 1
+            for tag, eps, holds in (("t", (err + 1) / 2, True),
                                     ("f", err * (1 - Fraction(1, 2**40)), False)):
                 bid = st.add_bracket(oid, eps, {"kind": "factors", "rank": k, "U": U, "V": V},
                                      {"kind": "nonzero", "rank": 1}, id=f"{oid}-{tag}",
                                      producer={"upper": "tsvd", "lower": "nonzero"},
                                      claims={"upper_error": float(err)})
-                expected[bid] = {"upper_holds": holds, "eps": eps, "error": err}
+                expected[bid] = {"upper_holds": holds, "eps": eps, "error": err, "rank": k,
+                                 "full_rank": size}
     return expected

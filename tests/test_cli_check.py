@@ -28,7 +28,7 @@ def test_check_reports_confirmed_and_refuted(tmp_path, capsys):
     for bid, exp in expected.items():
         r = recs[bid]
         assert r["upper_outcome"] == ("confirmed" if exp["upper_holds"] else "refuted")
-        assert r["upper"] == (2 if exp["upper_holds"] else 8)
+        assert r["upper"] == (exp["rank"] if exp["upper_holds"] else exp["full_rank"])
         assert r["lower_outcome"] == "confirmed" and r["lower"] == 1
     assert doc["summary"]["upper"] == {"confirmed": 2, "refuted": 2}
 
@@ -72,7 +72,7 @@ def test_tampered_array_is_input_error(tmp_path, capsys):
 def test_rank_claim_mismatch_is_input_error(tmp_path, capsys):
     build_store(tmp_path / "s", n_ops=1)
     p = tmp_path / "s" / "brackets.jsonl"
-    p.write_text(p.read_text().replace('"rank": 2', '"rank": 3', 1))
+    p.write_text(p.read_text().replace('"rank": 5', '"rank": 3', 1))
     code, _, err = run_cli(capsys, "check", str(tmp_path / "s"))
     assert code == 2 and "rank" in err and ".npz" in err
 
