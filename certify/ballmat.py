@@ -16,6 +16,7 @@ BLAS, so only the small cross terms carry an a-priori bound (proofs_notes/svd.md
 from __future__ import annotations
 
 import math
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -146,16 +147,21 @@ def _pow2_exponent_upper(X: np.ndarray) -> int | None:
     return e
 
 
-def split(X: np.ndarray, q: int, t: int) -> tuple[np.ndarray, np.ndarray]:
+def split(X: np.ndarray, q: int, t: int, out: tuple[np.ndarray, np.ndarray] | None = None
+          ) -> tuple[np.ndarray, np.ndarray]:
     """Returns (Xh, Xl) with X = Xh + Xl exactly, Xh on the grid 2^(q-t), |Xl| <= 2^(q-t-1).
 
     Requires max|X| <= 2^q and 1 <= t <= 50 (Rump-Ogita-Oishi ExtractScalar): with
     c = 1.5 * 2^(q-t+52), X + c stays in the binade of c, whose ulp is 2^(q-t); so
     fl(X + c) - c is X rounded to that grid, exactly, and fl(X - Xh) is exact.
+    ``out`` optionally supplies the two result buffers (same shape as X).
     """
     c = math.ldexp(1.5, q - t + 52)
-    Xh = (X + c) - c
-    return Xh, X - Xh
+    Xh, Xl = out if out is not None else (np.empty_like(X), np.empty_like(X))
+    np.add(X, c, out=Xh)
+    np.subtract(Xh, c, out=Xh)
+    np.subtract(X, Xh, out=Xl)
+    return Xh, Xl
 
 
 def _exact_product_t(q_x: int, q_y: int, bound: float) -> int:
@@ -166,7 +172,43 @@ def _exact_product_t(q_x: int, q_y: int, bound: float) -> int:
     return int(t)
 
 
-def split_residual_frob_upper(X: np.ndarray, Y: np.ndarray, Z: np.ndarray | None) -> float:
+class Workspace:
+    """Reusable float64 buffers keyed by (name, shape).
+
+    Fresh large arrays cost page faults on first touch (comparable to a BLAS product at
+    n = 256), so residual computations reuse buffers.  Not thread-safe: use
+    :func:`thread_workspace` (one per thread) or a private instance.  Buffers only ever hold
+    intermediates that are fully overwritten before use.
+    """
+
+    MAX_BUFFERS = 24
+
+    def __init__(self) -> None:
+        self._bufs: dict[tuple[str, tuple[int, ...]], np.ndarray] = {}
+
+    def get(self, name: str, shape: tuple[int, ...]) -> np.ndarray:
+        key = (name, shape)
+        buf = self._bufs.get(key)
+        if buf is None:
+            if len(self._bufs) >= self.MAX_BUFFERS:
+                self._bufs.clear()  # shapes changed: drop the old buffers
+            buf = self._bufs[key] = np.empty(shape)
+        return buf
+
+
+_local = threading.local()
+
+
+def thread_workspace() -> Workspace:
+    """Returns this thread's reusable :class:`Workspace`."""
+    ws = getattr(_local, "ws", None)
+    if ws is None:
+        ws = _local.ws = Workspace()
+    return ws
+
+
+def split_residual_frob_upper(X: np.ndarray, Y: np.ndarray, Z: np.ndarray | None,
+                              ws: Workspace | None = None) -> float:
     """Returns a float64 >= ||X Y - Z||_2 (Z = None means the identity).
 
     Splits X = Xh + Xl and Y = Yh + Yl on grids 2^(q_x - t), 2^(q_y - t) with t chosen so
@@ -181,24 +223,29 @@ def split_residual_frob_upper(X: np.ndarray, Y: np.ndarray, Z: np.ndarray | None
     rows, cols = X.shape[0], Y.shape[1]
     qx, qy = _pow2_exponent_upper(X), _pow2_exponent_upper(Y)
     if qx is None or qy is None:  # X Y = 0
-        if Z is None:
-            return math.sqrt(float(min(rows, cols)))  # ||I||_F, exact for squares
-        return frob_upper(Z)
+        return 1.0 if Z is None else frob_upper(Z)  # ||I||_2 = 1
+    ws = ws if ws is not None else Workspace()
     for t in _candidate_ts(X, Y, qx, qy):
-        Xh, Xl = split(X, qx, t)
-        Yh, Yl = split(Y, qy, t)
+        Xh, Xl = split(X, qx, t, (ws.get("xh", X.shape), ws.get("xl", X.shape)))
+        Yh, Yl = split(Y, qy, t, (ws.get("yh", Y.shape), ws.get("yl", Y.shape)))
         bound = float(up(float(row_norms_upper(Xh).max()) * float(row_norms_upper(Yh.T).max())))
         if not bound <= math.ldexp(1.0, 53 + qx + qy - 2 * t):
             continue
-        C0 = Xh @ Yh  # exact
-        T1 = _minus_z(C0, Z)
-        C1 = Xh @ Yl
-        C2 = Xl @ Y
-        T2 = T1 + C1
-        Em = T2 + C2
         err = up(_product_error_frob(Xh, Yl, k) + _product_error_frob(Xl, Y, k))
-        r_add = up(U_F * up(frob_upper(T1) + up(frob_upper(T2) + frob_upper(Em))))
-        return float(up(frob_upper(Em) + up(r_add + err)))
+        C = np.matmul(Xh, Yh, out=ws.get("c0", (rows, cols)))  # exact
+        if Z is None:
+            C[np.diag_indices(min(rows, cols))] -= 1.0
+        else:
+            np.subtract(C, Z, out=C)
+        r_add = frob_upper(C)  # T1 = fl(C0 - Z)
+        D = np.matmul(Xh, Yl, out=ws.get("c1", (rows, cols)))
+        np.add(C, D, out=C)  # T2
+        r_add = up(r_add + frob_upper(C))
+        np.matmul(Xl, Y, out=D)
+        np.add(C, D, out=C)  # Em
+        em = frob_upper(C)
+        r_add = up(U_F * up(r_add + em))
+        return float(up(em + up(r_add + err)))
     return apriori_residual_frob_upper(X, Y, Z)
 
 

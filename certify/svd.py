@@ -32,7 +32,12 @@ from flint import arb, arb_mat, fmpz_mat
 
 from . import arbutil, dyadic
 from .arrays import as_matrix
-from .ballmat import frob_upper, scaled_columns_error_frob, split_residual_frob_upper
+from .ballmat import (
+    frob_upper,
+    scaled_columns_error_frob,
+    split_residual_frob_upper,
+    thread_workspace,
+)
 from .errors import InputError
 from .rationals import float_down, float_up
 from .result import TIERS, Enclosure
@@ -212,10 +217,11 @@ def _trivial(A: np.ndarray, tier: str) -> SingularValues:
 def _float_residuals(fac: _Factors) -> tuple[float, float, float]:
     """Returns float64 upper bounds (e, f, g) of ||USV^T - B||_2, ||V^TV - I||_2, ||U^TU - I||_2."""
     U, s, Vt, B = fac.U, fac.s, fac.Vt, fac.B
-    f = split_residual_frob_upper(Vt, Vt.T, None)
-    g = split_residual_frob_upper(U.T, U, None)
+    ws = thread_workspace()
+    f = split_residual_frob_upper(Vt, Vt.T, None, ws)
+    g = split_residual_frob_upper(U.T, U, None, ws)
     P = U * s  # P = fl(U S) differs from U S by a charged rounding
-    e_p = split_residual_frob_upper(P, Vt, B)
+    e_p = split_residual_frob_upper(P, Vt, B, ws)
     # ||(U S - P) V^T||_2 <= ||U S - P||_F ||V||_2 and ||V||_2 <= sqrt(1 + f)
     v_norm = float(up(math.sqrt(float(up(1.0 + f)))))
     e = float(up(e_p + float(up(scaled_columns_error_frob(P) * v_norm))))
