@@ -63,6 +63,7 @@ def build_known_store(path: Path, *, with_false: bool = True, with_error: bool =
         err = exact_error(A, upper["U"], upper["V"])
         norm = exact_row_l1_norm(A)
         t = {"family": fam, "operator": oid, "eps": eps, "shape": (m, N), "full": full,
+             "producer": producer,
              "upper_claim": upper["rank"], "upper_true": err <= eps,
              "lower_kind": lower["kind"] if lower else None,
              "lower_claim": lower["rank"] if lower else None}
@@ -187,7 +188,17 @@ def expected_rows(truth: dict[str, dict]) -> dict[str, list[list[str]]]:
             budgets.append([fam, fmt_eps(eps), str(k), str(n)] +
                            [dec(Fraction(100 * v[x], n), 1) + "%"
                             for x in ("feasible", "impossible", "unresolved")])
-    return {"brackets": brackets, "claims": claims, "budgets": budgets}
+    producers = []
+    for end in ("upper", "lower"):
+        per = defaultdict(Counter)
+        for t in truth.values():
+            if not t.get("error") and t[f"{end}_outcome"] != "absent":
+                per[t["producer"]][t[f"{end}_outcome"]] += 1
+        for name in sorted(per):
+            c = per[name]
+            producers.append([end, name, str(sum(c.values())), str(c["confirmed"]),
+                              str(c["weakened"]), str(c["refuted"])])
+    return {"brackets": brackets, "claims": claims, "budgets": budgets, "producers": producers}
 
 
 def markdown_tables(text: str) -> dict[int, list[list[str]]]:
@@ -287,8 +298,9 @@ def test_every_markdown_cell(known):
     assert md[1] == want["brackets"]
     assert md[2] == want["claims"]
     assert md[3] == want["budgets"]
+    assert md[4] == want["producers"]
     rep = json.loads((out / "report.json").read_text())
-    for name in ("brackets", "claims", "budgets"):
+    for name in ("brackets", "claims", "budgets", "producers"):
         assert rep["tables"][name]["rows"] == want[name]
     counts = {(g["family"], Fraction(g["eps"])): g for g in rep["groups"]}
     for row in want["claims"]:
@@ -303,7 +315,7 @@ def test_every_markdown_cell(known):
 def test_latex_has_the_same_cells(known):
     _, truth, out, _ = known
     tex = (out / "report.tex").read_text()
-    assert tex.count(r"\begin{tabular}") == 3 and tex.count(r"\toprule") == 3
+    assert tex.count(r"\begin{tabular}") == 4 and tex.count(r"\toprule") == 4
     for row in expected_rows(truth)["brackets"]:
         line = " & ".join(c.replace("%", r"\%").replace(" x ", r"$\times$")
                           .replace("inf", r"$\infty$") for c in row) + r" \\"
@@ -485,7 +497,7 @@ def test_sigkill_of_the_audit_then_resume(known, plain_ref, tmp_path):
     rep = run_audit(store, out, jobs=2, budgets=BUDGETS, figures=False)
     assert rep[VOLATILE_KEY]["resumed_records"] == done
     assert read_report(out) == read_report(ref)
-    assert (out / "report.md").read_text().count("## Table") == 3
+    assert (out / "report.md").read_text().count("## Table") == 4
 
 
 # ------------------------------------------------------------------ dask

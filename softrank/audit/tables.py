@@ -208,6 +208,39 @@ def summarize_groups(pairs: list[dict[str, Any]], records: list[dict[str, Any]],
     return out
 
 
+def producer_label(producer: Any, end: str) -> str:
+    """Returns the name of the producer of ``end``: producer[end] when it is a name (the
+    producer layout {"upper": ..., "lower": ...}), else producer["method"] or ["name"].
+    """
+    if isinstance(producer, dict):
+        for key in (end, "method", "name"):
+            if isinstance(producer.get(key), str) and producer[key]:
+                return producer[key]
+    return "unnamed"
+
+
+def summarize_producers(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Returns claim-outcome counts per (end, producer) over every checked record with a
+    claim at that end (all families and eps), sorted by end (upper first) and producer.
+    """
+    counts: dict[tuple[str, str], Counter[str]] = defaultdict(Counter)
+    for r in records:
+        if not ok(r):
+            continue
+        for end in ("upper", "lower"):
+            outcome = r.get(f"{end}_outcome")
+            if outcome == "absent" or r.get(f"{end}_claim") is None:
+                continue
+            counts[(end, producer_label(r.get("producer"), end))][str(outcome)] += 1
+    rows = []
+    for (end, name), c in sorted(counts.items(), key=lambda kv: (kv[0][0] != "upper", kv[0])):
+        row = {"end": end, "producer": name, "claims": sum(c.values())}
+        row.update({o: c.get(o, 0) for o in OUTCOMES[:3]})
+        row.update({o: v for o, v in c.items() if o not in OUTCOMES})
+        rows.append(row)
+    return rows
+
+
 # ---------------------------------------------------------------------------- display
 
 
@@ -264,15 +297,16 @@ def _ratio_cell(row: dict[str, Any]) -> str:
     return fmt_decimal(Fraction(row["median_ratio"]), 2)
 
 
-def build_tables(groups: list[dict[str, Any]], budgets: Sequence[int]) -> dict[str, Any]:
-    """Returns the three report tables as {name: {"title", "columns", "rows"}} of strings.
+def build_tables(groups: list[dict[str, Any]], budgets: Sequence[int],
+                 producers: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """Returns the report tables as {name: {"title", "columns", "rows"}} of strings.
 
     The same cells feed report.md and report.tex and are stored in report.json.
     """
     brackets = {
         "title": "Validated brackets per family and eps ((operator, eps) pairs)",
         "columns": ["Family", "eps", "Shape", "Operators", "Resolved", "Median L", "Median U",
-                    "Median U/L"],
+                    "Median U/L"], "left": 3,
         "rows": [[g["family"], fmt_eps(g["eps"]), fmt_shape(g["shapes"]), str(g["operators"]),
                   fmt_share(g["resolved_share"]), fmt_median(g["median_lower"]),
                   fmt_median(g["median_upper"]), _ratio_cell(g)] for g in groups],
@@ -281,6 +315,7 @@ def build_tables(groups: list[dict[str, Any]], budgets: Sequence[int]) -> dict[s
         "title": "Float64 claims per end (records): confirmed / weakened / refuted",
         "columns": ["Family", "eps", "Brackets", "U confirmed", "U weakened", "U refuted",
                     "L confirmed", "L weakened", "L refuted", "L absent", "Input errors"],
+        "left": 2,
         "rows": [[g["family"], fmt_eps(g["eps"]), str(g["records"]),
                   *(str(g["claims"]["upper"][o]) for o in OUTCOMES[:3]),
                   *(str(g["claims"]["lower"][o]) for o in OUTCOMES),
@@ -297,16 +332,27 @@ def build_tables(groups: list[dict[str, Any]], budgets: Sequence[int]) -> dict[s
     budget = {
         "title": "Rank budgets: share of (operator, eps) pairs feasible / impossible / unresolved",
         "columns": ["Family", "eps", "Budget k", "Operators", "Feasible", "Impossible",
-                    "Unresolved"],
+                    "Unresolved"], "left": 2,
         "rows": budget_rows,
     }
-    return {"brackets": brackets, "claims": claims, "budgets": budget}
+    out = {"brackets": brackets, "claims": claims, "budgets": budget}
+    if producers is not None:
+        out["producers"] = {
+            "title": "Float64 claims per producer (records, all families and eps)",
+            "columns": ["End", "Producer", "Claims", "Confirmed", "Weakened", "Refuted"],
+            "left": 2, "group_column": 0,
+            "rows": [[p["end"], p["producer"], str(p["claims"]),
+                      *(str(p[o]) for o in OUTCOMES[:3])] for p in producers],
+        }
+    return out
 
 
-def markdown_table(table: dict[str, Any], left: int = 3) -> str:
+def markdown_table(table: dict[str, Any], left: int | None = None) -> str:
     """Returns a GitHub-flavoured Markdown table (pipes in cells escaped); the first ``left``
-    columns are left-aligned, the others (numbers) right-aligned.
+    columns (default: the table's "left", else 2) are left-aligned, the others right-aligned.
     """
+    if left is None:
+        left = int(table.get("left", 2))
     def cells(xs: Sequence[str]) -> str:
         return "| " + " | ".join(x.replace("|", "\\|") for x in xs) + " |"
 
@@ -337,7 +383,9 @@ def _tex_cell(s: str, col: str) -> str:
 def latex_table(table: dict[str, Any], label: str) -> str:
     """Returns a booktabs ``table`` float (needs \\usepackage{booktabs}) ready to \\input."""
     cols = table["columns"]
-    spec = "ll" + "l" * (cols[2] == "Shape") + "r" * (len(cols) - 2 - (cols[2] == "Shape"))
+    left = int(table.get("left", 2))
+    spec = "l" * left + "r" * (len(cols) - left)
+    group = int(table.get("group_column", 1))
     def eps_math(s: str) -> str:
         return tex_escape(s).replace("eps", r"$\varepsilon$")
 
@@ -347,11 +395,11 @@ def latex_table(table: dict[str, Any], label: str) -> str:
              rf"\caption{{{caption}}}",
              rf"\label{{{label}}}", rf"\begin{{tabular}}{{{spec}}}", r"\toprule", head + r" \\",
              r"\midrule"]
-    prev_eps = None
+    prev = None
     for row in table["rows"]:
-        if prev_eps is not None and row[1] != prev_eps:
+        if prev is not None and row[group] != prev:
             lines.append(r"\addlinespace")
-        prev_eps = row[1]
+        prev = row[group]
         lines.append(" & ".join(_tex_cell(c, col) for c, col in zip(row, cols, strict=True))
                      + r" \\")
     lines += [r"\bottomrule", r"\end{tabular}", r"\end{table}"]
