@@ -555,3 +555,16 @@ def test_logits_operator_chi_is_reported(tmp_path):
     assert r["lower_check"]["threshold"] == str(Fraction(1, 4) + chi)
     assert "1 of 1 operators have chi > 0" in (tmp_path / "o" / "report.md").read_text()
     assert (tmp_path / "o" / "figures" / "chi.png").stat().st_size > 5000
+
+
+def test_worker_refuses_a_store_that_changed_after_the_audit_started(known):
+    from certify.errors import InputError
+    from softrank.audit.executors import check_chunk
+    from softrank.audit.journal import store_digest
+
+    store = str(Path(known[0]).resolve())
+    ids = [b.id for b in open_store(store).brackets][:2]
+    recs = check_chunk((store, store_digest(store)), ids, "auto")
+    assert [r["bracket"] for r in recs] == ids
+    with pytest.raises(InputError, match="store changed"):
+        check_chunk((store, "0" * 64), ids, "auto")

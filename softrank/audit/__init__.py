@@ -73,8 +73,8 @@ def run_audit(store: str | Path, out: str | Path, *, jobs: int = 1,
         raise InputError("--jobs must be >= 1", field="--jobs")
     reader = open_store(store)
     ids = [b.id for b in reader.brackets]
-    store_path = str(Path(store).resolve())
     key = journal_key(store, tier, provenance.this_version())
+    store_ref = (key["store"], key["store_sha256"])
     executor_name, workers = "none", 0
     with Journal.open(out, key, restart=restart, known_ids=ids) as journal:
         resumed = len(journal.records)
@@ -89,7 +89,7 @@ def run_audit(store: str | Path, out: str | Path, *, jobs: int = 1,
                       disable=not progress, desc="audit") as bar:
                 # closing(): on an error, stop the executor (cancel queued chunks) now,
                 # not when the generator is garbage-collected
-                with closing(executor.run(store_path, chunks, tier)) as results:
+                with closing(executor.run(store_ref, chunks, tier)) as results:
                     for rec in results:
                         rec = journal.append(rec)
                         bar.update(1)

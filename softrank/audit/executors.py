@@ -20,30 +20,42 @@ from collections.abc import Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from typing import Any, Protocol
 
+from certify.errors import InputError
 from witnesses import StoreReader, open_store
 
 from ..runner import _OperatorCache, check_record
+from .journal import store_digest
+
+StoreRef = tuple[str, str]  # (absolute store path, store_digest of it)
 
 # One reader per worker process: opening a store parses and validates every record, which
-# must not be paid per chunk on a corpus of thousands of brackets.
-_READERS: dict[str, tuple[StoreReader, dict[str, Any]]] = {}
+# must not be paid per chunk on a corpus of thousands of brackets.  Keyed by (path, digest)
+# so a long-lived (Dask) worker never reuses the records of a store since rewritten.
+_READERS: dict[StoreRef, tuple[StoreReader, dict[str, Any]]] = {}
 # python-flint's working precision is process-global, so two threads of one Dask worker must
 # never run checks at the same time (the arb tier sets and restores it around each product).
 _CHECK_LOCK = threading.Lock()
 
 
-def _reader(store_path: str) -> tuple[StoreReader, dict[str, Any]]:
-    if store_path not in _READERS:
-        reader = open_store(store_path)
+def _reader(store: StoreRef) -> tuple[StoreReader, dict[str, Any]]:
+    if store not in _READERS:
+        path, digest = store
+        reader = open_store(path)
+        if store_digest(path) != digest:
+            raise InputError("the store changed after the audit started (its record files no "
+                             "longer match the journal's sha256); rerun the audit",
+                             field="store", source=path)
         _READERS.clear()
-        _READERS[store_path] = (reader, {b.id: b for b in reader.brackets})
-    return _READERS[store_path]
+        _READERS[store] = (reader, {b.id: b for b in reader.brackets})
+    return _READERS[store]
 
 
-def check_chunk(store_path: str, ids: Sequence[str], tier: str) -> list[dict[str, Any]]:
-    """Worker entry point: returns the check records of brackets ``ids`` of the store."""
+def check_chunk(store: StoreRef, ids: Sequence[str], tier: str) -> list[dict[str, Any]]:
+    """Worker entry point: returns the check records of brackets ``ids`` of the store
+    ``store`` = (path, sha256 digest of its record files, see ``journal.store_digest``).
+    """
     with _CHECK_LOCK:
-        reader, by_id = _reader(store_path)
+        reader, by_id = _reader(store)
         cache = _OperatorCache(reader)
         return [check_record(reader, by_id[i], cache, tier=tier) for i in ids]
 
@@ -97,7 +109,7 @@ class Executor(Protocol):
     name: str
     workers: int
 
-    def run(self, store_path: str, chunks: list[list[str]], tier: str
+    def run(self, store: StoreRef, chunks: list[list[str]], tier: str
             ) -> Iterator[dict[str, Any]]: ...
 
 
@@ -107,10 +119,10 @@ class SerialExecutor:
     name = "serial"
     workers = 1
 
-    def run(self, store_path: str, chunks: list[list[str]], tier: str
+    def run(self, store: StoreRef, chunks: list[list[str]], tier: str
             ) -> Iterator[dict[str, Any]]:
         for c in chunks:
-            yield from check_chunk(store_path, c, tier)
+            yield from check_chunk(store, c, tier)
 
 
 class ProcessExecutor:
@@ -121,12 +133,12 @@ class ProcessExecutor:
     def __init__(self, workers: int):
         self.workers = workers
 
-    def run(self, store_path: str, chunks: list[list[str]], tier: str
+    def run(self, store: StoreRef, chunks: list[list[str]], tier: str
             ) -> Iterator[dict[str, Any]]:
         pool = ProcessPoolExecutor(max_workers=self.workers, initializer=_die_with_parent,
                                    initargs=(os.getpid(),))
         try:
-            pending = {pool.submit(check_chunk, store_path, c, tier) for c in chunks}
+            pending = {pool.submit(check_chunk, store, c, tier) for c in chunks}
             while pending:
                 done, pending = wait(pending, return_when=FIRST_COMPLETED)
                 for fut in done:
@@ -151,8 +163,6 @@ class DaskExecutor:
         try:
             from distributed import Client
         except ImportError:
-            from certify.errors import InputError
-
             raise InputError("--scheduler needs the dask extra: pip install "
                              "'softrank-certify[dask]'", field="--scheduler") from None
         if isinstance(address, Client):
@@ -162,11 +172,11 @@ class DaskExecutor:
         self.address = str(self.client.scheduler.address)
         self.workers = max(1, sum(self.client.nthreads().values()))
 
-    def run(self, store_path: str, chunks: list[list[str]], tier: str
+    def run(self, store: StoreRef, chunks: list[list[str]], tier: str
             ) -> Iterator[dict[str, Any]]:
         from distributed import as_completed
 
-        futures = [self.client.submit(check_chunk, store_path, c, tier, pure=False)
+        futures = [self.client.submit(check_chunk, store, c, tier, pure=False)
                    for c in chunks]
         try:
             for fut in as_completed(futures):
