@@ -159,3 +159,27 @@ def test_operator_slack_is_charged():
     c = check_lower(A, cert, eps, chi=eps_star / 4)
     assert c.status == "fails" and c.threshold == 1 and c.detail["strict"]
     assert c.value.lo == c.value.hi == 1
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_float_tier_encloses_exact_value_with_wild_scales(seed):
+    """Entries spanning hundreds of binades (and cancellation): float64 enclosures still hold."""
+    rng = np.random.default_rng(500 + seed)
+    m, N, p = 5, 4, 2
+    A = rng.standard_normal((m, N)) * 2.0 ** rng.integers(-300, 300, size=(m, N))
+    D = rng.standard_normal((p, m)) * 2.0 ** rng.integers(-200, 200, size=(p, m))
+    W = rng.standard_normal((N, p)) * 2.0 ** rng.integers(-200, 200, size=(N, p))
+    with np.errstate(all="ignore"):
+        M = D @ A @ W
+        X = np.linalg.pinv(M) if np.all(np.isfinite(M)) else np.eye(p)
+    if not np.all(np.isfinite(X)):
+        X = np.eye(p)
+    delta, xd, w = exact_parts(A, D, W, X)
+    cert = {"kind": "decoder", "rank": p, "D": D, "W": W, "X": X}
+    for eps in (Fraction(1, 10**6), Fraction(1, 3), Fraction(5)):
+        value = delta + xd * w * eps
+        for tier in ("float64", "arb"):
+            c = check_lower(A, cert, eps, tier=tier)
+            if c.value is not None:
+                assert_consistent(c, value)
+        assert check_lower(A, cert, eps).status == ("holds" if value < 1 else "fails")
