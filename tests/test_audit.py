@@ -348,6 +348,8 @@ def test_figures_are_written(known):
     assert sorted(rep["figures"]) == sorted(f"figures/{n}.{x}" for n in ("brackets", "margins",
                                                                            "chi")
                                             for x in ("png", "svg"))
+    for f in [*rep["figures"], "report.json", "report.md", "report.tex"]:
+        assert (out / f).stat().st_mode & 0o777 == 0o644  # readable by co-authors
     for f in rep["figures"]:
         data = (out / f).read_bytes()
         if f.endswith(".png"):

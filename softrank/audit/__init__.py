@@ -21,10 +21,10 @@ from typing import Any
 from certify.errors import InputError
 from certify.upper import check_tier
 from witnesses import open_store
-from witnesses.atomic import write_text_atomic
 
 from . import provenance
 from .executors import make_executor, plan_chunks
+from .files import write_public
 from .journal import JOURNAL_NAME, Journal, journal_key, store_digest
 from .report import VOLATILE_KEY, build_report, report_json, report_latex, report_markdown
 from .tables import group_pairs
@@ -124,7 +124,7 @@ def run_audit(store: str | Path, out: str | Path, *, jobs: int = 1,
     outp = Path(out)
     # each file is replaced atomically; report.json goes last, so once it is in place the
     # Markdown and LaTeX of the same run are too
-    write_text_atomic(outp / "report.tex", report_latex(report))
-    write_text_atomic(outp / "report.md", report_markdown(report))
-    write_text_atomic(outp / "report.json", report_json(report))
+    write_public(outp / "report.tex", report_latex(report))
+    write_public(outp / "report.md", report_markdown(report))
+    write_public(outp / "report.json", report_json(report))
     return report

@@ -15,8 +15,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from witnesses.atomic import write_atomic
-
+from .files import write_public
 from .tables import eps_key, fmt_eps, ok
 
 RESOLVED_COLOUR = "#1f77b4"
@@ -216,7 +215,6 @@ def write_figures(out_dir: str | Path, pairs: list[dict[str, Any]],
             meta = {"Date": None} if fmt == "svg" else {"Software": None}
             fig.savefig(buf, format=fmt, dpi=130, metadata=meta)
             rel = f"figures/{name}.{fmt}"
-            data = buf.getvalue()
-            write_atomic(Path(out_dir) / rel, lambda fh, data=data: fh.write(data))
+            write_public(Path(out_dir) / rel, buf.getvalue())
             written.append(rel)
     return written
