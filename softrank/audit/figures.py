@@ -80,7 +80,7 @@ def brackets_figure(pairs: list[dict[str, Any]]) -> Any:
                         transform=ax.transAxes, fontsize=8, color="#7f7f7f")
                 ax.set_xticks([])
                 continue
-            lw = max(0.4, min(3.0, 250 / len(ps)))
+            lw = max(0.4, min(3.0, 120 / len(ps)))
             for resolved, colour in ((True, RESOLVED_COLOUR), (False, UNRESOLVED_COLOUR)):
                 sel = [(x, p) for x, p in enumerate(ps, start=1) if p["resolved"] is resolved]
                 if not sel:
@@ -89,10 +89,13 @@ def brackets_figure(pairs: list[dict[str, Any]]) -> Any:
                 lo = [max(p["lower"], 0.6) for _, p in sel]
                 hi = [p["upper"] for _, p in sel]
                 ax.vlines(xs, lo, hi, colors=colour, linewidth=lw)
-                if len(ps) <= 150:  # end ticks help few segments and clutter many
-                    for ys in (hi, lo):
-                        ax.scatter(xs, ys, marker="_", color=colour, s=4 * lw + 6,
-                                   linewidths=lw)
+                # end ticks help a few segments and clutter many; a point bracket (L = U)
+                # has no length, so it always gets a dot
+                ticks = [(x, y) for x, a, b in zip(xs, lo, hi, strict=True)
+                         for y in (a, b) if len(ps) <= 40 or a == b]
+                if ticks:
+                    ax.scatter(*zip(*ticks, strict=True), marker="_" if len(ps) <= 40 else ".",
+                               color=colour, s=4 * lw + 6, linewidths=lw, zorder=3)
             ax.set_xlim(0, len(ps) + 1)
             ax.xaxis.set_major_locator(_int_locator())
     handles = [Line2D([], [], color=c, linewidth=3, label=lab)
@@ -185,6 +188,7 @@ def chi_figure(records: list[dict[str, Any]]) -> Any:
             ax.hist(xs, bins=bins, alpha=0.6, label=f"{f} ({len(xs)}" +
                     (f"; {zero} with chi = 0)" if zero else ")"))
     ax.set_xlabel("chi (upper end of its enclosure)", fontsize=8)
+    ax.tick_params(labelsize=7)
     ax.set_ylabel("operators", fontsize=8)
     ax.yaxis.set_major_locator(_int_locator())
     ax.legend(fontsize=7, frameon=False)

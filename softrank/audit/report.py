@@ -128,7 +128,7 @@ def report_markdown(rep: dict[str, Any]) -> str:
                 "sound check can produce; report this as a bug.", ""]
     for i, t in enumerate(rep["tables"].values(), start=1):
         out += [f"## Table {i}. {t['title']}", "", tables.markdown_table(t), ""]
-    out += ["Definitions:", ""]
+    out += ["## Definitions", ""]
     out += [f"- {k.replace('_', ' ')}: {v}" for k, v in rep["definitions"].items()]
     out += [""]
     changed = rep["not_confirmed"]
