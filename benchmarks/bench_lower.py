@@ -8,6 +8,7 @@ relative to sigma_1.  Run: ``.venv/bin/python benchmarks/bench_lower.py [--reps 
 from __future__ import annotations
 
 import argparse
+import os
 import time
 
 import numpy as np
@@ -37,6 +38,9 @@ def main() -> None:
     ap.add_argument("--sizes", type=int, nargs="*", default=[128, 256, 512])
     args = ap.parse_args()
     rng = np.random.default_rng(0)
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(f"# OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', 'default')}, "
+          f"cpus={os.cpu_count()}, load average {load:.2f} (ratios need a quiet machine)")
     print(f"{'n':>5} {'svd values (ms)':>16} {'validated (ms)':>15} {'ratio':>6} "
           f"{'max width / sigma_1':>20} {'min lo / sigma_min':>19}")
     for n in args.sizes:
