@@ -316,6 +316,9 @@ def test_latex_has_the_same_cells(known):
     _, truth, out, _ = known
     tex = (out / "report.tex").read_text()
     assert tex.count(r"\begin{tabular}") == 4 and tex.count(r"\toprule") == 4
+    for name in ("brackets", "claims", "budgets", "producers"):
+        alone = (out / "tables" / f"{name}.tex").read_text()
+        assert alone.startswith(r"\begin{tabular}") and alone.strip() in tex
     for row in expected_rows(truth)["brackets"]:
         line = " & ".join(c.replace("%", r"\%").replace(" x ", r"$\times$")
                           .replace("inf", r"$\infty$") for c in row) + r" \\"

@@ -27,7 +27,7 @@ from .executors import make_executor, plan_chunks
 from .files import write_public
 from .journal import JOURNAL_NAME, Journal, journal_key, store_digest
 from .report import VOLATILE_KEY, build_report, report_json, report_latex, report_markdown
-from .tables import group_pairs
+from .tables import group_pairs, latex_tabular
 
 DEFAULT_BUDGETS = (8, 16, 32)
 
@@ -124,6 +124,8 @@ def run_audit(store: str | Path, out: str | Path, *, jobs: int = 1,
     outp = Path(out)
     # each file is replaced atomically; report.json goes last, so once it is in place the
     # Markdown and LaTeX of the same run are too
+    for name, table in report["tables"].items():
+        write_public(outp / "tables" / f"{name}.tex", latex_tabular(table) + "\n")
     write_public(outp / "report.tex", report_latex(report))
     write_public(outp / "report.md", report_markdown(report))
     write_public(outp / "report.json", report_json(report))

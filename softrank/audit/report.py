@@ -157,6 +157,13 @@ def report_markdown(rep: dict[str, Any]) -> str:
             out.append(f"- ... and {len(rep['errors']) - MAX_LISTED} more in report.json "
                        "(`errors`)")
         out += [""]
+    out += ["## Files", "",
+            "- `report.json`: every per-bracket record, the grouped pairs, exact counts and "
+            "these table cells (everything outside its `run` key is reproducible)",
+            "- `report.tex`: the tables as booktabs floats; `tables/<name>.tex`: each tabular "
+            f"alone ({', '.join(f'`{n}`' for n in rep['tables'])})",
+            "- `journal.jsonl`: one line per checked bracket; rerunning the same command "
+            "resumes from it", ""]
     if rep["figures"]:
         out += ["## Figures", ""]
         out += [f"![{f}]({f})" for f in rep["figures"] if f.endswith(".png")]

@@ -380,21 +380,20 @@ def _tex_cell(s: str, col: str) -> str:
     return tex_escape(s)
 
 
-def latex_table(table: dict[str, Any], label: str) -> str:
-    """Returns a booktabs ``table`` float (needs \\usepackage{booktabs}) ready to \\input."""
+def _eps_math(s: str) -> str:
+    return tex_escape(s).replace("eps", r"$\varepsilon$")
+
+
+def latex_tabular(table: dict[str, Any]) -> str:
+    """Returns the booktabs ``tabular`` alone (needs \\usepackage{booktabs}), for \\input
+    inside a table environment of one's own.
+    """
     cols = table["columns"]
     left = int(table.get("left", 2))
     spec = "l" * left + "r" * (len(cols) - left)
     group = int(table.get("group_column", 1))
-    def eps_math(s: str) -> str:
-        return tex_escape(s).replace("eps", r"$\varepsilon$")
-
-    head = " & ".join(eps_math(c) for c in cols)
-    caption = eps_math(table["title"])
-    lines = [r"\begin{table}[htbp]", r"\centering", r"\small",
-             rf"\caption{{{caption}}}",
-             rf"\label{{{label}}}", rf"\begin{{tabular}}{{{spec}}}", r"\toprule", head + r" \\",
-             r"\midrule"]
+    lines = [rf"\begin{{tabular}}{{{spec}}}", r"\toprule",
+             " & ".join(_eps_math(c) for c in cols) + r" \\", r"\midrule"]
     prev = None
     for row in table["rows"]:
         if prev is not None and row[group] != prev:
@@ -402,5 +401,12 @@ def latex_table(table: dict[str, Any], label: str) -> str:
         prev = row[group]
         lines.append(" & ".join(_tex_cell(c, col) for c, col in zip(row, cols, strict=True))
                      + r" \\")
-    lines += [r"\bottomrule", r"\end{tabular}", r"\end{table}"]
+    lines += [r"\bottomrule", r"\end{tabular}"]
     return "\n".join(lines)
+
+
+def latex_table(table: dict[str, Any], label: str) -> str:
+    """Returns a booktabs ``table`` float (needs \\usepackage{booktabs}) ready to \\input."""
+    return "\n".join([r"\begin{table}[htbp]", r"\centering", r"\small",
+                      rf"\caption{{{_eps_math(table['title'])}}}", rf"\label{{{label}}}",
+                      latex_tabular(table), r"\end{table}"])
