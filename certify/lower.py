@@ -174,7 +174,9 @@ def tail_enclosure(lo: tuple[Fraction, ...], hi: tuple[Fraction, ...], L: int,
         low = max(low, frob_sq.lo - head_hi)
         high = min(high, frob_sq.hi - head_lo)
     low = max(low, Fraction(0))
-    return Enclosure(low, max(high, low))
+    if high < low:  # both sides are rigorous: an empty intersection is a kernel bug
+        raise AssertionError(f"kernel bug: empty tail enclosure [{low}, {high}]")
+    return Enclosure(low, high)
 
 
 def _check_frobenius(A: np.ndarray, L: int, t: Fraction, eps: Fraction, chi: Fraction,
