@@ -129,3 +129,37 @@ def test_nonzero_boundary_is_exact():
     for tier in ("float64", "arb"):
         c = check_lower(A, {"kind": "nonzero", "rank": 1}, below, tier=tier)
         assert c.status in ("holds", "undecided")
+
+
+def integer_reflections(n: int, k: int, rng: np.random.Generator) -> np.ndarray:
+    """2^k Q as an int64 matrix, Q a product of k reflections I - v v^T / 2 (v: four +-1)."""
+    Q = np.eye(n, dtype=np.int64)
+    for _ in range(k):
+        v = np.zeros(n, dtype=np.int64)
+        v[rng.choice(n, size=4, replace=False)] = rng.choice([-1, 1], size=4)
+        Q = 2 * Q - np.outer(v, v @ Q)  # 2 (I - v v^T / 2) Q, exact in integers
+    return Q
+
+
+def test_margin_tie_and_beyond_at_96():
+    """The same acceptance test on a 96 x 96 matrix."""
+    n, k = 96, 10
+    rng = np.random.default_rng(9)
+    d = np.array([256 - 3 * i for i in range(40)] + [32] * 24 + [0] * 32, dtype=np.int64)
+    Q1, Q2 = integer_reflections(n, k, rng), integer_reflections(n, k, rng)
+    M = (Q1 * d) @ Q2.T  # = 2^(2k) Q1 diag(d) Q2^T, |entries| < 2^53: exact
+    assert np.abs(M).max() < 2**53
+    A = M.astype(np.float64) / 2.0 ** (2 * k + 8)  # singular values d / 2^8, exactly
+    sig = sorted((Fraction(int(x), 2**8) for x in d), reverse=True)
+    L = 41
+    T = sum((x * x for x in sig[L - 1:]), Fraction(0))
+    assert T == Fraction(3, 8) == n * Fraction(1, 16) ** 2  # the tie is at eps = 1/16
+    eps = eps_for_relative_margin(T, n, Fraction(1, 10**12))
+    for tier in ("float64", "auto"):
+        c = check_lower(A, {"kind": "frobenius_tail", "rank": L}, eps, tier=tier)
+        assert c.status == "holds" and c.value.lo <= T <= c.value.hi
+        tie = check_lower(A, {"kind": "frobenius_tail", "rank": L}, Fraction(1, 16), tier=tier)
+        assert tie.status != "holds"
+        for e in (eps, Fraction(1, 16)):
+            assert check_lower(A, {"kind": "frobenius_tail", "rank": L + 1}, e, tier=tier
+                               ).status == "fails"
