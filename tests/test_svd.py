@@ -275,3 +275,27 @@ def test_mixed_huge_and_tiny_entries_stay_rigorous():
     sv = singular_values(A)
     assert sv.lo[0] <= Fraction(1e300) * (1 + Fraction(1, 10**10))
     assert sv.hi[0] >= Fraction(1e300)
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_ball_chain_encloses_exact_residual_row_sums(seed):
+    """I - X (D A W) and its row sums of |.|, entries spanning subnormal to huge binades."""
+    from certify.ballmat import ball_abs_row_sums, identity_minus
+
+    rng = np.random.default_rng(seed)
+
+    def wild(r, c):
+        return rng.standard_normal((r, c)) * 2.0 ** rng.integers(-1070, 300, size=(r, c)) \
+            if seed % 2 else rng.standard_normal((r, c)) * 2.0 ** rng.integers(-60, 60, (r, c))
+
+    D, A, W, X = wild(2, 4), wild(4, 3), wild(3, 2), wild(2, 2)
+    with np.errstate(all="ignore"):
+        M = ball_matmul(ball_matmul(Ball.exact(D), Ball.exact(A)), Ball.exact(W))
+        R = identity_minus(ball_matmul(Ball.exact(X), M))
+        lo, hi = ball_abs_row_sums(R)
+    ex = fmpq_mat(2, 2, [1, 0, 0, 1]) - _exact_matrix(X) * (
+        _exact_matrix(D) * _exact_matrix(A) * _exact_matrix(W))
+    for i in range(2):
+        row = sum(abs(Fraction(int(ex[i, j].p), int(ex[i, j].q))) for j in range(2))
+        if np.isfinite(hi[i]):
+            assert Fraction(float(lo[i])) <= row <= Fraction(float(hi[i]))
