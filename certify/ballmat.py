@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 import threading
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -36,6 +37,12 @@ from .rounding import (
 U_F = float(U)  # 2^-53, exact
 
 
+@lru_cache(maxsize=4096)
+def n_eta_up(n: int) -> float:
+    """Returns a float64 >= n eta (the underflow charge of n products)."""
+    return float_up(n * ETA)
+
+
 def sumsq_upper(fl_sumsq: np.ndarray | float, n: int) -> np.ndarray | float:
     """Returns values >= x^T x given ``fl_sumsq`` = fl(x^T x) for length-n vectors (any order).
 
@@ -43,7 +50,7 @@ def sumsq_upper(fl_sumsq: np.ndarray | float, n: int) -> np.ndarray | float:
     """
     if n == 0:
         return fl_sumsq
-    n_eta = float_up(n * ETA)
+    n_eta = n_eta_up(n)
     return up(up(fl_sumsq + n_eta) * inv_one_minus_gamma_up(n))
 
 
@@ -84,7 +91,7 @@ def nonneg_product_upper(P: np.ndarray, Q: np.ndarray) -> np.ndarray:
     C = P @ Q
     if k == 0:
         return C
-    k_eta = float_up(k * ETA)
+    k_eta = n_eta_up(k)
     return up(up(C + k_eta) * inv_one_minus_gamma_up(k))
 
 
@@ -112,7 +119,7 @@ def ball_matmul(A: Ball, B: Ball) -> Ball:
     C = A.mid @ B.mid
     absb = np.abs(B.mid)
     g = gamma_up(max(k, 1))
-    k_eta = float_up(k * ETA)
+    k_eta = n_eta_up(k)
     R = nonneg_product_upper(np.abs(A.mid), up(up(absb * g) + B.rad))
     R = up(R + k_eta)
     if np.any(A.rad):
@@ -278,7 +285,7 @@ def _product_error_frob(P: np.ndarray, Q: np.ndarray, k: int) -> float:
         return 0.0
     g = gamma_up(k)
     pq = float(up(frob_upper(P) * frob_upper(Q)))
-    under = float(up(float_up(k * ETA) * up(math.sqrt(P.shape[0] * Q.shape[1]))))
+    under = float(up(n_eta_up(k) * up(math.sqrt(P.shape[0] * Q.shape[1]))))
     return float(up(up(g * pq) + under))
 
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from fractions import Fraction
+from functools import cached_property
 
 import numpy as np
 from flint import arb, arb_mat, fmpz_mat
@@ -52,14 +53,12 @@ class SingularValues:
     """Enclosures sigma_i(A) in [lo[i], hi[i]] for the exact stored A, i = 0..p-1, p = min(m, N).
 
     ``lo``/``hi`` are tuples of exact Fractions sorted descending (the rigorous bounds).
-    ``lo_f``/``hi_f`` are float64 arrays with lo_f <= lo and hi_f >= hi (rounded outward when
-    the bounds are not floats themselves; ``hi_f`` may be ``inf`` beyond the float range).
+    ``lo_f``/``hi_f`` are float64 arrays with lo_f <= lo and hi_f >= hi (equal to them unless
+    A was rescaled or a bound is not a float; ``hi_f`` may be ``inf`` beyond the float range).
     ``residuals`` holds the float upper bounds e, f, g that were charged (see the module
     docstring) for A * 2^scale_exponent, ``approx`` the float64 SVD values used (unscaled).
     """
 
-    lo: tuple[Fraction, ...]
-    hi: tuple[Fraction, ...]
     lo_f: np.ndarray
     hi_f: np.ndarray
     tier: str
@@ -67,9 +66,22 @@ class SingularValues:
     approx: np.ndarray
     residuals: dict[str, float] = field(default_factory=dict)
     scale_exponent: int = 0
+    exact_bounds: tuple[tuple[Fraction, ...], tuple[Fraction, ...]] | None = None
+
+    @cached_property
+    def lo(self) -> tuple[Fraction, ...]:
+        if self.exact_bounds is not None:
+            return self.exact_bounds[0]
+        return tuple(Fraction(float(x)) for x in self.lo_f)
+
+    @cached_property
+    def hi(self) -> tuple[Fraction, ...]:
+        if self.exact_bounds is not None:
+            return self.exact_bounds[1]
+        return tuple(Fraction(float(x)) for x in self.hi_f)
 
     def __len__(self) -> int:
-        return len(self.lo)
+        return len(self.lo_f)
 
     def enclosure(self, i: int) -> Enclosure:
         """Returns an interval containing sigma_{i+1}(A) (0-based ``i``)."""
@@ -78,7 +90,7 @@ class SingularValues:
     @property
     def max_width(self) -> float:
         """Largest hi - lo (display only)."""
-        return float(max(h - lo for lo, h in zip(self.lo, self.hi, strict=True))) if self.lo \
+        return float(max(h - lo for lo, h in zip(self.lo, self.hi, strict=True))) if len(self) \
             else 0.0
 
 
@@ -133,9 +145,8 @@ def enclose(A: np.ndarray, tier: str, cache: dict | None = None) -> SingularValu
     p = min(A.shape)
     if not np.any(A):  # all singular values are exactly 0
         z = np.zeros(p)
-        return SingularValues(lo=(Fraction(0),) * p, hi=(Fraction(0),) * p, lo_f=z, hi_f=z,
-                              tier="exact" if tier == "exact" else "float64", shape=A.shape,
-                              approx=z, residuals={"e": 0.0, "f": 0.0, "g": 0.0})
+        return SingularValues(lo_f=z, hi_f=z, tier="exact" if tier == "exact" else "float64",
+                              shape=A.shape, approx=z, residuals={"e": 0.0, "f": 0.0, "g": 0.0})
     cache = {} if cache is None else cache
     if "fac" not in cache:
         k = _scale_exponent(A)
@@ -147,7 +158,7 @@ def enclose(A: np.ndarray, tier: str, cache: dict | None = None) -> SingularValu
         return _trivial(A, "float64" if tier == "auto" else tier)
     if tier in ("auto", "float64"):
         sv = _from_residuals(A, As, k, fac, *_float_residuals(fac), "float64")
-        if tier == "float64" or sv.lo[0] > 0:
+        if tier == "float64" or sv.lo_f[0] > 0:
             return sv
         tier = "arb"
     if tier == "arb":
@@ -194,17 +205,15 @@ def _finish(lo_f: np.ndarray, hi_f: np.ndarray, k: int, tier: str, shape: tuple[
             approx: np.ndarray, residuals: dict[str, float]) -> SingularValues:
     """Bounds lo_f/hi_f for sigma(A 2^k) -> exact bounds for sigma(A) = sigma(A 2^k) 2^-k."""
     if k == 0:
-        lo = tuple(Fraction(float(x)) for x in lo_f)
-        hi = tuple(Fraction(float(x)) for x in hi_f)
-        return SingularValues(lo=lo, hi=hi, lo_f=lo_f, hi_f=hi_f, tier=tier, shape=shape,
-                              approx=approx, residuals=residuals)
+        return SingularValues(lo_f=lo_f, hi_f=hi_f, tier=tier, shape=shape, approx=approx,
+                              residuals=residuals)
     scale = dyadic.pow2(-k)
     lo = tuple(Fraction(float(x)) * scale for x in lo_f)
     hi = tuple(Fraction(float(x)) * scale for x in hi_f)
-    return SingularValues(lo=lo, hi=hi, lo_f=np.array([_float_down_safe(x) for x in lo]),
+    return SingularValues(lo_f=np.array([_float_down_safe(x) for x in lo]),
                           hi_f=np.array([_float_up_safe(x) for x in hi]), tier=tier,
                           shape=shape, approx=np.ldexp(approx, -k), residuals=residuals,
-                          scale_exponent=k)
+                          scale_exponent=k, exact_bounds=(lo, hi))
 
 
 def _trivial(A: np.ndarray, tier: str) -> SingularValues:
@@ -216,9 +225,9 @@ def _trivial(A: np.ndarray, tier: str) -> SingularValues:
     else:
         bound = Fraction(float(np.max(np.abs(A)))) * (math.isqrt(A.size) + 1)
     lo, hi = (Fraction(0),) * p, (bound,) * p
-    return SingularValues(lo=lo, hi=hi, lo_f=np.zeros(p),
-                          hi_f=np.full(p, _float_up_safe(bound)), tier=tier, shape=A.shape,
-                          approx=np.full(p, np.nan), residuals={"trivial": 1.0})
+    return SingularValues(lo_f=np.zeros(p), hi_f=np.full(p, _float_up_safe(bound)), tier=tier,
+                          shape=A.shape, approx=np.full(p, np.nan), residuals={"trivial": 1.0},
+                          exact_bounds=(lo, hi))
 
 
 def _float_residuals(fac: _Factors) -> tuple[float, float, float]:
