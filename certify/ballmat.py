@@ -188,7 +188,7 @@ class Workspace:
     intermediates that are fully overwritten before use.
     """
 
-    MAX_BUFFERS = 24
+    MAX_BYTES = 64 * 2**20
 
     def __init__(self) -> None:
         self._bufs: dict[tuple[str, tuple[int, ...]], np.ndarray] = {}
@@ -197,9 +197,12 @@ class Workspace:
         key = (name, shape)
         buf = self._bufs.get(key)
         if buf is None:
-            if len(self._bufs) >= self.MAX_BUFFERS:
+            buf = np.empty(shape)
+            if buf.nbytes > self.MAX_BYTES:
+                return buf  # too large to keep around
+            if sum(b.nbytes for b in self._bufs.values()) + buf.nbytes > self.MAX_BYTES:
                 self._bufs.clear()  # shapes changed: drop the old buffers
-            buf = self._bufs[key] = np.empty(shape)
+            self._bufs[key] = buf
         return buf
 
 
