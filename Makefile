@@ -20,7 +20,7 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/softrank-certify check $(STORE); status=$$?; \
 	  if [ $$status -gt 1 ]; then exit $$status; fi
-	$(BIN)/softrank-certify audit $(STORE) --out $(DEMO_OUT) --jobs 2
+	$(BIN)/softrank-certify audit $(STORE) --out $(DEMO_OUT) --jobs 2 --restart
 	@echo "audit written to $(DEMO_OUT)/report.md"
 
 test: $(STAMP)

@@ -69,10 +69,15 @@ def check_record(reader: StoreReader, br: BracketRecord, cache: _OperatorCache, 
     return {**base, **result.to_json()}
 
 
+_WORKER: dict[str, Any] = {}  # per-process: the opened store, so chunks do not re-read it
+
+
 def _check_ids(store_path: str, ids: Sequence[str], tier: str) -> list[dict[str, Any]]:
-    reader = open_store(store_path)
-    by_id = {b.id: b for b in reader.brackets}
-    cache = _OperatorCache(reader)
+    if _WORKER.get("path") != store_path:
+        reader = open_store(store_path)
+        _WORKER.update(path=store_path, reader=reader, cache=_OperatorCache(reader),
+                       by_id={b.id: b for b in reader.brackets})
+    reader, cache, by_id = _WORKER["reader"], _WORKER["cache"], _WORKER["by_id"]
     return [check_record(reader, by_id[i], cache, tier=tier) for i in ids]
 
 
@@ -84,7 +89,8 @@ def iter_checks(store_path: str | Path, ids: Iterable[str] | None = None, *, job
     order of the yielded records is then the order of completion.
     """
     reader = open_store(store_path)
-    wanted = [b for b in reader.brackets if ids is None or b.id in set(ids)]
+    id_set = None if ids is None else set(ids)
+    wanted = [b for b in reader.brackets if id_set is None or b.id in id_set]
     wanted.sort(key=lambda b: (b.operator, b.id))
     store_path = str(store_path)
     if jobs <= 1:

@@ -18,6 +18,7 @@ def write_atomic(path: str | os.PathLike, writer: Callable[[IO[bytes]], None]) -
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; keep what open() would give
         with os.fdopen(fd, "wb") as fh:
             writer(fh)
             fh.flush()
@@ -35,6 +36,12 @@ def write_atomic(path: str | os.PathLike, writer: Callable[[IO[bytes]], None]) -
 def write_text_atomic(path: str | os.PathLike, text: str) -> None:
     """Atomically writes ``text`` (UTF-8) to ``path``."""
     write_atomic(path, lambda fh: fh.write(text.encode("utf-8")))
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def _fsync_dir(folder: Path) -> None:
