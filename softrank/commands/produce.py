@@ -29,6 +29,7 @@ from certify.rationals import parse_eps
 from witnesses import Store, open_store
 from witnesses.models import softmax64
 from witnesses.producers import BUILTINS, get_producer
+from witnesses.producers._common import one_blas_thread
 from witnesses.producers.pipeline import OperatorResult, bracket_id, produce_operator
 
 NAME = "produce"
@@ -158,8 +159,9 @@ def iter_model(args: argparse.Namespace) -> Iterator[OperatorInput]:
 def _work(job: tuple[str, np.ndarray, np.ndarray | None, list[Fraction], list[str], list[str],
                      set[str]]) -> tuple[str, OperatorResult]:
     op_id, A, logits, eps_list, uppers, lowers, skip = job
-    return op_id, produce_operator(op_id, A, eps_list, uppers, lowers, logits=logits,
-                                   skip=skip)
+    with one_blas_thread():
+        return op_id, produce_operator(op_id, A, eps_list, uppers, lowers, logits=logits,
+                                       skip=skip)
 
 
 def _split_producers(names: list[str]) -> tuple[list[str], list[str]]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from fractions import Fraction
 
@@ -63,6 +64,19 @@ def least_rank(attempt: Callable[[int], tuple[bool, object]], kmax: int, *, star
         else:
             lo = mid
     return hi, hi_payload
+
+
+def one_blas_thread() -> contextlib.AbstractContextManager[object]:
+    """Limits BLAS to one thread when threadpoolctl is installed (else does nothing).
+
+    The producers make many small products; threaded BLAS on them is slower, and much
+    slower on a shared machine.
+    """
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        return contextlib.nullcontext()
+    return threadpool_limits(limits=1, user_api="blas")
 
 
 def as_float64(A: np.ndarray) -> np.ndarray:

@@ -4,7 +4,8 @@ Convention (see witnesses/FORMAT.md, "Producer layout"): one bracket per (operat
 upper producer), ``producer = {"upper": name, "lower": name or None}``; the best lower
 certificate found (largest claimed rank over the lower producers) is attached to the bracket
 of the *anchor* upper producer (``alt_l1`` when it runs, else the first upper producer; if
-the anchor gives no witness, the first bracket written); the others carry ``lower = None``.  The producers' numbers go to ``claims`` only.
+the anchor gives no witness, the first bracket written); the others carry ``lower = None``.
+The producers' numbers go to ``claims`` only.
 """
 
 from __future__ import annotations
