@@ -22,13 +22,13 @@ def softmax_matrix(n: int, rng: np.random.Generator, scale: float = 3.0) -> np.n
     return A / A.sum(axis=1, keepdims=True)
 
 
-def median_time(fn, reps: int) -> float:
+def median_time(fn, reps: int, clock=time.perf_counter) -> float:
     fn()  # warm-up (threads, caches)
     ts = []
     for _ in range(reps):
-        t0 = time.perf_counter()
+        t0 = clock()
         fn()
-        ts.append(time.perf_counter() - t0)
+        ts.append(clock() - t0)
     return float(np.median(ts))
 
 
@@ -36,17 +36,22 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--reps", type=int, default=15)
     ap.add_argument("--sizes", type=int, nargs="*", default=[128, 256, 512])
+    ap.add_argument("--clock", choices=["wall", "cpu"], default="wall",
+                    help="cpu = process time (robust on a busy machine; use with "
+                         "OPENBLAS_NUM_THREADS=1)")
     args = ap.parse_args()
+    clock = time.perf_counter if args.clock == "wall" else time.process_time
     rng = np.random.default_rng(0)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"# OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', 'default')}, "
-          f"cpus={os.cpu_count()}, load average {load:.2f} (ratios need a quiet machine)")
+          f"cpus={os.cpu_count()}, load average {load:.2f}, clock={args.clock}")
     print(f"{'n':>5} {'svd values (ms)':>16} {'validated (ms)':>15} {'ratio':>6} "
           f"{'max width / sigma_1':>20} {'min lo / sigma_min':>19}")
     for n in args.sizes:
         A = softmax_matrix(n, rng)
-        t_plain = median_time(lambda A=A: np.linalg.svd(A, compute_uv=False), args.reps)
-        t_val = median_time(lambda A=A: singular_values(A, tier="float64"), args.reps)
+        t_plain = median_time(lambda A=A: np.linalg.svd(A, compute_uv=False), args.reps,
+                              clock)
+        t_val = median_time(lambda A=A: singular_values(A, tier="float64"), args.reps, clock)
         sv = singular_values(A, tier="float64")
         s = np.linalg.svd(A, compute_uv=False)
         print(f"{n:>5} {1e3 * t_plain:>16.2f} {1e3 * t_val:>15.2f} {t_val / t_plain:>6.2f} "
