@@ -64,9 +64,29 @@ def check_record(reader: StoreReader, br: BracketRecord, cache: _OperatorCache, 
         upper, lower = br.load()
         result = certify.check_bracket(arrays["A"], br.eps, upper, lower, tier=tier, chi=chi,
                                        source=str(br.path))
+        changed = _ends_changed_by_chi(arrays["A"], br, upper, lower, tier, result)
     except InputError as err:
         return {**base, "error": str(err)}
-    return {**base, **result.to_json()}
+    return {**base, **result.to_json(), "chi_changed": changed}
+
+
+def _ends_changed_by_chi(A: Any, br: BracketRecord, upper: Any, lower: Any, tier: str,
+                         result: certify.BracketCheck) -> list[str]:
+    """Returns the ends whose outcome would differ had the slack chi not been charged.
+
+    Only ends not confirmed can differ (chi only moves thresholds against the claim), so the
+    second check runs only for those, and only when chi > 0.
+    """
+    if result.chi == 0:
+        return []
+    ends = [e for e in ("upper", "lower")
+            if getattr(result, f"{e}_outcome") not in ("confirmed", "absent")]
+    if not ends:
+        return []
+    plain = certify.check_bracket(A, br.eps, upper, lower, tier=tier, chi=0,
+                                  source=str(br.path))
+    return [e for e in ends
+            if getattr(plain, f"{e}_outcome") != getattr(result, f"{e}_outcome")]
 
 
 _WORKER: dict[str, Any] = {}  # per-process: the opened store, so chunks do not re-read it

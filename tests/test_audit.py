@@ -555,7 +555,8 @@ def test_logits_operator_chi_is_reported(tmp_path):
     chi = Fraction(r["chi"])
     # float64 softmax differs from the exact one by rounding only: 0 < chi << eps
     assert 0 < chi < Fraction(1, 10**12)
-    assert rep["methods"]["chi"] == {"operators": 1, "positive": 1, "max": r["chi"]}
+    assert rep["methods"]["chi"] == {"operators": 1, "positive": 1, "max": r["chi"],
+                                     "records_changed": 0, "ends_changed": 0}
     assert r["upper_check"]["threshold"] == str(Fraction(1, 4) - chi)
     assert r["lower_check"]["threshold"] == str(Fraction(1, 4) + chi)
     assert "1 of 1 operators have chi > 0" in (tmp_path / "o" / "report.md").read_text()

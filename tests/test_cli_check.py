@@ -93,3 +93,31 @@ def test_store_copy_is_independent_of_location(tmp_path, capsys):
     shutil.copytree(tmp_path / "s", tmp_path / "t")
     code, _, _ = run_cli(capsys, "check", str(tmp_path / "t"), "--quiet")
     assert code == 1
+
+
+def test_chi_changed_outcomes_are_counted(tmp_path, capsys):
+    """A float32-stored softmax with logits: a witness within eps of A_hat but not of the
+    operator of record is refuted, and the record says chi changed that outcome."""
+    import numpy as np
+
+    from certify import exact_error, operator_slack
+    from witnesses import Store
+
+    from .helpers import softmax_rows
+
+    rng = np.random.default_rng(3)
+    logits = rng.normal(size=(6, 6))
+    A = softmax_rows(logits).astype(np.float32)
+    U, V = np.zeros((6, 0)), np.zeros((0, 6))  # B = 0: error = ||A_hat||_row1
+    err = exact_error(A.astype(np.float64), U, V)
+    chi = operator_slack({"A": A, "logits": logits}).chi
+    assert chi > 0
+    with Store.create(tmp_path / "s") as st:
+        oid = st.add_operator(A, family="f", logits=logits)
+        st.add_bracket(oid, err + chi / 4, {"kind": "factors", "rank": 0, "U": U, "V": V},
+                       id="b0")
+    code, out, _ = run_cli(capsys, "check", str(tmp_path / "s"), "--json")
+    rec = json.loads(out)["records"][0]
+    assert code == 1 and rec["upper_outcome"] == "refuted"
+    assert rec["chi_changed"] == ["upper"]
+    assert json.loads(out)["summary"]["chi_changed"] == 1

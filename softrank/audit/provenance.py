@@ -66,8 +66,11 @@ def methods(records: list[dict[str, Any]], tier: str) -> dict[str, Any]:
     for r in records:
         if "error" not in r and r.get("chi") is not None:
             chis[r["operator"]] = Fraction(r["chi"])
+    changed = [r for r in records if r.get("chi_changed")]
     out["chi"] = {"operators": len(chis), "positive": sum(c > 0 for c in chis.values()),
-                  "max": str(max(chis.values(), default=Fraction(0)))}
+                  "max": str(max(chis.values(), default=Fraction(0))),
+                  "records_changed": len(changed),
+                  "ends_changed": sum(len(r["chi_changed"]) for r in changed)}
     return out
 
 
@@ -91,5 +94,7 @@ def methods_text(m: dict[str, Any]) -> list[str]:
         lines.append(f"- operator slack chi (rigorous upper bound on ||A_record - A_stored||_row1,"
                      f" charged as eps - chi for upper and eps + chi for lower ends): "
                      f"{c['positive']} of {c['operators']} operators have chi > 0; max chi "
-                     f"{float(Fraction(c['max'])):.3g} (exact value in report.json)")
+                     f"{float(Fraction(c['max'])):.3g} (exact value in report.json); charging "
+                     f"chi changed {c.get('ends_changed', 0)} claim outcomes in "
+                     f"{c.get('records_changed', 0)} brackets")
     return lines

@@ -35,6 +35,8 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
                                 if "error" not in r))
     out["errors"] = sum("error" in r for r in records)
     out["resolved"] = sum(bool(r.get("resolved")) for r in records if "error" not in r)
+    out["chi_positive"] = sum(r.get("chi", "0") != "0" for r in records if "error" not in r)
+    out["chi_changed"] = sum(bool(r.get("chi_changed")) for r in records)
     return out
 
 
@@ -98,7 +100,9 @@ def _summary_text(s: dict[str, Any]) -> str:
         return ", ".join(f"{k} {v}" for k, v in sorted(d.items())) or "none"
 
     return (f"{s['brackets']} brackets: upper claims {counts(s['upper'])}; lower claims "
-            f"{counts(s['lower'])}; resolved {s['resolved']}; input errors {s['errors']}")
+            f"{counts(s['lower'])}; resolved {s['resolved']}; slack chi > 0 on "
+            f"{s['chi_positive']}, changing {s['chi_changed']} outcomes; input errors "
+            f"{s['errors']}")
 
 
 def _usage(msg: str) -> int:
