@@ -163,3 +163,29 @@ def test_margin_tie_and_beyond_at_96():
         for e in (eps, Fraction(1, 16)):
             assert check_lower(A, {"kind": "frobenius_tail", "rank": L + 1}, e, tier=tier
                                ).status == "fails"
+
+
+def test_naive_float_tail_is_wrong_at_the_tie_but_kernel_is_not():
+    """At the exact tie, plain float64 (np.linalg.svd, sum of squares) often says "> m eps^2"."""
+    wrong = 0
+    for seed in (3, 7, 8, 16, 26, 0, 1):  # seeds where the naive sum lands above 1, and two more
+        A = known_svd_matrix(16, 16, D, seed=100 + seed)
+        s = np.linalg.svd(A, compute_uv=False)
+        naive_tail = float(np.sum(s[6:] ** 2))
+        if naive_tail > 16 * (1 / 4) ** 2:  # T = 1 exactly; naive says the claim holds
+            wrong += 1
+            c = check_lower(A, {"kind": "frobenius_tail", "rank": 7}, Fraction(1, 4))
+            assert c.status != "holds"
+    assert wrong >= 3  # the trap is real
+
+
+def test_naive_float_row_sum_is_wrong_at_the_tie_but_kernel_is_not():
+    wrong = 0
+    for seed in range(40):
+        rng = np.random.default_rng(seed)
+        A = rng.random((4, 40)) * 2.0 ** rng.integers(-30, 2, size=(4, 40))
+        exact = max(sum(Fraction(float(x)) for x in row) for row in A)
+        if Fraction(float(np.abs(A).sum(axis=1).max())) > exact:  # naive: "> eps" holds
+            wrong += 1
+            assert check_lower(A, {"kind": "nonzero", "rank": 1}, exact).status == "fails"
+    assert wrong >= 5
