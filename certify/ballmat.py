@@ -31,6 +31,7 @@ from .rounding import (
     gamma_up,
     inv_one_minus_gamma_up,
     inv_one_plus_gamma_down,
+    nonneg_sum_upper,
     up,
 )
 
@@ -73,9 +74,7 @@ def row_norms_upper(X: np.ndarray) -> np.ndarray:
 
 def abs_row_sums_upper(X: np.ndarray) -> np.ndarray:
     """Returns float64 values >= sum_j |X_ij| for every row (X finite)."""
-    n = X.shape[1]
-    s = np.abs(X).sum(axis=1)
-    return up(s * inv_one_minus_gamma_up(max(n - 1, 1)))
+    return nonneg_sum_upper(np.abs(X).sum(axis=1), X.shape[1])
 
 
 def abs_row_sums_lower(X: np.ndarray) -> np.ndarray:

@@ -88,23 +88,19 @@ def check_lower(A: object, certificate: Mapping, eps: object, *, tier: str = "au
     if kind == "frobenius_tail":
         return _check_frobenius(A, rank, t, eps_q, chi_q, tier)
     if kind == "decoder":
-        D = as_matrix(arrays["D"], "lower.D", source=source)
-        W = as_matrix(arrays["W"], "lower.W", source=source)
-        X = as_matrix(arrays["X"], "lower.X", source=source)
-        _require_shape(D, (rank, m), "lower.D", source)
-        _require_shape(W, (N, rank), "lower.W", source)
-        _require_shape(X, (rank, rank), "lower.X", source)
+        D = as_matrix(arrays["D"], "lower.D", source=source, shape=(rank, m))
+        W = as_matrix(arrays["W"], "lower.W", source=source, shape=(N, rank))
+        X = as_matrix(arrays["X"], "lower.X", source=source, shape=(rank, rank))
         return _check_decoder(A, D, W, X, None, rank, t, eps_q, chi_q, tier)
     rows = as_index_vector(arrays["rows"], "lower.rows", m, source=source)
     cols = as_index_vector(arrays["cols"], "lower.cols", N, source=source)
-    X = as_matrix(arrays["X"], "lower.X", source=source)
     if len(rows) != rank:
         raise InputError(f"has {len(rows)} indices but rank is {rank}", field="lower.rows",
                          source=source)
     if len(cols) != rank:
         raise InputError(f"has {len(cols)} indices but rank is {rank}", field="lower.cols",
                          source=source)
-    _require_shape(X, (rank, rank), "lower.X", source)
+    X = as_matrix(arrays["X"], "lower.X", source=source, shape=(rank, rank))
     return _check_decoder(A, None, None, X, (rows, cols), rank, t, eps_q, chi_q, tier)
 
 
@@ -134,13 +130,6 @@ def parse_certificate(certificate: object, *, source: str | None = None
             raise InputError(f"unexpected field for a {kind} certificate",
                              field=f"lower.{name}", source=source)
     return kind, int(rank), {name: certificate[name] for name in want}
-
-
-def _require_shape(X: np.ndarray, shape: tuple[int, int], field: str, source: str | None
-                   ) -> None:
-    if X.shape != shape:
-        raise InputError(f"has shape {X.shape}, expected {shape} (from rank and A)",
-                         field=field, source=source)
 
 
 # --- nonzero ---------------------------------------------------------------------------
