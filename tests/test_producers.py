@@ -299,6 +299,14 @@ def test_produce_bad_arrays(tmp_path, capsys, array):
     assert not (tmp_path / "st").exists()  # nothing written for bad input
 
 
+def test_produce_duplicate_operator_ids(tmp_path, capsys):
+    (tmp_path / "b").mkdir()
+    a = _npz(tmp_path, "h.npz", x=np.full((2, 2), 0.5))
+    b = _npz(tmp_path / "b", "h.npz", x=np.full((2, 2), 0.5))
+    assert main(["produce", str(tmp_path / "st"), "--npz", a, b, "--quiet"]) == 2
+    assert "h.x" in capsys.readouterr().err
+
+
 def test_produce_missing_file(tmp_path, capsys):
     assert main(["produce", str(tmp_path / "st"), "--npz", str(tmp_path / "none.npz")]) == 2
     assert "none.npz" in capsys.readouterr().err

@@ -202,7 +202,12 @@ def run(args: argparse.Namespace) -> int:
 
     jobs: list[tuple[Any, ...]] = []
     new_ops = 0
+    seen: set[str] = set()
     for op in source:
+        if op.id in seen:
+            raise InputError(f"two inputs map to operator id {op.id!r} (same file stem and "
+                             "array name?); rename one", field="npz", source=str(op.meta))
+        seen.add(op.id)
         if op.id in existing:
             # resume: the stored arrays are the operator of record, never a recomputation
             arrs = reader.operator(op.id).load()  # type: ignore[union-attr]
