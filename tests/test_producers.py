@@ -310,3 +310,21 @@ def test_produce_duplicate_operator_ids(tmp_path, capsys):
 def test_produce_missing_file(tmp_path, capsys):
     assert main(["produce", str(tmp_path / "st"), "--npz", str(tmp_path / "none.npz")]) == 2
     assert "none.npz" in capsys.readouterr().err
+
+
+def test_produce_parallel_matches_serial(tmp_path, capsys):
+    rng = np.random.default_rng(8)
+    src = _npz(tmp_path, logits=3 * rng.standard_normal((3, 9, 9)))
+    ranks = []
+    for jobs in ("1", "2"):
+        store = tmp_path / f"st{jobs}"
+        assert main(["produce", str(store), "--npz", src, "--eps", "0.25", "--producers",
+                     "tsvd", "cpqr", "keyset", "--jobs", jobs, "--quiet"]) == 0
+        reader = open_store(store)
+        ranks.append(sorted((b.id, b.upper.rank, b.lower.rank if b.lower else None)
+                            for b in reader.brackets))
+    assert ranks[0] == ranks[1] and len(ranks[0]) == 6
+    capsys.readouterr()
+    assert main(["producers", str(tmp_path / "st1"), "--reference", "tsvd", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "tsvd" in out and "1.00x" in out and "cpqr" in out
