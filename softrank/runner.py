@@ -17,6 +17,8 @@ import certify
 from certify.errors import InputError
 from witnesses import BracketRecord, StoreReader, open_store
 
+from .workers import init_worker
+
 
 def operator_chi(reader: StoreReader, op_id: str, arrays: dict[str, Any]) -> Fraction:
     """Returns the slack chi charged for an operator (0 when the stored A is the record)."""
@@ -119,7 +121,8 @@ def iter_checks(store_path: str | Path, ids: Iterable[str] | None = None, *, job
             yield check_record(reader, br, cache, tier=tier)
         return
     chunks = [[b.id for b in wanted[i:i + chunk]] for i in range(0, len(wanted), chunk)]
-    with ProcessPoolExecutor(max_workers=jobs) as pool:
+    with ProcessPoolExecutor(max_workers=jobs, initializer=init_worker,
+                             initargs=(os.getpid(),)) as pool:
         pending = {pool.submit(_check_ids, store_path, c, tier) for c in chunks}
         while pending:
             done, pending = wait(pending, return_when=FIRST_COMPLETED)

@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import math
 import os
-import signal
-import sys
 import threading
 from collections.abc import Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
@@ -24,6 +22,7 @@ from certify.errors import InputError
 from witnesses import StoreReader, open_store
 
 from ..runner import _OperatorCache, check_record
+from ..workers import init_worker
 from .journal import store_digest
 
 StoreRef = tuple[str, str]  # (absolute store path, store_digest of it)
@@ -87,24 +86,6 @@ def plan_chunks(reader: StoreReader, ids: Sequence[str], workers: int,
     return chunks
 
 
-def _die_with_parent(parent: int) -> None:
-    """Pool initializer: a worker dies with the audit process.
-
-    Without this, ``kill -9`` of the audit leaves its workers blocked on their task queue
-    forever.  Workers hold nothing worth saving: records are journaled by the parent only.
-    """
-    if sys.platform.startswith("linux"):
-        try:
-            import ctypes
-
-            pr_set_pdeathsig = 1
-            ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, int(signal.SIGKILL))
-        except (OSError, AttributeError):  # pragma: no cover - no prctl: best effort only
-            pass
-    if os.getppid() != parent:  # the parent died before prctl took effect
-        os._exit(1)
-
-
 class Executor(Protocol):
     name: str
     workers: int
@@ -135,7 +116,7 @@ class ProcessExecutor:
 
     def run(self, store: StoreRef, chunks: list[list[str]], tier: str
             ) -> Iterator[dict[str, Any]]:
-        pool = ProcessPoolExecutor(max_workers=self.workers, initializer=_die_with_parent,
+        pool = ProcessPoolExecutor(max_workers=self.workers, initializer=init_worker,
                                    initargs=(os.getpid(),))
         try:
             pending = {pool.submit(check_chunk, store, c, tier) for c in chunks}
