@@ -60,8 +60,8 @@ def check_lower(A: object, certificate: Mapping, eps: object, *, tier: str = "au
     * nonzero: ||A||_row1, claim value > eps + chi;
     * frobenius_tail: sum_{i >= L} sigma_i(A)^2, claim value > m (eps + chi)^2;
     * decoder / submatrix: ||I - X M||_inf + ||X D||_inf ||W||_inf (eps + chi), claim
-      value < 1 (strict; ``detail["sense"]`` is ``"<="`` so ``margin`` = 1 - value, and
-      ``detail["strict"]`` is True: a margin of exactly 0 is not a proof).
+      value < 1 (``detail["sense"]`` is ``"<"``, so ``margin`` = 1 - value; a margin of
+      exactly 0 is not a proof).
 
     ``tier="auto"`` escalates float64 -> arb -> exact (frobenius_tail: float64 -> arb; the
     ``"exact"`` tier, when forced, uses exact dyadic residuals of the same float SVD).
@@ -250,7 +250,7 @@ def _check_decoder(A: np.ndarray, D: np.ndarray | None, W: np.ndarray | None, X:
     return Check(status=status, kind=kind, rank=p, eps=eps, threshold=Fraction(1),  # type: ignore[arg-type]
                  value=value, tier=run[-1], claim=claim, chi=chi,
                  precision=prec_used if run[-1] == "arb" else None, tiers_run=tuple(run),
-                 detail={"sense": "<=", "strict": True, "parts": parts})
+                 detail={"sense": "<", "parts": parts})
 
 
 Bounds = dict[str, tuple[Fraction, Fraction]]

@@ -74,11 +74,12 @@ class Check:
     def margin(self) -> Enclosure | None:
         """Enclosure of the signed distance from the decision threshold (positive = holds side).
 
-        For ``<=`` claims this is threshold - value; for ``>`` claims value - threshold.
+        For ``<=`` and ``<`` claims this is threshold - value; for ``>`` claims
+        value - threshold.  (For strict senses a margin of exactly 0 is not a proof.)
         """
         if self.value is None:
             return None
-        if self.detail.get("sense", "<=") == "<=":
+        if self.detail.get("sense", "<=") in ("<=", "<"):
             return Enclosure(self.threshold - self.value.hi, self.threshold - self.value.lo)
         return Enclosure(self.value.lo - self.threshold, self.value.hi - self.threshold)
 
@@ -96,4 +97,5 @@ class Check:
             "precision": self.precision,
             "chi": str(self.chi),
             "claim": self.claim,
+            "sense": self.detail.get("sense", "<="),
         }
