@@ -10,6 +10,8 @@ batched k x k solves, so a 128 x 128 operator takes about a second with one BLAS
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 from . import BaseProducer, Witness
@@ -33,10 +35,11 @@ def _solve_batched(G: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def alt_l1(A: np.ndarray, k: int, t: float, U0: np.ndarray, V0: np.ndarray, *,
-           iters: int = 300) -> tuple[np.ndarray, np.ndarray, float]:
+           iters: int = 300, deadline: float | None = None
+           ) -> tuple[np.ndarray, np.ndarray, float]:
     """Returns (U, V, err): the best rank-k iterate found and its float64 max-row-l1 error.
 
-    Stops as soon as err <= t.
+    Stops as soon as err <= t, when progress stalls, or at ``deadline`` (time.monotonic()).
     """
     m, N = A.shape
     k = U0.shape[1]
@@ -49,10 +52,13 @@ def alt_l1(A: np.ndarray, k: int, t: float, U0: np.ndarray, V0: np.ndarray, *,
         if best[0] <= t:
             break
         if it and it % 50 == 0:
-            # stalled (under 0.2% progress in 50 steps) while still above target: give up
-            if best[0] > 0.998 * checkpoint and best[0] > t:
+            # stalled (under 0.2% progress in 50 steps), or too far above the target for the
+            # remaining steps (IRLS gains ~20% from step 100 on at best): give up
+            if best[0] > 0.998 * checkpoint or best[0] > (1.3 if it < 200 else 1.12) * t:
                 break
             checkpoint = best[0]
+        if deadline is not None and time.monotonic() > deadline:
+            break
         E = A - U @ V
         err = float(np.abs(E).sum(axis=1).max())
         # l1 majorizer floor: from the mean entry error down by 100x over the run
@@ -87,8 +93,9 @@ class AlternatingL1(BaseProducer):
     name = "alt_l1"
     role = "upper"
 
-    def __init__(self, iters: int = 300):
+    def __init__(self, iters: int = 300, budget: float = 10.0):
         self.iters = iters
+        self.budget = budget  # seconds per call; past it, untried ranks count as failures
 
     def produce(self, A, eps, *, logits=None):
         A = as_float64(A)
@@ -108,8 +115,13 @@ class AlternatingL1(BaseProducer):
         if not errs.get(k_svd, np.inf) <= t:
             return None
 
+        deadline = time.monotonic() + self.budget
+
         def attempt(k: int):
-            U, V, e = alt_l1(A, k, t, Us[:, :k] * s[:k], Vt[:k], iters=self.iters)
+            if time.monotonic() > deadline:
+                return False, None
+            U, V, e = alt_l1(A, k, t, Us[:, :k] * s[:k], Vt[:k], iters=self.iters,
+                             deadline=deadline)
             return e <= t, (U, V)
 
         if k_svd > 1:
