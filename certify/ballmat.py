@@ -192,11 +192,13 @@ class Workspace:
     def __init__(self) -> None:
         self._bufs: dict[tuple[str, tuple[int, ...]], np.ndarray] = {}
 
-    def get(self, name: str, shape: tuple[int, ...]) -> np.ndarray:
+    def get(self, name: str, shape: tuple[int, ...], zeroed: bool = False) -> np.ndarray:
+        """Returns a buffer; ``zeroed`` buffers are all zero when (re)created, and callers that
+        ask for them only ever write the part they rely on being overwritten."""
         key = (name, shape)
         buf = self._bufs.get(key)
         if buf is None:
-            buf = np.empty(shape)
+            buf = np.zeros(shape) if zeroed else np.empty(shape)
             if buf.nbytes > self.MAX_BYTES:
                 return buf  # too large to keep around
             if sum(b.nbytes for b in self._bufs.values()) + buf.nbytes > self.MAX_BYTES:
@@ -309,3 +311,110 @@ def scaled_columns_error_frob(P: np.ndarray) -> float:
     fp = frob_upper(P)
     under = float(up(ETA_F * up(math.sqrt(P.size))))
     return float(up(up(up(U_F * fp) + under) * float_up(1 / (1 - U))))
+
+
+# --- symmetric Gram defect (syrk / syr2k) -------------------------------------------------
+
+def _upper_tri_buffer(ws: Workspace, name: str, p: int) -> np.ndarray:
+    """A Fortran-ordered p x p buffer (transposed view of a workspace buffer) for BLAS C.
+
+    Created zero-filled; dsyrk/dsyr2k never write its strict lower triangle and the only
+    other writes are entrywise sums of two such buffers and the diagonal, so the strict lower
+    triangle stays zero for the buffer's lifetime (:func:`sym_frob_upper` relies on it only
+    for tightness: nonzero entries there would only enlarge its upper bound).
+    """
+    return ws.get(name, (p, p), zeroed=True).T
+
+
+def sym_frob_upper(C: np.ndarray) -> float:
+    """Returns a float64 >= ||X||_F for the symmetric X whose upper triangle is that of ``C``.
+
+    ``C`` must hold zeros in its strict lower triangle.  ||X||_F^2 = 2 S - D with
+    S = sum of squares of the upper triangle (= of all of C) and D = sum of the squared
+    diagonal: S is bounded above and D below (Lemma 1 of rounding.md), then 2 S - D above.
+    """
+    p = C.shape[0]
+    if p == 0:
+        return 0.0
+    s = float(np.einsum("ij,ij->", C, C))
+    if not math.isfinite(s):
+        return math.inf
+    s_up = float(sumsq_upper(s, C.size))
+    dg = np.diagonal(C)
+    d = float(np.dot(dg, dg))
+    # x^T x >= (fl(x^T x) - n eta) / (1 + gamma_n): a lower bound, clamped at 0
+    d_lo = max(float(down(down(d - n_eta_up(p)) * inv_one_plus_gamma_down(p))), 0.0)
+    tot = float(up(float(up(2.0 * s_up)) - d_lo))
+    return float(up(math.sqrt(max(tot, 0.0))))
+
+
+def _col_norms_upper(X: np.ndarray) -> np.ndarray:
+    """Returns float64 values >= the 2-norms of the columns of X."""
+    s = np.einsum("ij,ij->j", X, X)
+    return up(np.sqrt(sumsq_upper(s, X.shape[0])))
+
+
+def gram_residual_frob_upper(M: np.ndarray, ws: Workspace | None = None) -> float:
+    """Returns a float64 >= ||M^T M - I||_2 (M real rows x p, any layout); ``inf`` on overflow.
+
+    Split M = Mh + Ml on the grid 2^(q - t) (as in :func:`split_residual_frob_upper`) with
+    t checked so that every partial sum of Mh^T Mh is exact; then, with
+    W = fl(Mh + Ml/2) = Mh + Ml/2 + D_W,
+
+        M^T M - I = (Mh^T Mh - I) + (W^T Ml + Ml^T W) - (D_W^T Ml + Ml^T D_W).
+
+    Mh^T Mh is computed exactly by dsyrk (half a GEMM), W^T Ml + Ml^T W by dsyr2k (about one
+    GEMM, 2p-term dot products: gamma_{2p}), D_W is charged a priori.  Both BLAS results
+    fill the upper triangle only; the Frobenius norm is taken from the triangle
+    (:func:`sym_frob_upper`).  Proof and charges: proofs_notes/svd.md.  Falls back to
+    :func:`apriori_residual_frob_upper` when no exact split fits.
+    """
+    from scipy.linalg import blas
+
+    rows, p = M.shape
+    q = _pow2_exponent_upper(M)
+    if q is None:
+        return 1.0 if p else 0.0  # ||-I||_2
+    if p == 0:
+        return 0.0
+    ws = ws if ws is not None else Workspace()
+    # X C-contiguous with X X^T = M^T M (trans=1 below) or X^T X = M^T M (trans=0)
+    if M.flags.f_contiguous and not M.flags.c_contiguous:
+        X, trans = M.T, 1
+    else:
+        X, trans = np.ascontiguousarray(M), 0
+    k = rows  # dot-product length of M^T M
+    cn = _col_norms_upper(M)
+    nb = float(up(float(cn.max()) ** 2))
+    if not math.isfinite(nb):
+        return math.inf
+    t0 = min(_exact_product_t(q, q, nb), 26)
+    for t in (t0, t0 - 1, t0 - 2):
+        if not (1 <= t <= 50 and 2 * q - 2 * t >= -1074 and q - t + 52 < 1023):
+            continue
+        Xh, Xl = split(X, q, t, (ws.get("gxh", X.shape), ws.get("gxl", X.shape)))
+        hn = float(up(_col_norms_upper(Xh.T if trans else Xh).max()))
+        if not float(up(hn * hn)) <= math.ldexp(1.0, 53 + 2 * q - 2 * t):
+            continue
+        W = ws.get("gw", X.shape)
+        np.multiply(Xl, 0.5, out=W)
+        np.add(Xh, W, out=W)
+        C = blas.dsyrk(1.0, Xh.T, trans=trans, c=_upper_tri_buffer(ws, "gc0", p),
+                       overwrite_c=1)  # exact
+        C[np.diag_indices(p)] -= 1.0  # T1
+        r_add = sym_frob_upper(C)
+        D = blas.dsyr2k(1.0, W.T, Xl.T, trans=trans, c=_upper_tri_buffer(ws, "gc1", p),
+                        overwrite_c=1)
+        np.add(C, D, out=C)  # Em
+        em = sym_frob_upper(C)
+        r_add = up(U_F * up(r_add + em))
+        fw, fl_ = frob_upper(W), frob_upper(Xl)
+        # syr2k: |err| <= gamma_{2k} (|W|^T|Ml| + |Ml|^T|W|) + 2k eta, spectral norm via F-norms
+        prod = up(up(gamma_up(2 * k) * up(2.0 * up(fw * fl_)))
+                  + up(n_eta_up(2 * k) * float(p)))
+        # D_W: |D_W| <= u |W| + eta/2 entrywise; ||D_W^T Ml + Ml^T D_W||_2 <= 2 ||D_W||_F ||Ml||_F
+        dw = up(up(U_F * fw) + up(0.5 * ETA_F * up(math.sqrt(X.size))))
+        w_err = up(2.0 * up(dw * fl_))
+        total = float(up(em + up(r_add + up(prod + w_err))))
+        return total if math.isfinite(total) else math.inf
+    return apriori_residual_frob_upper(M.T, M, None)

@@ -36,6 +36,7 @@ from . import arbutil, dyadic
 from .arrays import as_matrix
 from .ballmat import (
     frob_upper,
+    gram_residual_frob_upper,
     scaled_columns_error_frob,
     split_residual_frob_upper,
     thread_workspace,
@@ -234,8 +235,8 @@ def _float_residuals(fac: _Factors) -> tuple[float, float, float]:
     """Returns float64 upper bounds (e, f, g) of ||USV^T - B||_2, ||V^TV - I||_2, ||U^TU - I||_2."""
     U, s, Vt, B = fac.U, fac.s, fac.Vt, fac.B
     ws = thread_workspace()
-    f = split_residual_frob_upper(Vt, Vt.T, None, ws)
-    g = split_residual_frob_upper(U.T, U, None, ws)
+    f = gram_residual_frob_upper(Vt.T, ws)
+    g = gram_residual_frob_upper(U, ws)
     P = U * s  # P = fl(U S) differs from U S by a charged rounding
     e_p = split_residual_frob_upper(P, Vt, B, ws)
     # ||(U S - P) V^T||_2 <= ||U S - P||_F ||V||_2 and ||V||_2 <= sqrt(1 + f)
