@@ -32,6 +32,7 @@ from .rounding import (
     inv_one_minus_gamma_up,
     inv_one_plus_gamma_down,
     nonneg_sum_upper,
+    one_plus_gamma_up,
     up,
 )
 
@@ -220,44 +221,59 @@ def thread_workspace() -> Workspace:
 
 def split_residual_frob_upper(X: np.ndarray, Y: np.ndarray, Z: np.ndarray | None,
                               ws: Workspace | None = None) -> float:
-    """Returns a float64 >= ||X Y - Z||_2 (Z = None means the identity).
+    """Returns a float64 >= ||X Y - Z||_F >= ||X Y - Z||_2 (Z = None means the identity).
 
     Splits X = Xh + Xl and Y = Yh + Yl on grids 2^(q_x - t), 2^(q_y - t) with t chosen so
     that every partial sum of Xh Yh is an integer multiple of 2^(q_x + q_y - 2t) of size below
     2^53 units (checked rigorously through row norms of Xh and column norms of Yh and
     Cauchy-Schwarz), hence fl(Xh Yh) = Xh Yh in any summation order.  Then
-    X Y - Z = (Xh Yh - Z) + Xh Yl + Xl Y, and only the last two products and three RN
-    additions are charged.  Falls back to the plain a-priori bound when no split fits.
-    Returns ``inf`` on overflow.
+    X Y - Z = (Xh Yh - Z) + Xh Yl + Xl Y: T1 = fl(Xh Yh - Z) costs one RN charge, and the
+    two cross products are accumulated into T1 by dgemm with beta = 1, each charged as a
+    (k+1)-term sum (proofs_notes/svd.md).  Falls back to the plain a-priori bound when no
+    split fits.  Returns ``inf`` on overflow.
     """
+    from scipy.linalg import blas
+
     k = X.shape[1]
     rows, cols = X.shape[0], Y.shape[1]
     qx, qy = _pow2_exponent_upper(X), _pow2_exponent_upper(Y)
     if qx is None or qy is None:  # X Y = 0
         return 1.0 if Z is None else frob_upper(Z)  # ||I||_2 = 1
     ws = ws if ws is not None else Workspace()
+    X, Y = np.ascontiguousarray(X), np.ascontiguousarray(Y)
     for t in _candidate_ts(X, Y, qx, qy):
         Xh, Xl = split(X, qx, t, (ws.get("xh", X.shape), ws.get("xl", X.shape)))
         Yh, Yl = split(Y, qy, t, (ws.get("yh", Y.shape), ws.get("yl", Y.shape)))
-        bound = float(up(float(row_norms_upper(Xh).max()) * float(row_norms_upper(Yh.T).max())))
+        rxh = row_norms_upper(Xh)
+        bound = float(up(float(rxh.max()) * float(row_norms_upper(Yh.T).max())))
         if not bound <= math.ldexp(1.0, 53 + qx + qy - 2 * t):
             continue
-        err = up(_product_error_frob(Xh, Yl, k) + _product_error_frob(Xl, Y, k))
         C = np.matmul(Xh, Yh, out=ws.get("c0", (rows, cols)))  # exact
         if Z is None:
             C[np.diag_indices(min(rows, cols))] -= 1.0
         else:
             np.subtract(C, Z, out=C)
-        r_add = frob_upper(C)  # T1 = fl(C0 - Z)
-        D = np.matmul(Xh, Yl, out=ws.get("c1", (rows, cols)))
-        np.add(C, D, out=C)  # T2
-        r_add = up(r_add + frob_upper(C))
-        np.matmul(Xl, Y, out=D)
-        np.add(C, D, out=C)  # Em
-        em = frob_upper(C)
-        r_add = up(U_F * up(r_add + em))
-        return float(up(em + up(r_add + err)))
+        t1 = frob_upper(C)  # T1 = fl(C0 - Z)
+        # C^T := Yl^T Xh^T + C^T, then Y^T Xl^T + C^T (C-ordered arrays seen as Fortran)
+        Ct = blas.dgemm(1.0, Yl.T, Xh.T, beta=1.0, c=C.T, overwrite_c=1)  # T2
+        Ct = blas.dgemm(1.0, Y.T, Xl.T, beta=1.0, c=Ct, overwrite_c=1)  # Em
+        em = frob_upper(Ct)
+        xh_f = _frob_from_norms(rxh)
+        c1 = float(up(xh_f * frob_upper(Yl)))  # >= || |Xh||Yl| ||_F
+        c2 = float(up(frob_upper(Xl) * frob_upper(Y)))  # >= || |Xl||Y| ||_F
+        g1 = gamma_up(k + 1)
+        under = float(up(n_eta_up(k) * up(math.sqrt(rows * cols))))
+        # |T2| <= (1 + gamma)(|T1| + |Xh||Yl|) + k eta entrywise
+        t2 = float(up(up(up(t1 + c1) * one_plus_gamma_up(k + 1)) + under))
+        blas_err = up(up(g1 * up(up(t1 + c1) + up(t2 + c2))) + up(2.0 * under))
+        total = float(up(em + up(up(U_F * t1) + blas_err)))
+        return total if math.isfinite(total) else math.inf
     return apriori_residual_frob_upper(X, Y, Z)
+
+
+def _frob_from_norms(v: np.ndarray) -> float:
+    """Returns a float64 >= sqrt(sum v_i^2), i.e. >= ||X||_F if v bounds X's row norms."""
+    return float(up(math.sqrt(float(sumsq_upper(float(np.dot(v, v)), len(v))))))
 
 
 def _candidate_ts(X: np.ndarray, Y: np.ndarray, qx: int, qy: int) -> list[int]:
@@ -355,7 +371,7 @@ def _col_norms_upper(X: np.ndarray) -> np.ndarray:
 
 
 def gram_residual_frob_upper(M: np.ndarray, ws: Workspace | None = None) -> float:
-    """Returns a float64 >= ||M^T M - I||_2 (M real rows x p, any layout); ``inf`` on overflow.
+    """Returns a float64 >= ||M^T M - I||_F >= ||M^T M - I||_2 (M real rows x p, any layout).
 
     Split M = Mh + Ml on the grid 2^(q - t) (as in :func:`split_residual_frob_upper`) with
     t checked so that every partial sum of Mh^T Mh is exact; then, with
@@ -363,20 +379,21 @@ def gram_residual_frob_upper(M: np.ndarray, ws: Workspace | None = None) -> floa
 
         M^T M - I = (Mh^T Mh - I) + (W^T Ml + Ml^T W) - (D_W^T Ml + Ml^T D_W).
 
-    Mh^T Mh is computed exactly by dsyrk (half a GEMM), W^T Ml + Ml^T W by dsyr2k (about one
-    GEMM, 2p-term dot products: gamma_{2p}), D_W is charged a priori.  Both BLAS results
-    fill the upper triangle only; the Frobenius norm is taken from the triangle
-    (:func:`sym_frob_upper`).  Proof and charges: proofs_notes/svd.md.  Falls back to
-    :func:`apriori_residual_frob_upper` when no exact split fits.
+    Mh^T Mh is computed exactly by dsyrk (half a GEMM); dsyr2k (about one GEMM) adds
+    W^T Ml + Ml^T W to T1 = fl(Mh^T Mh - I) in place (beta = 1: (2k+1)-term sums, gamma_{2k+1});
+    D_W is charged a priori.  Both BLAS calls fill the upper triangle only; the Frobenius norm
+    is taken from the triangle (:func:`sym_frob_upper`).  Proof and charges:
+    proofs_notes/svd.md.  Falls back to :func:`apriori_residual_frob_upper` when no exact
+    split fits.  Returns ``inf`` on overflow.
     """
     from scipy.linalg import blas
 
     rows, p = M.shape
-    q = _pow2_exponent_upper(M)
-    if q is None:
-        return 1.0 if p else 0.0  # ||-I||_2
     if p == 0:
         return 0.0
+    q = _pow2_exponent_upper(M)
+    if q is None:
+        return 1.0  # ||-I||_2
     ws = ws if ws is not None else Workspace()
     # X C-contiguous with X X^T = M^T M (trans=1 below) or X^T X = M^T M (trans=0)
     if M.flags.f_contiguous and not M.flags.c_contiguous:
@@ -384,8 +401,7 @@ def gram_residual_frob_upper(M: np.ndarray, ws: Workspace | None = None) -> floa
     else:
         X, trans = np.ascontiguousarray(M), 0
     k = rows  # dot-product length of M^T M
-    cn = _col_norms_upper(M)
-    nb = float(up(float(cn.max()) ** 2))
+    nb = float(up(float(_col_norms_upper(M).max()) ** 2))
     if not math.isfinite(nb):
         return math.inf
     t0 = min(_exact_product_t(q, q, nb), 26)
@@ -400,21 +416,18 @@ def gram_residual_frob_upper(M: np.ndarray, ws: Workspace | None = None) -> floa
         np.multiply(Xl, 0.5, out=W)
         np.add(Xh, W, out=W)
         C = blas.dsyrk(1.0, Xh.T, trans=trans, c=_upper_tri_buffer(ws, "gc0", p),
-                       overwrite_c=1)  # exact
+                       overwrite_c=1)  # exact (beta = 0: stale contents are not read)
         C[np.diag_indices(p)] -= 1.0  # T1
-        r_add = sym_frob_upper(C)
-        D = blas.dsyr2k(1.0, W.T, Xl.T, trans=trans, c=_upper_tri_buffer(ws, "gc1", p),
-                        overwrite_c=1)
-        np.add(C, D, out=C)  # Em
+        t1 = sym_frob_upper(C)
+        C = blas.dsyr2k(1.0, W.T, Xl.T, beta=1.0, trans=trans, c=C, overwrite_c=1)  # Em
         em = sym_frob_upper(C)
-        r_add = up(U_F * up(r_add + em))
         fw, fl_ = frob_upper(W), frob_upper(Xl)
-        # syr2k: |err| <= gamma_{2k} (|W|^T|Ml| + |Ml|^T|W|) + 2k eta, spectral norm via F-norms
-        prod = up(up(gamma_up(2 * k) * up(2.0 * up(fw * fl_)))
-                  + up(n_eta_up(2 * k) * float(p)))
-        # D_W: |D_W| <= u |W| + eta/2 entrywise; ||D_W^T Ml + Ml^T D_W||_2 <= 2 ||D_W||_F ||Ml||_F
+        # |Em - (T1 + W^T Ml + Ml^T W)| <= gamma_{2k+1} (|T1| + |W|^T|Ml| + |Ml|^T|W|) + 2k eta
+        blas_err = up(up(gamma_up(2 * k + 1) * up(t1 + up(2.0 * up(fw * fl_))))
+                      + up(n_eta_up(2 * k) * float(p)))
+        # D_W: |D_W| <= u |W| + eta/2 entrywise; ||D_W^T Ml + Ml^T D_W||_F <= 2 ||D_W||_F ||Ml||_F
         dw = up(up(U_F * fw) + up(0.5 * ETA_F * up(math.sqrt(X.size))))
         w_err = up(2.0 * up(dw * fl_))
-        total = float(up(em + up(r_add + up(prod + w_err))))
+        total = float(up(em + up(up(U_F * t1) + up(blas_err + w_err))))
         return total if math.isfinite(total) else math.inf
     return apriori_residual_frob_upper(M.T, M, None)
