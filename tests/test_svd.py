@@ -299,3 +299,32 @@ def test_ball_chain_encloses_exact_residual_row_sums(seed):
         row = sum(abs(Fraction(int(ex[i, j].p), int(ex[i, j].q))) for j in range(2))
         if np.isfinite(hi[i]):
             assert Fraction(float(lo[i])) <= row <= Fraction(float(hi[i]))
+
+
+@pytest.mark.parametrize("shape", [(40, 27), (27, 40), (33, 33)])
+def test_float_residuals_contain_exact_residuals(shape):
+    """e, f, g of the float64 tier (dsyrk/dsyr2k Gram defects, split product) bound the exact
+    Frobenius norms of U S V^T - B, V^T V - I, U^T U - I and are within a small factor."""
+    from flint import fmpz_mat
+
+    from certify import dyadic
+    from certify.svd import _align, _exact_frob_sq, _float_residuals, approximate_factors
+
+    A = softmax(np.random.default_rng(sum(shape)), *shape)
+    fac = approximate_factors(A)
+    e, f, g = _float_residuals(fac)
+    p = len(fac.s)
+    eye = fmpz_mat(p, p, [int(i == j) for i in range(p) for j in range(p)])
+    MU, eu = dyadic.to_int_matrix(fac.U)
+    MV, ev = dyadic.to_int_matrix(fac.Vt)
+    Ms, es = dyadic.to_int_matrix(fac.s.reshape(1, -1))
+    S = fmpz_mat(p, p, [Ms[0, i] if i == j else 0 for i in range(p) for j in range(p)])
+    cases = ((f, (MV * MV.transpose(), 2 * ev), (eye, 0), 1.01),
+             (g, (MU.transpose() * MU, 2 * eu), (eye, 0), 1.01),
+             # e also charges P = fl(U S) != U S (about u ||P||_F): a looser factor
+             (e, (MU * S * MV, eu + es + ev), dyadic.to_int_matrix(fac.B), 2.0))
+    for bound, x, y, factor in cases:
+        X, Y, e0 = _align(x, y)
+        sq = _exact_frob_sq(X - Y, e0)
+        assert Fraction(bound) ** 2 >= sq
+        assert bound <= factor * float(sq) ** 0.5
