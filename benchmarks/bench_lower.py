@@ -2,7 +2,9 @@
 
 Prints the median wall time of each and their ratio for softmax matrices of size 128, 256 and
 512 (the target in issue 3: ratio at most 4 at 256, goal 3), plus the widest enclosure
-relative to sigma_1.  Run: ``.venv/bin/python benchmarks/bench_lower.py [--reps N]``.
+relative to sigma_1.  Run: ``.venv/bin/python benchmarks/bench_lower.py [--reps N]``;
+``--breakdown`` also times the pieces (LAPACK SVD with vectors, the two Gram defects, the
+product residual), each as a ratio to the values-only SVD.
 """
 
 from __future__ import annotations
@@ -13,7 +15,8 @@ import time
 
 import numpy as np
 
-from certify.svd import singular_values
+from certify import ballmat
+from certify.svd import approximate_factors, singular_values
 
 
 def softmax_matrix(n: int, rng: np.random.Generator, scale: float = 3.0) -> np.ndarray:
@@ -39,6 +42,8 @@ def main() -> None:
     ap.add_argument("--clock", choices=["wall", "cpu"], default="wall",
                     help="cpu = process time (robust on a busy machine; use with "
                          "OPENBLAS_NUM_THREADS=1)")
+    ap.add_argument("--breakdown", action="store_true",
+                    help="also time the pieces of the float64 tier")
     args = ap.parse_args()
     clock = time.perf_counter if args.clock == "wall" else time.process_time
     rng = np.random.default_rng(0)
@@ -56,6 +61,24 @@ def main() -> None:
         s = np.linalg.svd(A, compute_uv=False)
         print(f"{n:>5} {1e3 * t_plain:>16.2f} {1e3 * t_val:>15.2f} {t_val / t_plain:>6.2f} "
               f"{sv.max_width / s[0]:>20.2e} {sv.lo_f[-1] / s[-1]:>19.12f}")
+        if args.breakdown:
+            print("      " + breakdown(A, t_plain, args.reps, clock))
+
+
+def breakdown(A: np.ndarray, t_plain: float, reps: int, clock) -> str:
+    """Times of the float64 tier's pieces as ratios to the values-only SVD."""
+    fac = approximate_factors(A)
+    ws = ballmat.thread_workspace()
+    P = fac.U * fac.s
+    pieces = {
+        "svd+vectors": lambda: approximate_factors(A),
+        "f=|VtV-I|": lambda: ballmat.gram_residual_frob_upper(fac.Vt.T, ws),
+        "g=|UtU-I|": lambda: ballmat.gram_residual_frob_upper(fac.U, ws),
+        "e=|USVt-A|": lambda: ballmat.split_residual_frob_upper(P, fac.Vt, fac.B, ws),
+        "one GEMM": lambda: fac.U @ fac.Vt,
+    }
+    return "  ".join(f"{k} {median_time(fn, reps, clock) / t_plain:.2f}"
+                     for k, fn in pieces.items())
 
 
 if __name__ == "__main__":

@@ -147,7 +147,7 @@ def identity_minus(X: Ball) -> Ball:
 
 def _pow2_exponent_upper(X: np.ndarray) -> int | None:
     """Returns q with max |X| <= 2^q, or ``None`` if X is zero."""
-    mx = float(np.max(np.abs(X))) if X.size else 0.0
+    mx = max(float(X.max()), -float(X.min())) if X.size else 0.0  # no |X| temporary
     if mx == 0.0:
         return None
     _, e = math.frexp(mx)  # mx = f 2^e, 0.5 <= f < 1
@@ -241,13 +241,14 @@ def split_residual_frob_upper(X: np.ndarray, Y: np.ndarray, Z: np.ndarray | None
         return 1.0 if Z is None else frob_upper(Z)  # ||I||_2 = 1
     ws = ws if ws is not None else Workspace()
     X, Y = np.ascontiguousarray(X), np.ascontiguousarray(Y)
-    for t in _candidate_ts(X, Y, qx, qy):
-        Xh, Xl = split(X, qx, t, (ws.get("xh", X.shape), ws.get("xl", X.shape)))
-        Yh, Yl = split(Y, qy, t, (ws.get("yh", Y.shape), ws.get("yl", Y.shape)))
-        rxh = row_norms_upper(Xh)
-        bound = float(up(float(rxh.max()) * float(row_norms_upper(Yh.T).max())))
+    rx, cy = row_norms_upper(X), _col_norms_upper(Y)
+    for t in _candidate_ts(float(rx.max()), float(cy.max()), qx, qy):
+        # |Xl| <= 2^(qx-t-1): row norms of Xh = X - Xl are <= rx + 2^(qx-t-1) sqrt(k)
+        bound = float(up(_shifted_max(rx, qx - t - 1, k) * _shifted_max(cy, qy - t - 1, k)))
         if not bound <= math.ldexp(1.0, 53 + qx + qy - 2 * t):
             continue
+        Xh, Xl = split(X, qx, t, (ws.get("xh", X.shape), ws.get("xl", X.shape)))
+        Yh, Yl = split(Y, qy, t, (ws.get("yh", Y.shape), ws.get("yl", Y.shape)))
         C = np.matmul(Xh, Yh, out=ws.get("c0", (rows, cols)))  # exact
         if Z is None:
             C[np.diag_indices(min(rows, cols))] -= 1.0
@@ -258,9 +259,10 @@ def split_residual_frob_upper(X: np.ndarray, Y: np.ndarray, Z: np.ndarray | None
         Ct = blas.dgemm(1.0, Yl.T, Xh.T, beta=1.0, c=C.T, overwrite_c=1)  # T2
         Ct = blas.dgemm(1.0, Y.T, Xl.T, beta=1.0, c=Ct, overwrite_c=1)  # Em
         em = frob_upper(Ct)
-        xh_f = _frob_from_norms(rxh)
+        xl_f = frob_upper(Xl)
+        xh_f = float(up(_frob_from_norms(rx) + xl_f))  # ||Xh||_F <= ||X||_F + ||Xl||_F
         c1 = float(up(xh_f * frob_upper(Yl)))  # >= || |Xh||Yl| ||_F
-        c2 = float(up(frob_upper(Xl) * frob_upper(Y)))  # >= || |Xl||Y| ||_F
+        c2 = float(up(xl_f * _frob_from_norms(cy)))  # >= || |Xl||Y| ||_F
         g1 = gamma_up(k + 1)
         under = float(up(n_eta_up(k) * up(math.sqrt(rows * cols))))
         # |T2| <= (1 + gamma)(|T1| + |Xh||Yl|) + k eta entrywise
@@ -276,8 +278,14 @@ def _frob_from_norms(v: np.ndarray) -> float:
     return float(up(math.sqrt(float(sumsq_upper(float(np.dot(v, v)), len(v))))))
 
 
-def _candidate_ts(X: np.ndarray, Y: np.ndarray, qx: int, qy: int) -> list[int]:
-    nb = float(up(float(row_norms_upper(X).max()) * float(row_norms_upper(Y.T).max())))
+def _shifted_max(norms: np.ndarray, e: int, k: int) -> float:
+    """Returns a float64 >= max(norms) + 2^e sqrt(k) (norm bound after an exact split)."""
+    return float(up(float(norms.max()) + float(up(math.ldexp(1.0, e) * up(math.sqrt(k))))))
+
+
+def _candidate_ts(rx_max: float, cy_max: float, qx: int, qy: int) -> list[int]:
+    """Split parameters t to try, from upper bounds of X's row and Y's column norms."""
+    nb = float(up(rx_max * cy_max))
     if not math.isfinite(nb):
         return []
     t0 = min(_exact_product_t(qx, qy, nb), 26)
@@ -401,17 +409,18 @@ def gram_residual_frob_upper(M: np.ndarray, ws: Workspace | None = None) -> floa
     else:
         X, trans = np.ascontiguousarray(M), 0
     k = rows  # dot-product length of M^T M
-    nb = float(up(float(_col_norms_upper(M).max()) ** 2))
+    cn = _col_norms_upper(M)
+    nb = float(up(float(cn.max()) ** 2))
     if not math.isfinite(nb):
         return math.inf
     t0 = min(_exact_product_t(q, q, nb), 26)
     for t in (t0, t0 - 1, t0 - 2):
         if not (1 <= t <= 50 and 2 * q - 2 * t >= -1074 and q - t + 52 < 1023):
             continue
-        Xh, Xl = split(X, q, t, (ws.get("gxh", X.shape), ws.get("gxl", X.shape)))
-        hn = float(up(_col_norms_upper(Xh.T if trans else Xh).max()))
+        hn = _shifted_max(cn, q - t - 1, k)  # >= column norms of Mh = M - Ml
         if not float(up(hn * hn)) <= math.ldexp(1.0, 53 + 2 * q - 2 * t):
             continue
+        Xh, Xl = split(X, q, t, (ws.get("gxh", X.shape), ws.get("gxl", X.shape)))
         W = ws.get("gw", X.shape)
         np.multiply(Xl, 0.5, out=W)
         np.add(Xh, W, out=W)
