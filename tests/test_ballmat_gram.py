@@ -132,3 +132,19 @@ def test_exact_defect_helper_is_exact():
     assert exact_gram_defect_sq(M) == 2 * Fraction(1, 2**60) + Fraction(1, 2**120)
     Z, e = dyadic.to_int_matrix(M)
     assert isinstance(Z, fmpz_mat)
+
+
+def test_dsyrk_of_split_factor_is_exact():
+    """Lemma X in practice: dsyrk on the 26-bit part reproduces Mh^T Mh exactly (upper)."""
+    from scipy.linalg import blas
+
+    from certify.ballmat import split
+
+    M = orthonormal(70, 45, seed=12)
+    Mh, _ = split(M, 0, 26)
+    C = blas.dsyrk(1.0, np.asfortranarray(Mh), trans=1)
+    Z, e = dyadic.to_int_matrix(Mh)
+    G = Z.transpose() * Z
+    for i in range(45):
+        for j in range(i, 45):
+            assert Fraction(float(C[i, j])) == Fraction(int(G[i, j])) * dyadic.pow2(2 * e)
