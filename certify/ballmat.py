@@ -343,9 +343,9 @@ def _upper_tri_buffer(ws: Workspace, name: str, p: int) -> np.ndarray:
     """A Fortran-ordered p x p buffer (transposed view of a workspace buffer) for BLAS C.
 
     Created zero-filled; dsyrk/dsyr2k never write its strict lower triangle and the only
-    other writes are entrywise sums of two such buffers and the diagonal, so the strict lower
-    triangle stays zero for the buffer's lifetime (:func:`sym_frob_upper` relies on it only
-    for tightness: nonzero entries there would only enlarge its upper bound).
+    other write is to the diagonal, so the strict lower triangle stays zero for the buffer's
+    lifetime (:func:`sym_frob_upper` relies on it only for tightness: nonzero entries there
+    would only enlarge its upper bound).
     """
     return ws.get(name, (p, p), zeroed=True).T
 
