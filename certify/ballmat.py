@@ -249,7 +249,10 @@ def split_residual_frob_upper(X: np.ndarray, Y: np.ndarray, Z: np.ndarray | None
             continue
         Xh, Xl = split(X, qx, t, (ws.get("xh", X.shape), ws.get("xl", X.shape)))
         Yh, Yl = split(Y, qy, t, (ws.get("yh", Y.shape), ws.get("yl", Y.shape)))
-        C = np.matmul(Xh, Yh, out=ws.get("c0", (rows, cols)))  # exact
+        # exact; scipy's BLAS like the products below and LAPACK's SVD: numpy ships a second
+        # OpenBLAS whose spinning threads would stall scipy's when both run multithreaded
+        # (beta = 0: the stale buffer is not read)
+        C = blas.dgemm(1.0, Yh.T, Xh.T, c=ws.get("c0", (rows, cols)).T, overwrite_c=1).T
         if Z is None:
             C[np.diag_indices(min(rows, cols))] -= 1.0
         else:
