@@ -1,8 +1,13 @@
 """Bracket quality on real heads: all 72 MiniLM heads of one text, validated U/L and resolved share.
 
-Usage (needs the [models] extra; about 1 min at 64 tokens, 10 min at 128 tokens on one core):
+Usage (needs the [models] extra; per eps, about 1.5 min at 64 tokens and 5 min at 128 tokens
+on one core):
 
     .venv/bin/python benchmarks/quality_minilm.py --tokens 64 128 --eps 0.25
+
+Reference run (text 0, 72 heads, every claim confirmed by the kernel):
+T=64 eps=0.25: median L 5, U 8, U/L 1.44, resolved 98.6%;
+T=128 eps=0.25: median L 5.5, U 11, U/L 1.61, resolved 95.8%.
 
 For each sequence length it builds (or resumes) a store under ``--out`` with the alternating-l1
 upper producer and every built-in lower producer, then rechecks every bracket with the kernel
