@@ -53,7 +53,8 @@ def require_finite(arr: np.ndarray, field: str, *, source: str | None = None) ->
     """Raises :class:`InputError` if ``arr`` holds NaN or Inf, naming the first bad entry."""
     if arr.size and not np.isfinite(arr).all():
         idx = tuple(int(i) for i in np.argwhere(~np.isfinite(arr))[0])
-        raise InputError(f"non-finite entry {arr[idx]!r} at index {idx}",
+        raise InputError(f"non-finite entry {float(arr[idx])} at index {idx} (NaN and Inf are "
+                         "not numbers a bracket can be checked on)",
                          field=field, source=source)
 
 

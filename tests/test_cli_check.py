@@ -121,3 +121,46 @@ def test_chi_changed_outcomes_are_counted(tmp_path, capsys):
     assert code == 1 and rec["upper_outcome"] == "refuted"
     assert rec["chi_changed"] == ["upper"]
     assert json.loads(out)["summary"]["chi_changed"] == 1
+
+
+@pytest.mark.parametrize("damage,needle", [
+    ("pickle", "pickle"),
+    ("eps0", "eps"),
+    ("nan", "NaN"),
+])
+def test_bad_store_inputs_exit_2_naming_file_and_field(tmp_path, capsys, damage, needle):
+    import pickle
+
+    import numpy as np
+
+    build_store(tmp_path / "s", n_ops=1)
+    root = tmp_path / "s"
+    if damage == "pickle":
+        f = root / "arrays" / "op0-t.npz"
+        f.write_bytes(pickle.dumps({"upper.U": np.eye(2)}))
+        _fix_sha(root / "brackets.jsonl", "op0-t", f)
+    elif damage == "eps0":
+        p = root / "brackets.jsonl"
+        recs = [json.loads(x) for x in p.read_text().splitlines()]
+        recs[0]["eps"] = "0"
+        p.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    else:
+        f = root / "arrays" / "op0-t.npz"
+        with np.load(f) as z:
+            arrs = {k: z[k] for k in z.files}
+        arrs["upper.U"][0, 0] = np.nan
+        np.savez(f, **arrs)
+        _fix_sha(root / "brackets.jsonl", "op0-t", f)
+    code, _, err = run_cli(capsys, "check", str(root))
+    assert code == 2
+    assert needle in err and ("brackets.jsonl" in err or "op0-t.npz" in err)
+
+
+def _fix_sha(jsonl, bid, f):
+    import hashlib
+
+    recs = [json.loads(x) for x in jsonl.read_text().splitlines()]
+    for r in recs:
+        if r["id"] == bid:
+            r["sha256"] = hashlib.sha256(f.read_bytes()).hexdigest()
+    jsonl.write_text("".join(json.dumps(r) + "\n" for r in recs))
