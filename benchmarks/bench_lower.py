@@ -26,6 +26,9 @@ def softmax_matrix(n: int, rng: np.random.Generator, scale: float = 3.0) -> np.n
 
 
 def median_time(fn, reps: int, clock=time.perf_counter) -> float:
+    # numpy and scipy ship separate OpenBLAS builds; after one has run multithreaded its
+    # workers spin for a while and would slow the other down: let them go idle first
+    time.sleep(0.3)
     fn()  # warm-up (threads, caches)
     ts = []
     for _ in range(reps):
