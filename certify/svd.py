@@ -12,7 +12,8 @@ the i-th largest singular value satisfies
 (the lower form needs f, g < 1).  The tiers differ only in how e, f, g are bounded:
 
 * ``float64``: Ozaki/Rump error-free splits make the dominant products exact in BLAS
-  (certify.ballmat.split_residual_frob_upper); the cross terms carry a-priori bounds.
+  (certify.ballmat.gram_residual_frob_upper with dsyrk/dsyr2k for f and g,
+  certify.ballmat.split_residual_frob_upper for e); the cross terms carry a-priori bounds.
 * ``arb``: the residual matrices as python-flint balls at 128 bits.
 * ``exact``: the residual matrices exactly as dyadic integers (fmpz_mat).
 
