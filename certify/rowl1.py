@@ -13,6 +13,7 @@ Three tiers, each rigorous on its own:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from fractions import Fraction
 from functools import lru_cache
@@ -25,61 +26,83 @@ from .rationals import float_down, float_up
 from .result import Enclosure
 from .rounding import (
     ETA,
-    down,
     gamma_up,
     inv_one_minus_gamma_up,
     inv_one_plus_gamma_down,
-    up,
 )
 
 ARB_PRECISIONS = (128, 256, 512)
 
 
-def float_row_bounds(A: np.ndarray, U: np.ndarray, V: np.ndarray
-                     ) -> tuple[np.ndarray, np.ndarray] | None:
-    """Returns float64 arrays (lo, hi) with lo_i <= sum_j |A - U V|_ij <= hi_i for every row.
+def float_row_sums(A: np.ndarray, U: np.ndarray, V: np.ndarray
+                   ) -> tuple[np.ndarray, np.ndarray | None] | None:
+    """Returns (S, T): S_i = fl(sum_j |fl(A - fl(U V))_ij|) and T = fl(|U| fl(|V| 1))
+    (``None`` when k = 0), the two float computations Lemma 4 of proofs_notes/rounding.md bounds.
 
     Returns ``None`` when an intermediate is not finite (NaN/Inf inputs or overflow); the
     caller then validates the inputs and, if they are finite, uses a slower tier.
     """
     with np.errstate(all="ignore"):  # overflow and NaN are detected from the results
-        return _float_row_bounds(A, U, V)
+        k = U.shape[1]
+        if k:
+            D = U @ V
+            np.subtract(A, D, out=D)
+        else:
+            D = A.copy()
+        np.abs(D, out=D)
+        S = D.sum(axis=1)
+        T = np.abs(U) @ np.abs(V).sum(axis=1) if k else None
+        # NaN propagates through max, so two reductions check every entry
+        if not (np.isfinite(S.max()) and (T is None or np.isfinite(T.max()))):
+            return None
+        return S, T
 
 
-def _float_row_bounds(A: np.ndarray, U: np.ndarray, V: np.ndarray
-                      ) -> tuple[np.ndarray, np.ndarray] | None:
-    N = A.shape[1]
-    k = U.shape[1]
-    if k:
-        D = U @ V
-        np.subtract(A, D, out=D)
-    else:
-        D = A.copy()
-    np.abs(D, out=D)
-    S = D.sum(axis=1)
-    if not np.isfinite(S).all():
-        return None
+def _np_up(x):
+    return np.nextafter(x, np.inf)
+
+
+def _np_down(x):
+    return np.nextafter(x, -np.inf)
+
+
+def _py_up(x: float) -> float:
+    return math.nextafter(x, math.inf)
+
+
+def _py_down(x: float) -> float:
+    return math.nextafter(x, -math.inf)
+
+
+def lemma4_bounds(S, T, k: int, N: int, up=_np_up, down=_np_down):
+    """Returns (lo, hi) with lo <= sum_j |A - U V|_ij <= hi, from S_i, T_i of
+    :func:`float_row_sums` (arrays with ``up``/``down`` = nextafter on arrays, or Python floats
+    with the ``math`` versions: one formula for both).
+
+    hi is nondecreasing in S and T (round-to-nearest and the outward steps are monotone), so
+    hi(max S, max T) bounds every row: the cheap test used before any per-row work.
+    """
     hi = up(S * inv_one_minus_gamma_up(N + 1))
     lo = down(S * inv_one_plus_gamma_down(N + 1))
     if k:
-        T = np.abs(U) @ np.abs(V).sum(axis=1)
-        if not np.isfinite(T).all():
-            return None
-        R = _product_error_row_sums(T, k, N)
+        k_eta, n_k_eta = _eta_terms(k, N)
+        # sum_j |fl(UV) - UV|_ij <= gamma_k (T_i + k eta) / (1 - gamma_{N+k-1}) + N k eta
+        true_T = up(up(T + k_eta) * inv_one_minus_gamma_up(N + k - 1))
+        R = up(up(true_T * gamma_up(k)) + n_k_eta)
         hi = up(hi + R)
         lo = down(lo - R)
+    return lo, hi
+
+
+def float_row_bounds(A: np.ndarray, U: np.ndarray, V: np.ndarray
+                     ) -> tuple[np.ndarray, np.ndarray] | None:
+    """Returns float64 arrays (lo, hi) with lo_i <= sum_j |A - U V|_ij <= hi_i for every row,
+    or ``None`` when the float computation is not finite."""
+    sums = float_row_sums(A, U, V)
+    if sums is None:
+        return None
+    lo, hi = lemma4_bounds(*sums, U.shape[1], A.shape[1])
     return np.maximum(lo, 0.0), hi
-
-
-def _product_error_row_sums(T: np.ndarray, k: int, N: int) -> np.ndarray:
-    """Upper bounds on sum_j |fl(U V)_ij - (U V)_ij| from T = fl(|U| fl(|V| 1)).
-
-    Per entry the product error is <= gamma_k (|U||V|)_ij + k eta; the row sum of |U||V| is
-    (|U| (|V| 1))_i <= (T_i + k eta) / (1 - gamma_{N+k-1}).
-    """
-    k_eta, n_k_eta = _eta_terms(k, N)
-    true_T = up(up(T + k_eta) * inv_one_minus_gamma_up(N + k - 1))
-    return up(up(true_T * gamma_up(k)) + n_k_eta)
 
 
 @lru_cache(maxsize=1024)
@@ -154,26 +177,36 @@ def decide_max_row_l1(A: np.ndarray, U: np.ndarray, V: np.ndarray, t: Fraction, 
     tiers_run: list[str] = []
     escalated: dict[str, int] = {}
     prec_used: int | None = None
-    t_down, t_up = float_down(t), float_up(t)
+    t_down, t_up = _float_bounds(t)
 
     if tier in ("auto", "float64"):
-        bounds = float_row_bounds(A, U, V)
-        if bounds is None:
+        tiers_run.append("float64")
+        sums = float_row_sums(A, U, V)
+        if sums is None:
             for name, X in (("A", A), ("U", U), ("V", V)):
                 require_finite(X, name, source=source)
-        tiers_run.append("float64")
-        if bounds is not None:
-            flo, fhi = bounds
+        else:
+            S, T = sums
+            k, N = U.shape[1], A.shape[1]
+            # cheap test first: one bound for all rows, one lower bound at the largest S
+            i0 = int(S.argmax())
+            lo0, _ = lemma4_bounds(float(S[i0]), None if T is None else float(T[i0]), k, N,
+                                   _py_up, _py_down)
+            _, hi_all = lemma4_bounds(float(S[i0]), None if T is None else float(T.max()),
+                                      k, N, _py_up, _py_down)
+            whole = Enclosure(Fraction(max(lo0, 0.0)), Fraction(hi_all))
+            if hi_all <= t_down:
+                return _finish("holds", whole, tiers_run, None, escalated)
+            if lo0 > t_up:
+                return _finish("fails", whole, tiers_run, None, escalated)
+            flo, fhi = lemma4_bounds(S, T, k, N)
+            flo = np.maximum(flo, 0.0)
             if (flo > t_up).any():
-                # proved: some row exceeds t; the enclosure of the max needs every row's bounds
                 return _finish("fails", _float_max(flo, fhi), tiers_run, None, escalated)
             pending = np.flatnonzero(fhi > t_down).tolist()
             if not pending:
                 return _finish("holds", _float_max(flo, fhi), tiers_run, None, escalated)
-            decided = fhi <= t_down
-            for i in np.flatnonzero(decided).tolist():
-                lo[i], hi[i] = Fraction(float(flo[i])), Fraction(float(fhi[i]))
-            for i in pending:
+            for i in range(m):
                 lo[i], hi[i] = Fraction(float(flo[i])), Fraction(float(fhi[i]))
         if tier == "float64":
             return _finish("undecided", _max_enclosure(lo, hi), tiers_run, None, escalated)
@@ -207,6 +240,11 @@ def decide_max_row_l1(A: np.ndarray, U: np.ndarray, V: np.ndarray, t: Fraction, 
         lo[i] = hi[i] = v
     status = "fails" if any(lo[i] > t for i in pending) else "holds"
     return _finish(status, _max_enclosure(lo, hi), tiers_run, prec_used, escalated)
+
+
+@lru_cache(maxsize=256)
+def _float_bounds(t: Fraction) -> tuple[float, float]:
+    return float_down(t), float_up(t)
 
 
 def _tighten(lo, hi, new):

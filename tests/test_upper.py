@@ -190,3 +190,18 @@ def test_float32_inputs_are_taken_exactly():
     e = exact_row1(A.astype(np.float64), (U, V))
     assert check_upper(A, U, V, e).status == "holds"
     assert check_upper(A, U, V, e - Fraction(1, 10**25)).status == "fails"
+
+
+def test_cheap_all_rows_bound_never_decides_wrongly():
+    """The one-bound shortcut combines max S (row 0) with max T (row 1); here that bound is
+    too wide, so the decision must come from per-row bounds, in the float64 tier alone too."""
+    A = np.array([[0.5, 0.5], [0.5, 0.5]])
+    U = np.array([[0.0, 0.0], [2.0**40, 2.0**40]])  # row 0: B = 0, error 1
+    V = np.array([[1.0, 1.0], [-1.0 + 2.0**-41, -1.0 + 2.0**-41]])  # row 1: B = A exactly
+    assert exact_row1(A, (U, V)) == 1
+    eps = 1 + Fraction(1, 2**20)
+    for tier in ("auto", "float64"):
+        c = check_upper(A, U, V, eps, tier=tier)
+        assert c.status == "holds" and 1 in c.error
+    assert check_upper(A, U, V, Fraction(1) - Fraction(1, 2**60)).status == "fails"
+    assert check_upper(A, U, V, 1).status == "holds"
