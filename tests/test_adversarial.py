@@ -759,3 +759,46 @@ def test_slack_uniform_logits_against_exact(rows, beta):
     assert check_upper(Ahat, U, V, norm + s.chi, chi=s.chi).status == "holds"
     assert check_upper(Ahat, U, V, norm + s.chi - Fraction(1, 2**80),
                        chi=s.chi).status == "fails"
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "BUG: masked arrays (certify/arrays.py as_matrix keeps ndarray subclasses) make a lower "
+    "certificate hold in the float64 and arb tiers (masked entries act as 0: Ball products "
+    "and arb_mat(X.tolist()) see None/0) while the exact tier uses the stored data and "
+    "fails; here X has a masked 100 and ||I - X||_inf = 100"))
+def test_bug_masked_decoder_holds_wrongly():
+    Xm = np.ma.array([[1.0, 100.0], [0.0, 1.0]], mask=[[False, True], [False, False]])
+    cert = {"kind": "decoder", "rank": 2, "D": np.eye(2), "W": np.eye(2), "X": Xm}
+    delta, _, _ = exact_decoder_parts(np.eye(2), np.eye(2), np.eye(2), np.asarray(Xm.data))
+    assert delta == 100
+    outcomes = set()
+    for tier in TIERS:
+        try:
+            outcomes.add(check_lower(np.eye(2), cert, "0.5", tier=tier).status)
+        except InputError:
+            outcomes.add("rejected")
+    assert "holds" not in outcomes
+
+
+@pytest.mark.xfail(strict=True, raises=ValueError, reason=(
+    "BUG: ragged nested lists reach np.asarray unguarded in certify/arrays.py (as_matrix, "
+    "as_index_vector): numpy's ValueError escapes instead of an InputError naming the field "
+    "(InputError subclasses ValueError, so the test requires the InputError type)"))
+@pytest.mark.parametrize("field", ["X", "rows"])
+def test_bug_ragged_lists_are_not_input_errors(field):
+    A = np.eye(3)
+    cert = {"kind": "submatrix", "rank": 2, "rows": [0, 1], "cols": [0, 1], "X": np.eye(2)}
+    cert[field] = [[0], [1, 2]]
+    try:
+        check_lower(A, cert, "0.1")
+    except InputError:
+        return
+    raise AssertionError("no error for a ragged array")
+
+
+@pytest.mark.xfail(strict=True, raises=OverflowError, reason=(
+    "BUG: chi above the float64 range crashes the nonzero check (t = eps + chi reaches "
+    "rowl1._float_bounds -> rationals.float_down)"))
+def test_bug_huge_chi_crashes_nonzero():
+    c = check_lower(np.eye(2), {"kind": "nonzero", "rank": 1}, 1, chi=10**400)
+    assert c.status == "fails"
