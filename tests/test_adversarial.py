@@ -802,3 +802,61 @@ def test_bug_ragged_lists_are_not_input_errors(field):
 def test_bug_huge_chi_crashes_nonzero():
     c = check_lower(np.eye(2), {"kind": "nonzero", "rank": 1}, 1, chi=10**400)
     assert c.status == "fails"
+
+
+def test_broadcast_and_aliased_inputs():
+    """Zero-stride (read-only, overlapping) views and factors that alias A."""
+    A = np.broadcast_to(np.array([0.5, 0.25, 0.125, 0.125]), (5, 4))
+    U = np.broadcast_to(np.array([[1.0]]), (5, 1))
+    V = np.array([[0.5, 0.25, 0.125, 0.0]])
+    err = exact_upper_error(A, U, V)
+    assert err == Fraction(1, 8)
+    for t in near(err):
+        for tier in TIERS:
+            assert_upper_sound(check_upper(A, U, V, t, tier=tier), err, t, tier)
+    # rank 1: the tail from L = 2 is exactly 0, so no threshold makes it hold
+    for tier in TIERS:
+        assert check_lower(A, {"kind": "frobenius_tail", "rank": 2}, Fraction(1, 2**1000),
+                           tier=tier).status != "holds"
+        # duplicate rows: every 2 x 2 submatrix is singular
+        c = check_lower(A, {"kind": "submatrix", "rank": 2, "rows": [0, 1], "cols": [0, 1],
+                            "X": np.eye(2)}, Fraction(1, 2**1000), tier=tier)
+        assert c.status != "holds"
+    A2 = np.array([[0.5, 0.5], [0.25, 0.75]])
+    assert check_upper(A2, A2, np.eye(2), Fraction(1, 2**1074)).status == "holds"
+    assert exact_upper_error(A2, A2[:, :1], np.ones((1, 2))) == Fraction(1, 2)
+    assert check_upper(A2, A2[:, :1], np.ones((1, 2)), "1/2").status == "holds"
+    assert check_upper(A2, A2[:, :1], np.ones((1, 2)), "0.4999").status == "fails"
+
+
+moderate_floats = st.one_of(
+    st.floats(-1e100, 1e100, allow_nan=False, allow_infinity=False),
+    st.sampled_from([0.0, 5e-324, -1e-310, 1.0, 2.0**-52]),
+)
+
+
+@HYP
+@given(st.integers(1, 4).flatmap(lambda m: st.integers(1, 4).flatmap(
+    lambda n: matrices(m, n, moderate_floats))),
+    st.sampled_from(["as is", "T", "rank one", "scaled down"]))
+def test_singular_values_against_mpmath(A, how):
+    import mpmath
+
+    if how == "T":
+        A = A.T
+    elif how == "rank one":
+        A = np.outer(A[:, 0], A[0])
+        if not np.abs(A).max() < 1e140:
+            return  # squared residuals beyond float64: test_bug_svd_residual_overflow_crashes
+    elif how == "scaled down":
+        A = np.ldexp(A, -700)
+    with mpmath.workdps(60):
+        M = mpmath.matrix([[mpmath.mpf(float(x)) for x in row] for row in A])
+        s = mpmath.svd_r(M, compute_uv=False)
+        ref = sorted((Fraction(mpmath.nstr(s[i], 58)) if s[i] else Fraction(0)
+                      for i in range(len(s))), reverse=True)
+    for tier in TIERS:
+        sv = singular_values(A, tier=tier)
+        for i, r in enumerate(ref):
+            tol = ref[0] / 10**45  # mpmath at 60 digits: absolute accuracy ~ sigma_1 1e-58
+            assert sv.lo[i] - tol <= r <= sv.hi[i] + tol, (tier, i, float(r))
