@@ -9,7 +9,8 @@ cancellation, mixed binades, float32, strided / transposed / Fortran views, k = 
 N x 1, singular decoders, terrible inverses, duplicate rows, eps with huge denominators,
 chi > eps, and matrices with exactly known singular values.
 
-Tests marked xfail(strict=True) demonstrate kernel bugs found by this review (see reasons).
+The test_bug_* tests reproduce kernel bugs found by this review (xfail(strict) until the
+kernel fixes landed; now regression tests).
 """
 
 from __future__ import annotations
@@ -167,8 +168,6 @@ def test_upper_wild_binades(case):
     if big:
         return  # out of scope: products overflow float64 (tested separately for no crash)
     err = exact_upper_error(A, U, V)
-    if err > 2**1000:
-        return  # row sums near the float64 maximum: the xfail tests test_bug_* cover these
     for t in near(err) if err else [Fraction(1, 2**1100)]:
         c = check_upper(A, U, V, t)
         assert c.status == ("holds" if err <= t else "fails")
@@ -616,51 +615,54 @@ def test_slack_logits_tie_rows():
     assert s.chi < Fraction(1, 2**50)
 
 
-# --- bugs found (xfail strict: they flip to failures once fixed) ----------------------------
+# --- regressions for bugs this review found (were xfail(strict) until the kernel fixes) -----
 
 _MAX = np.finfo(np.float64).max
 
 
-@pytest.mark.xfail(strict=True, raises=OverflowError, reason=(
-    "BUG: certify/rowl1.py decide_max_row_l1 builds Enclosure(..., Fraction(hi_all)) and "
-    "Fraction(float(fhi[i])) from float bounds that overflow to inf when a row sum is near "
-    "the float64 maximum (A = [[1.7976931348623157e308]]): OverflowError instead of a "
-    "verdict via the arb/exact tiers"))
+# Regression (fixed bug): certify/rowl1.py decide_max_row_l1 builds Enclosure(...,
+# Fraction(hi_all)) and Fraction(float(fhi[i])) from float bounds that overflow to inf when a
+# row sum is near the float64 maximum (A = [[1.7976931348623157e308]]): OverflowError instead of
+# a verdict via the arb/exact tiers
 def test_bug_row_sum_near_float_max_crashes_upper():
     A = np.array([[_MAX]])
     c = check_upper(A, np.zeros((1, 0)), np.zeros((0, 1)), 1)
     assert c.status == "fails"
 
 
-@pytest.mark.xfail(strict=True, raises=OverflowError, reason=(
-    "BUG: same rowl1.py overflow via the nonzero certificate (check_lower kind nonzero)"))
+# Regression (fixed bug): same rowl1.py overflow via the nonzero certificate (check_lower kind
+# nonzero)
 def test_bug_row_sum_near_float_max_crashes_nonzero():
     A = np.array([[_MAX, 0.0]])
     assert check_lower(A, {"kind": "nonzero", "rank": 1}, 1).status == "holds"
 
 
-@pytest.mark.xfail(strict=True, raises=OverflowError, reason=(
-    "BUG: certify/rowl1.py _float_bounds(t) calls rationals.float_down/float_up, which "
-    "raise OverflowError for a threshold above the float64 range (eps = 10**400 or '1e400'); "
-    "a valid exact eps must give a verdict (here holds) or an InputError"))
+# Regression (fixed bug): certify/rowl1.py _float_bounds(t) calls rationals.float_down/float_up,
+# which raise OverflowError for a threshold above the float64 range (eps = 10**400 or '1e400');
+# a valid exact eps must give a verdict (here holds) or an InputError
 @pytest.mark.parametrize("eps", [10**400, "1e400", Fraction(2**1024)])
 def test_bug_huge_eps_crashes_upper(eps):
     A = np.array([[0.5, 0.5]])
     assert check_upper(A, np.zeros((1, 0)), np.zeros((0, 2)), eps).status == "holds"
 
 
-@pytest.mark.xfail(strict=True, raises=OverflowError, reason=(
-    "BUG: huge eps crashes the nonzero certificate the same way (rowl1._float_bounds)"))
+# Regression (fixed bug): huge eps crashes the nonzero certificate the same way
+# (rowl1._float_bounds)
 def test_bug_huge_eps_crashes_nonzero():
+    big = np.array([[_MAX, _MAX]])  # the float row sum overflows; the exact one is 2 _MAX
+    assert check_upper(big, np.zeros((1, 0)), np.zeros((0, 2)), 10**400).status == "holds"
+    assert check_upper(big, np.zeros((1, 0)), np.zeros((0, 2)), 2 * Fraction(_MAX)).status \
+        == "holds"
+    assert check_upper(big, np.zeros((1, 0)), np.zeros((0, 2)),
+                       2 * Fraction(_MAX) - 1).status == "fails"
     A = np.array([[0.5, 0.5]])
     assert check_lower(A, {"kind": "nonzero", "rank": 1}, 10**400).status == "fails"
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: certify/arrays.py as_matrix passes float64 ndarray subclasses through unchanged; "
-    "for a numpy MaskedArray the float64 and arb tiers of rowl1 ignore masked entries while "
-    "the exact tier (np.asarray -> .data) sees them, so the tiers contradict each other and "
-    "'holds' is printed for a claim false about the stored data"))
+# Regression (fixed bug): certify/arrays.py as_matrix passes float64 ndarray subclasses through
+# unchanged; for a numpy MaskedArray the float64 and arb tiers of rowl1 ignore masked entries
+# while the exact tier (np.asarray -> .data) sees them, so the tiers contradict each other and
+# 'holds' is printed for a claim false about the stored data
 def test_bug_masked_array_holds_wrongly():
     Am = np.ma.array([[0.5, 100.0]], mask=[[False, True]])
     statuses = set()
@@ -674,9 +676,9 @@ def test_bug_masked_array_holds_wrongly():
     assert statuses in ({"rejected"}, {"fails"})
 
 
-@pytest.mark.xfail(strict=True, raises=TypeError, reason=(
-    "BUG: certify/arrays.py as_matrix passes np.matrix through; rowl1 then crashes with "
-    "TypeError (row sums are (m, 1) matrices) instead of checking or raising InputError"))
+# Regression (fixed bug): certify/arrays.py as_matrix passes np.matrix through; rowl1 then
+# crashes with TypeError (row sums are (m, 1) matrices) instead of checking or raising
+# InputError
 def test_bug_np_matrix_crashes():
     A = np.matrix([[0.5, 0.5], [0.25, 0.75]])
     c = check_upper(A, np.zeros((2, 0)), np.zeros((0, 2)), "0.99")
@@ -686,20 +688,19 @@ def test_bug_np_matrix_crashes():
 _WIDE = np.array([[1e170, 1e-300], [1e169, 3.0]])  # no exact power-of-two rescaling exists
 
 
-@pytest.mark.xfail(strict=True, raises=OverflowError, reason=(
-    "BUG: certify/svd.py _sqrt_up calls rationals.float_up on a squared residual norm above "
-    "the float64 range (arb/exact residuals of a matrix with entries ~1e170 that cannot be "
-    "rescaled exactly); the float64 tier already falls back to the trivial enclosure, but "
-    "tier auto then escalates to arb and crashes. Suggested fix: return math.inf on "
-    "OverflowError in _sqrt_up (as _float_up_safe does) so _from_residuals uses _trivial"))
+# Regression (fixed bug): certify/svd.py _sqrt_up calls rationals.float_up on a squared residual
+# norm above the float64 range (arb/exact residuals of a matrix with entries ~1e170 that cannot
+# be rescaled exactly); the float64 tier already falls back to the trivial enclosure, but tier
+# auto then escalates to arb and crashes. Suggested fix: return math.inf on OverflowError in
+# _sqrt_up (as _float_up_safe does) so _from_residuals uses _trivial
 @pytest.mark.parametrize("tier", ["auto", "arb", "exact"])
 def test_bug_svd_residual_overflow_crashes(tier):
     sv = singular_values(_WIDE, tier=tier)
     assert sv.lo[0] <= Fraction(1e170) <= sv.hi[0] * 2
 
 
-@pytest.mark.xfail(strict=True, raises=OverflowError, reason=(
-    "BUG: the same svd._sqrt_up overflow reached from check_lower(kind=frobenius_tail)"))
+# Regression (fixed bug): the same svd._sqrt_up overflow reached from
+# check_lower(kind=frobenius_tail)
 def test_bug_frobenius_tail_residual_overflow_crashes():
     c = check_lower(_WIDE, {"kind": "frobenius_tail", "rank": 2}, "0.5")
     assert c.status in ("holds", "undecided")
@@ -761,11 +762,10 @@ def test_slack_uniform_logits_against_exact(rows, beta):
                        chi=s.chi).status == "fails"
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: masked arrays (certify/arrays.py as_matrix keeps ndarray subclasses) make a lower "
-    "certificate hold in the float64 and arb tiers (masked entries act as 0: Ball products "
-    "and arb_mat(X.tolist()) see None/0) while the exact tier uses the stored data and "
-    "fails; here X has a masked 100 and ||I - X||_inf = 100"))
+# Regression (fixed bug): masked arrays (certify/arrays.py as_matrix keeps ndarray subclasses)
+# make a lower certificate hold in the float64 and arb tiers (masked entries act as 0: Ball
+# products and arb_mat(X.tolist()) see None/0) while the exact tier uses the stored data and
+# fails; here X has a masked 100 and ||I - X||_inf = 100
 def test_bug_masked_decoder_holds_wrongly():
     Xm = np.ma.array([[1.0, 100.0], [0.0, 1.0]], mask=[[False, True], [False, False]])
     cert = {"kind": "decoder", "rank": 2, "D": np.eye(2), "W": np.eye(2), "X": Xm}
@@ -780,10 +780,9 @@ def test_bug_masked_decoder_holds_wrongly():
     assert "holds" not in outcomes
 
 
-@pytest.mark.xfail(strict=True, raises=ValueError, reason=(
-    "BUG: ragged nested lists reach np.asarray unguarded in certify/arrays.py (as_matrix, "
-    "as_index_vector): numpy's ValueError escapes instead of an InputError naming the field "
-    "(InputError subclasses ValueError, so the test requires the InputError type)"))
+# Regression (fixed bug): ragged nested lists reach np.asarray unguarded in certify/arrays.py
+# (as_matrix, as_index_vector): numpy's ValueError escapes instead of an InputError naming the
+# field (InputError subclasses ValueError, so the test requires the InputError type)
 @pytest.mark.parametrize("field", ["X", "rows"])
 def test_bug_ragged_lists_are_not_input_errors(field):
     A = np.eye(3)
@@ -796,9 +795,8 @@ def test_bug_ragged_lists_are_not_input_errors(field):
     raise AssertionError("no error for a ragged array")
 
 
-@pytest.mark.xfail(strict=True, raises=OverflowError, reason=(
-    "BUG: chi above the float64 range crashes the nonzero check (t = eps + chi reaches "
-    "rowl1._float_bounds -> rationals.float_down)"))
+# Regression (fixed bug): chi above the float64 range crashes the nonzero check (t = eps + chi
+# reaches rowl1._float_bounds -> rationals.float_down)
 def test_bug_huge_chi_crashes_nonzero():
     c = check_lower(np.eye(2), {"kind": "nonzero", "rank": 1}, 1, chi=10**400)
     assert c.status == "fails"
@@ -846,8 +844,8 @@ def test_singular_values_against_mpmath(A, how):
         A = A.T
     elif how == "rank one":
         A = np.outer(A[:, 0], A[0])
-        if not np.abs(A).max() < 1e140:
-            return  # squared residuals beyond float64: test_bug_svd_residual_overflow_crashes
+        if not np.isfinite(A).all():
+            return
     elif how == "scaled down":
         A = np.ldexp(A, -700)
     with mpmath.workdps(60):
@@ -860,3 +858,41 @@ def test_singular_values_against_mpmath(A, how):
         for i, r in enumerate(ref):
             tol = ref[0] / 10**45  # mpmath at 60 digits: absolute accuracy ~ sigma_1 1e-58
             assert sv.lo[i] - tol <= r <= sv.hi[i] + tol, (tier, i, float(r))
+
+
+@pytest.mark.xfail(strict=True, raises=ValueError, reason=(
+    "BUG: an eps or chi whose numerator or denominator has more than 4300 decimal digits "
+    "(eps = '1e-5000', Fraction(1, 3**10000)) crashes every check with Python's "
+    "int-to-str limit ValueError: the claim strings format the Fraction (certify/upper.py "
+    "claim = f'...{t}', certify/lower.py claims). Suggested fix: render claims with "
+    "rationals.fmt or a bounded repr, or reject such tolerances with InputError in parse_eps"))
+@pytest.mark.parametrize("kind", ["upper", "nonzero", "frobenius_tail", "submatrix", "chi"])
+def test_bug_eps_with_5000_digits_crashes(kind):
+    A, e = np.eye(2), Fraction(1, 10**5000)
+    calls = {
+        "upper": lambda: check_upper(A, np.eye(2), np.eye(2), e),
+        "nonzero": lambda: check_lower(A, {"kind": "nonzero", "rank": 1}, e),
+        "frobenius_tail": lambda: check_lower(A, {"kind": "frobenius_tail", "rank": 2}, e),
+        "submatrix": lambda: check_lower(A, {"kind": "submatrix", "rank": 2, "rows": [0, 1],
+                                             "cols": [0, 1], "X": np.eye(2)}, e),
+        "chi": lambda: check_upper(A, np.eye(2), np.eye(2), 1, chi=Fraction(1, 3**10000)),
+    }
+    want = {"upper": "holds", "nonzero": "holds", "frobenius_tail": "holds",
+            "submatrix": "holds", "chi": "holds"}
+    try:
+        c = calls[kind]()
+    except InputError:
+        return  # refusing an absurd tolerance is sound
+    assert c.status == want[kind]
+
+
+@pytest.mark.xfail(strict=True, raises=ValueError, reason=(
+    "BUG: the same 4300-digit limit in certify/slack.py operator_slack: "
+    "detail['beta'] = str(beta) crashes for beta = Fraction(1, 10**5000)"))
+def test_bug_beta_with_5000_digits_crashes_slack():
+    try:
+        s = operator_slack({"A": np.full((1, 2), 0.5), "logits": np.zeros((1, 2)),
+                            "beta": Fraction(1, 10**5000)})
+    except InputError:
+        return
+    assert s.chi_lo <= 0 <= s.chi  # equal logits: the record is exactly [1/2, 1/2]
