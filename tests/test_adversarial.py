@@ -827,6 +827,28 @@ def test_broadcast_and_aliased_inputs():
     assert check_upper(A2, A2[:, :1], np.ones((1, 2)), "0.4999").status == "fails"
 
 
+
+def test_unaligned_and_big_endian_inputs():
+    rng = np.random.default_rng(0)
+    A0, U0, V0 = rng.random((4, 5)), rng.random((4, 2)), rng.random((2, 5))
+    unaligned = np.frombuffer(b"x" + A0.tobytes(), dtype=np.float64, offset=1).reshape(4, 5)
+    err = exact_upper_error(A0, U0, V0)
+    X = np.linalg.inv(A0[:2, :2])
+    cert = {"kind": "submatrix", "rank": 2, "rows": np.array([0, 1], dtype=">i8"),
+            "cols": [0, 1], "X": X}
+    ref_sv = singular_values(A0, tier="exact")
+    ref_dec = check_lower(A0, cert, "1e-3", tier="exact")
+    for A, U, V in ((unaligned, U0, V0), (A0.astype(">f8"), U0.astype(">f8"), V0.astype(">f8"))):
+        for t in near(err):
+            for tier in ("auto", "exact"):
+                assert check_upper(A, U, V, t, tier=tier).status == (
+                    "holds" if err <= t else "fails")
+        sv = singular_values(A, tier="exact")
+        assert (sv.lo, sv.hi) == (ref_sv.lo, ref_sv.hi)
+        assert check_lower(A, cert, "1e-3").status == ref_dec.status
+        assert check_lower(A, dict(cert, X=X.astype(">f8")), "1e-3", tier="exact").value == \
+            ref_dec.value
+
 moderate_floats = st.one_of(
     st.floats(-1e100, 1e100, allow_nan=False, allow_infinity=False),
     st.sampled_from([0.0, 5e-324, -1e-310, 1.0, 2.0**-52]),
