@@ -679,6 +679,7 @@ def test_bug_masked_array_holds_wrongly():
 # Regression (fixed bug): certify/arrays.py as_matrix passes np.matrix through; rowl1 then
 # crashes with TypeError (row sums are (m, 1) matrices) instead of checking or raising
 # InputError
+@pytest.mark.filterwarnings("ignore::PendingDeprecationWarning")
 def test_bug_np_matrix_crashes():
     A = np.matrix([[0.5, 0.5], [0.25, 0.75]])
     c = check_upper(A, np.zeros((2, 0)), np.zeros((0, 2)), "0.99")
