@@ -22,10 +22,14 @@ def as_matrix(x: object, field: str, *, source: str | None = None,
     :class:`InputError` naming ``field`` for other dtypes, wrong dimension or shape, and
     (when ``check_finite``) NaN or Inf.
     """
-    if isinstance(x, np.ndarray) and x.dtype == np.float64 and x.ndim == 2:
+    if isinstance(x, np.ma.MaskedArray):
+        # masked entries would be zeros to some arithmetic and stored data to other: refuse
+        raise InputError("masked arrays are not accepted; pass the data (np.asarray(x.data)) "
+                         "or fill the masked entries explicitly", field=field, source=source)
+    if type(x) is np.ndarray and x.dtype == np.float64 and x.ndim == 2:
         arr = x
     else:
-        arr = np.asarray(x)
+        arr = _plain_array(x, field, source)
         if arr.dtype == object or arr.dtype.kind not in "fiu":
             raise InputError(f"must be a real float or integer array, got dtype {arr.dtype}",
                              field=field, source=source)
@@ -49,6 +53,15 @@ def as_matrix(x: object, field: str, *, source: str | None = None,
     return arr
 
 
+def _plain_array(x: object, field: str, source: str | None) -> np.ndarray:
+    """Returns ``x`` as a base-class ndarray (np.matrix and other subclasses dropped)."""
+    try:
+        return np.asarray(x).view(np.ndarray)
+    except (ValueError, TypeError) as err:  # ragged nested lists and the like
+        raise InputError(f"not a rectangular numeric array: {err}", field=field,
+                         source=source) from None
+
+
 def require_finite(arr: np.ndarray, field: str, *, source: str | None = None) -> None:
     """Raises :class:`InputError` if ``arr`` holds NaN or Inf, naming the first bad entry."""
     if arr.size and not np.isfinite(arr).all():
@@ -60,7 +73,9 @@ def require_finite(arr: np.ndarray, field: str, *, source: str | None = None) ->
 
 def as_index_vector(x: object, field: str, bound: int, *, source: str | None = None) -> np.ndarray:
     """Returns ``x`` as a 1-D int64 array of distinct indices in [0, bound)."""
-    arr = np.asarray(x)
+    if isinstance(x, np.ma.MaskedArray):
+        raise InputError("masked arrays are not accepted", field=field, source=source)
+    arr = _plain_array(x, field, source)
     if arr.ndim != 1 or arr.dtype.kind not in "iu":
         raise InputError(f"must be a 1-D integer index vector, got {arr.dtype} {arr.shape}",
                          field=field, source=source)

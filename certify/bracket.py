@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Literal
 
+import numpy as np
+
 from .arrays import as_matrix
 from .errors import InputError
 from .lower import check_lower
@@ -55,7 +57,7 @@ class BracketCheck:
 
     def verdict(self, k: int) -> Verdict:
         """Returns ``feasible`` (k >= upper), ``impossible`` (k < lower) or ``unresolved``."""
-        if isinstance(k, bool) or not isinstance(k, int) or k < 0:
+        if isinstance(k, bool | np.bool_) or not isinstance(k, int | np.integer) or k < 0:
             raise InputError(f"rank budget must be an integer >= 0, got {k!r}", field="k")
         if k >= self.upper:
             return "feasible"

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import numbers
 import re
+import sys
 from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 
@@ -19,7 +20,21 @@ from .errors import InputError
 _RATIO = re.compile(r"^\s*([+-]?\d+)\s*/\s*(\d+)\s*$")
 
 
+# A tolerance with more digits than this is refused: Python cannot even print it
+# (int-to-str limit) and "1e-100000000" would take minutes to expand.
+MAX_BITS = 13_000  # about 3900 decimal digits
+
+
 def to_rational(x: object, *, field: str = "value") -> Fraction:
+    """Returns the exact rational that ``x`` denotes (see :func:`_to_rational`), refusing
+    numerators or denominators above MAX_BITS bits with an InputError."""
+    q = _to_rational(x, field=field)
+    if q.numerator.bit_length() > MAX_BITS or q.denominator.bit_length() > MAX_BITS:
+        raise InputError(f"numerator or denominator longer than {MAX_BITS} bits", field=field)
+    return q
+
+
+def _to_rational(x: object, *, field: str = "value") -> Fraction:
     """Returns the exact rational that ``x`` denotes.
 
     Accepts ``Fraction``, ``int``, Python or NumPy floats (their exact binary value),
@@ -40,7 +55,7 @@ def to_rational(x: object, *, field: str = "value") -> Fraction:
     if isinstance(x, Decimal):
         if not x.is_finite():
             raise InputError(f"must be finite, got {x!r}", field=field)
-        return Fraction(x)
+        return _decimal_fraction(x, field)
     if isinstance(x, str):
         return _parse_string(x, field)
     p, q = getattr(x, "p", None), getattr(x, "q", None)
@@ -72,6 +87,13 @@ def _parse_string(s: str, field: str) -> Fraction:
         raise InputError(f"not a rational number: {s!r}", field=field) from None
     if not d.is_finite():
         raise InputError(f"must be finite, got {s!r}", field=field)
+    return _decimal_fraction(d, field)
+
+
+def _decimal_fraction(d: Decimal, field: str) -> Fraction:
+    # refuse before expanding: the exponent alone says how many digits the fraction needs
+    if d and abs(d.adjusted()) + len(d.as_tuple().digits) > 4 * MAX_BITS // 13:
+        raise InputError(f"too many digits to take exactly: {d!r:.40}", field=field)
     return Fraction(d)
 
 
@@ -83,8 +105,16 @@ def parse_eps(x: object, *, field: str = "eps") -> Fraction:
     return q
 
 
+_FMAX = sys.float_info.max
+_FMAX_Q = Fraction(_FMAX)
+
+
 def float_down(q: Fraction) -> float:
-    """Returns the largest float64 that is <= q (q finite and representable in range)."""
+    """Returns the largest float64 that is <= q (``-inf`` below the float range)."""
+    if q > _FMAX_Q:
+        return _FMAX
+    if q < -_FMAX_Q:
+        return -math.inf
     f = float(q)
     if Fraction(f) > q:
         f = math.nextafter(f, -math.inf)
@@ -92,7 +122,11 @@ def float_down(q: Fraction) -> float:
 
 
 def float_up(q: Fraction) -> float:
-    """Returns the smallest float64 that is >= q."""
+    """Returns the smallest float64 that is >= q (``inf`` above the float range)."""
+    if q > _FMAX_Q:
+        return math.inf
+    if q < -_FMAX_Q:
+        return -_FMAX
     f = float(q)
     if Fraction(f) < q:
         f = math.nextafter(f, math.inf)

@@ -194,6 +194,9 @@ def decide_max_row_l1(A: np.ndarray, U: np.ndarray, V: np.ndarray, t: Fraction, 
                                    _py_up, _py_down)
             _, hi_all = lemma4_bounds(float(S[i0]), None if T is None else float(T.max()),
                                       k, N, _py_up, _py_down)
+        if sums is not None and not math.isfinite(hi_all):
+            sums = None  # a bound overflowed (row sums near the float maximum): next tiers
+        if sums is not None:
             whole = Enclosure(Fraction(max(lo0, 0.0)), Fraction(hi_all))
             if hi_all <= t_down:
                 return _finish("holds", whole, tiers_run, None, escalated)

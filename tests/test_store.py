@@ -180,3 +180,13 @@ def test_shape_mismatch_in_file_is_detected(tmp_path):
     p.write_text(json.dumps(rec) + "\n")
     with pytest.raises(InputError, match="shape"):
         open_store(tmp_path / "s").operators[0].load()
+
+
+def test_json_numbers_with_absurd_exponents_are_refused_fast():
+    with pytest.raises(ValueError, match="too many digits"):
+        jsonexact.loads('[1e-100000000]')
+    from certify.rationals import to_rational
+
+    with pytest.raises(InputError, match="digits"):
+        to_rational("1e-100000000")
+    assert to_rational("1e-300") == Fraction(1, 10**300)

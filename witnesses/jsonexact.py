@@ -13,9 +13,14 @@ from typing import Any
 
 import numpy as np
 
+_MAX_DIGITS = 4000  # beyond this a number is refused rather than expanded
+
 
 def _exact_float(s: str) -> Fraction:
-    return Fraction(Decimal(s))
+    d = Decimal(s)
+    if d and abs(d.adjusted()) + len(d.as_tuple().digits) > _MAX_DIGITS:
+        raise ValueError(f"number with too many digits: {s[:40]}...")
+    return Fraction(d)
 
 
 def _reject_constant(s: str) -> Any:
