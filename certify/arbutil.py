@@ -54,6 +54,14 @@ def matrix(X: np.ndarray) -> arb_mat:
     return arb_mat(X.tolist())
 
 
+def identity(p: int) -> arb_mat:
+    """Returns the p x p identity as an exact arb_mat."""
+    eye = arb_mat(p, p)
+    for i in range(p):
+        eye[i, i] = 1
+    return eye
+
+
 def row_abs_sums(M: arb_mat) -> list[arb]:
     """Returns balls containing sum_j |M_ij| for every row i."""
     rows, cols = M.nrows(), M.ncols()

@@ -71,6 +71,12 @@ def require_finite(arr: np.ndarray, field: str, *, source: str | None = None) ->
                          field=field, source=source)
 
 
+def require_all_finite(source: str | None = None, **arrays: np.ndarray) -> None:
+    """Raises InputError naming the first of ``arrays`` (by keyword) that holds NaN or Inf."""
+    for name, X in arrays.items():
+        require_finite(X, name, source=source)
+
+
 def as_index_vector(x: object, field: str, bound: int, *, source: str | None = None) -> np.ndarray:
     """Returns ``x`` as a 1-D int64 array of distinct indices in [0, bound)."""
     if isinstance(x, np.ma.MaskedArray):

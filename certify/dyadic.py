@@ -46,6 +46,14 @@ def _trailing_zeros(a: np.ndarray) -> np.ndarray:
     return np.log2(low.astype(np.float64)).astype(np.int64)
 
 
+def identity(p: int) -> fmpz_mat:
+    """Returns the p x p integer identity matrix."""
+    eye = fmpz_mat(p, p)
+    for i in range(p):
+        eye[i, i] = 1
+    return eye
+
+
 def to_fraction(x: float) -> Fraction:
     """Returns the exact rational value of a float."""
     return Fraction(float(x))

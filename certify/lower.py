@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from fractions import Fraction
 
 import numpy as np
-from flint import arb, arb_mat, fmpz_mat
+from flint import arb_mat, fmpz_mat
 
 from . import arbutil, dyadic
 from .arrays import as_index_vector, as_matrix
@@ -317,10 +317,7 @@ def _arb_parts(A, D, W, X, sel, prec: int) -> Bounds | None:
             M = arbutil.matrix(A[np.ix_(rows, cols)])
             xd = _arb_max_row_abs(Xa)
             w = (Fraction(1), Fraction(1))
-        eye = arb_mat(p, p)
-        for i in range(p):
-            eye[i, i] = arb(1)
-        delta = _arb_max_row_abs(eye - Xa * M)
+        delta = _arb_max_row_abs(arbutil.identity(p) - Xa * M)
     if delta is None or xd is None or w is None:
         return None
     return {"delta": delta, "xd": xd, "w": w}
@@ -349,10 +346,7 @@ def _exact_parts(A, D, W, X, sel) -> Bounds:
         xd = _exact_max_row_abs(MX, ex)
         w = Fraction(1)
     XM, exm = MX * MM, ex + em
-    eye = fmpz_mat(p, p)
-    for i in range(p):
-        eye[i, i] = 1
     e0 = min(exm, 0)
-    R = dyadic.scaled(eye, -e0) - dyadic.scaled(XM, exm - e0)
+    R = dyadic.scaled(dyadic.identity(p), -e0) - dyadic.scaled(XM, exm - e0)
     delta = _exact_max_row_abs(R, e0)
     return {"delta": (delta, delta), "xd": (xd, xd), "w": (w, w)}

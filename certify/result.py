@@ -11,6 +11,15 @@ Tier = Literal["float64", "arb", "exact"]
 TIERS: tuple[str, ...] = ("float64", "arb", "exact")
 
 
+def check_tier(tier: str) -> str:
+    """Returns ``tier`` if it names a tier or ``"auto"``; raises InputError otherwise."""
+    if tier != "auto" and tier not in TIERS:
+        from .errors import InputError
+
+        raise InputError(f"unknown tier {tier!r}; use auto, float64, arb or exact", field="tier")
+    return tier
+
+
 @dataclass(frozen=True)
 class Enclosure:
     """A closed interval [lo, hi] of exact rationals known to contain a real quantity."""

@@ -21,7 +21,7 @@ from functools import lru_cache
 import numpy as np
 
 from . import arbutil, dyadic
-from .arrays import require_finite
+from .arrays import require_all_finite
 from .rationals import float_down, float_up
 from .result import Enclosure
 from .rounding import (
@@ -183,8 +183,7 @@ def decide_max_row_l1(A: np.ndarray, U: np.ndarray, V: np.ndarray, t: Fraction, 
         tiers_run.append("float64")
         sums = float_row_sums(A, U, V)
         if sums is None:
-            for name, X in (("A", A), ("U", U), ("V", V)):
-                require_finite(X, name, source=source)
+            require_all_finite(source, A=A, U=U, V=V)
         else:
             S, T = sums
             k, N = U.shape[1], A.shape[1]
@@ -214,8 +213,7 @@ def decide_max_row_l1(A: np.ndarray, U: np.ndarray, V: np.ndarray, t: Fraction, 
         if tier == "float64":
             return _finish("undecided", _max_enclosure(lo, hi), tiers_run, None, escalated)
     else:
-        for name, X in (("A", A), ("U", U), ("V", V)):
-            require_finite(X, name, source=source)
+        require_all_finite(source, A=A, U=U, V=V)
 
     if tier in ("auto", "arb"):
         for prec in ARB_PRECISIONS:

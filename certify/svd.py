@@ -44,7 +44,7 @@ from .ballmat import (
 )
 from .errors import InputError
 from .rationals import float_down, float_up
-from .result import TIERS, Enclosure
+from .result import Enclosure, check_tier
 from .rounding import down, up
 
 ARB_PREC = 128
@@ -113,8 +113,7 @@ def singular_values(A: object, *, tier: str = "auto", source: str | None = None
     returned [lo_i, hi_i] contains sigma_i(A) (descending).  Raises InputError for an empty
     matrix, NaN or Inf.
     """
-    if tier != "auto" and tier not in TIERS:
-        raise InputError(f"unknown tier {tier!r}; use auto, float64, arb or exact", field="tier")
+    check_tier(tier)
     A = as_matrix(A, "A", source=source)
     if A.shape[0] == 0 or A.shape[1] == 0:
         raise InputError(f"empty matrix of shape {A.shape}", field="A", source=source)
@@ -295,9 +294,7 @@ def _arb_residuals(fac: _Factors, prec: int) -> tuple[float, float, float]:
         S = arb_mat(p, p)
         for i in range(p):
             S[i, i] = arb(float(s[i]))
-        eye = arb_mat(p, p)
-        for i in range(p):
-            eye[i, i] = 1
+        eye = arbutil.identity(p)
         E = Ua * S * Va - arbutil.matrix(B)
         F = Va * Va.transpose() - eye
         G = Ua.transpose() * Ua - eye
@@ -316,13 +313,6 @@ def _align(a: tuple[fmpz_mat, int], b: tuple[fmpz_mat, int]) -> tuple[fmpz_mat, 
     return dyadic.scaled(Ma, ea - e0), dyadic.scaled(Mb, eb - e0), e0
 
 
-def _identity(p: int) -> fmpz_mat:
-    eye = fmpz_mat(p, p)
-    for i in range(p):
-        eye[i, i] = 1
-    return eye
-
-
 def _exact_residuals(fac: _Factors) -> tuple[float, float, float]:
     U, s, Vt, B = fac.U, fac.s, fac.Vt, fac.B
     p = len(s)
@@ -334,9 +324,9 @@ def _exact_residuals(fac: _Factors) -> tuple[float, float, float]:
         S[i, i] = Ms[0, i]
     X, Y, e0 = _align((MU * S * MV, eu + es + ev), dyadic.to_int_matrix(B))
     e = _sqrt_up(_exact_frob_sq(X - Y, e0))
-    X, Y, e0 = _align((MV * MV.transpose(), 2 * ev), (_identity(p), 0))
+    X, Y, e0 = _align((MV * MV.transpose(), 2 * ev), (dyadic.identity(p), 0))
     f = _sqrt_up(_exact_frob_sq(X - Y, e0))
-    X, Y, e0 = _align((MU.transpose() * MU, 2 * eu), (_identity(p), 0))
+    X, Y, e0 = _align((MU.transpose() * MU, 2 * eu), (dyadic.identity(p), 0))
     g = _sqrt_up(_exact_frob_sq(X - Y, e0))
     return e, f, g
 

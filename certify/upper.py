@@ -9,18 +9,11 @@ from fractions import Fraction
 
 import numpy as np
 
-from .arrays import as_matrix
+from .arrays import as_matrix, require_all_finite
 from .errors import InputError
 from .rationals import parse_eps, to_rational
-from .result import TIERS, Check
+from .result import Check, check_tier
 from .rowl1 import decide_max_row_l1
-
-
-def check_tier(tier: str) -> str:
-    """Returns ``tier`` if it names a tier or ``"auto"``; raises InputError otherwise."""
-    if tier != "auto" and tier not in TIERS:
-        raise InputError(f"unknown tier {tier!r}; use auto, float64, arb or exact", field="tier")
-    return tier
 
 
 def witness_arrays(A: object, U: object, V: object, rank: int | None = None, *,
@@ -71,10 +64,7 @@ def check_upper(A: object, U: object, V: object, eps: object, *, rank: int | Non
     claim = f"||A - UV||_row1 <= {t}" if chi_q == 0 else f"||A - UV||_row1 <= eps - chi = {t}"
     if t < 0:
         # no error is negative: the claim is false whatever the arrays (after validation)
-        from .arrays import require_finite
-
-        for name, X in (("A", A), ("U", U), ("V", V)):
-            require_finite(X, name, source=source)
+        require_all_finite(source, A=A, U=U, V=V)
         return Check(status="fails", kind="factors", rank=k, eps=eps_q, threshold=t,
                      value=None, tier="exact", claim=claim, chi=chi_q, tiers_run=("exact",),
                      detail={"sense": "<=", "reason": "eps - chi < 0"})

@@ -125,20 +125,12 @@ def _unrestricted(A: Matrix, eps: Fraction) -> ExactResult:
     upper_w = base_witness(A, eps, False)
     assert upper_w is not None
     res = ExactResult(A, eps, False, lower, upper_w.rank, cert, upper_w)
-    if searchable(m, n, False):
-        r1 = rank_one_search(A, eps, False)
-        res.rank_one = r1
-        if isinstance(r1, RankOneRefutation):
-            res.lower, res.lower_certificate = 2, _refutation_cert(r1)
-        else:
-            res.upper, res.witness = r1.rank, Witness("rank-one", r1.B, r1.rank, r1.error)
-    else:
-        res.notes.append(f"{m} x {n} is beyond the complete rank-one search; bracket only")
+    _rank_one_step(res, A, eps, False)
     return _close(res)
 
 
 def _stochastic(A: Matrix, eps: Fraction) -> ExactResult:
-    m, n = len(A), len(A[0])
+    m = len(A)
     dists = [simplex_distance(row)[0] for row in A]
     worst = max(range(m), key=lambda i: dists[i])
     if dists[worst] > eps:
@@ -153,17 +145,24 @@ def _stochastic(A: Matrix, eps: Fraction) -> ExactResult:
     res = ExactResult(A, eps, True, 1, upper_w.rank, cert, upper_w)
     if nz is None:
         res.notes.append("B = 0 is within eps but is not row-stochastic")
-    if searchable(m, n, True):
-        r1 = rank_one_search(A, eps, True)
-        res.rank_one = r1
-        if isinstance(r1, RankOneRefutation):
-            res.lower, res.lower_certificate = 2, _refutation_cert(r1)
-        else:
-            res.upper = r1.rank
-            res.witness = Witness("rank-one", r1.B, r1.rank, r1.error, True)
-    else:
-        res.notes.append(f"{m} x {n} is beyond the complete rank-one search; bracket only")
+    _rank_one_step(res, A, eps, True)
     return _close(res)
+
+
+def _rank_one_step(res: ExactResult, A: Matrix, eps: Fraction, stochastic: bool) -> None:
+    """Runs the complete rank-one search where the cell is small enough and records its
+    outcome: a refutation raises the lower end to 2, a witness lowers the upper end."""
+    m, n = len(A), len(A[0])
+    if not searchable(m, n, stochastic):
+        res.notes.append(f"{m} x {n} is beyond the complete rank-one search; bracket only")
+        return
+    r1 = rank_one_search(A, eps, stochastic)
+    res.rank_one = r1
+    if isinstance(r1, RankOneRefutation):
+        res.lower, res.lower_certificate = 2, _refutation_cert(r1)
+    else:
+        res.upper = r1.rank
+        res.witness = Witness("rank-one", r1.B, r1.rank, r1.error, stochastic)
 
 
 def _refutation_cert(r1: RankOneRefutation) -> Certificate:
