@@ -220,13 +220,19 @@ class BracketRecord:
         return out
 
 
-def _parse_operator(rec: Any, src: str, line: int, root: Path) -> OperatorRecord:
+def _record_head(rec: Any, src: str, line: int) -> tuple[str, str]:
+    """Returns (where, id) for a JSONL record after checking it is an object with a valid id."""
     where = f"line {line}"
     if not isinstance(rec, dict):
         raise InputError("record is not a JSON object", field=where, source=src)
-    oid = _require(rec, "id", str, where, src)
-    if not _ID.match(oid):
-        raise InputError(f"invalid id {oid!r}", field=f"{where}.id", source=src)
+    rid = _require(rec, "id", str, where, src)
+    if not _ID.match(rid):
+        raise InputError(f"invalid id {rid!r}", field=f"{where}.id", source=src)
+    return where, rid
+
+
+def _parse_operator(rec: Any, src: str, line: int, root: Path) -> OperatorRecord:
+    where, oid = _record_head(rec, src, line)
     shape = _require(rec, "shape", list, where, src)
     if len(shape) != 2 or not all(isinstance(s, int) and not isinstance(s, bool) and s > 0
                                   for s in shape):
@@ -264,12 +270,7 @@ def _parse_end(val: Any, fld: str, src: str, table: Mapping[str, tuple[str, ...]
 
 
 def _parse_bracket(rec: Any, src: str, line: int, root: Path) -> BracketRecord:
-    where = f"line {line}"
-    if not isinstance(rec, dict):
-        raise InputError("record is not a JSON object", field=where, source=src)
-    bid = _require(rec, "id", str, where, src)
-    if not _ID.match(bid):
-        raise InputError(f"invalid id {bid!r}", field=f"{where}.id", source=src)
+    where, bid = _record_head(rec, src, line)
     if "eps" not in rec:
         raise InputError("missing field", field=f"{where}.eps", source=src)
     try:
