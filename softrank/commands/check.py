@@ -25,6 +25,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tier", choices=["auto", "float64", "arb", "exact"], default="auto",
                    help="force one arithmetic tier (default: auto, escalating only where thin)")
     p.add_argument("--quiet", action="store_true", help="no per-bracket lines, summary only")
+    p.add_argument("--export", metavar="BUNDLE", default=None,
+                   help="also write a replay bundle (see the export command) from this run")
 
 
 def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
@@ -87,6 +89,10 @@ def run(args: argparse.Namespace) -> int:
                                "records": records}, indent=1))
     else:
         print(_summary_text(summary))
+    if args.export:
+        from .export import export_records
+
+        export_records(args.store, records, args.export, as_json=False)
     if summary["errors"]:
         for r in records:
             if "error" in r:

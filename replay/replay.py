@@ -1,0 +1,492 @@
+"""Replays a softrank-certify bundle in exact integer arithmetic.
+
+Usage:  python replay/replay.py BUNDLE.zip [--flint] [--json] [--quiet]
+
+This program is the independent check of the kernel's "holds": it imports only the Python
+standard library (python-flint only behind --flint, for faster integer matrix products) and
+nothing from softrank-certify.  Every stored float is an exact dyadic m 2^e, so every check
+below is done on Python integers.  Statements and proofs: proofs_notes/replay.md.
+
+Exit codes: 0 every end the kernel proved replays and no verdict disagrees; 1 otherwise;
+2 a bundle that is malformed or fails its integrity check (no verdict is printed then).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import struct
+import sys
+import zipfile
+from fractions import Fraction
+from operator import mul
+
+FORMAT, VERSION = "softrank-replay-bundle", 1
+MAX_MEMBER = 1 << 30  # refuse members above 1 GiB before reading them
+DTYPES = {"<f8": ("d", 8), "<f4": ("f", 4), "<i8": ("q", 8)}
+P = 192  # fixed-point bits of the exp bounds used for the slack chi
+FLINT = None  # the python-flint module when --flint is given
+
+
+class BundleError(Exception):
+    """A bundle that cannot be replayed: malformed, tampered or inconsistent."""
+
+
+# --- reading the bundle ------------------------------------------------------------------
+
+def _no_float(text: str) -> None:
+    raise BundleError(f"JSON number {text} is not allowed: rationals are strings")
+
+
+def _json(raw: bytes, name: str) -> object:
+    try:
+        return json.loads(raw.decode("utf-8"), parse_float=_no_float, parse_constant=_no_float)
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise BundleError(f"{name}: not JSON: {err}") from None
+
+
+def read_bundle(path: str) -> tuple[str, dict, dict[str, bytes]]:
+    """Returns (sha256 of manifest.json, the bundle document, member bytes by name).
+
+    Every member named by the manifest must exist with the stated size and sha256, and the
+    archive may hold nothing else.  Raises BundleError otherwise.
+    """
+    try:
+        zf = zipfile.ZipFile(path)
+    except (OSError, zipfile.BadZipFile) as err:
+        raise BundleError(f"{path}: not a readable zip archive: {err}") from None
+    with zf:
+        try:
+            info = {i.filename: i for i in zf.infolist()}
+            if "manifest.json" not in info or info["manifest.json"].file_size > MAX_MEMBER:
+                raise BundleError("manifest.json: missing or oversized")
+            raw = zf.read("manifest.json")
+            man = _json(raw, "manifest.json")
+            if not isinstance(man, dict) or man.get("format") != FORMAT \
+                    or man.get("version") != VERSION or not isinstance(man.get("files"), dict):
+                raise BundleError(f"manifest.json: not a {FORMAT} version {VERSION} manifest")
+            files = man["files"]
+            extra = set(info) - set(files) - {"manifest.json"}
+            if extra:
+                raise BundleError(f"{sorted(extra)[0]}: member not listed in the manifest")
+            blobs = {}
+            for name, meta in files.items():
+                if not isinstance(meta, dict) or name not in info:
+                    raise BundleError(f"{name}: listed in the manifest but missing")
+                size, digest = meta.get("bytes"), meta.get("sha256")
+                if info[name].file_size != size or not isinstance(size, int) \
+                        or size > MAX_MEMBER:
+                    raise BundleError(f"{name}: size differs from the manifest")
+                data = zf.read(name)
+                if hashlib.sha256(data).hexdigest() != digest:
+                    raise BundleError(f"{name}: sha256 differs from the manifest (tampered?)")
+                blobs[name] = data
+        except (zipfile.BadZipFile, OSError, RuntimeError, ValueError) as err:
+            # CRC failures and broken deflate streams land here: a flipped bit
+            raise BundleError(f"{path}: corrupt archive member: {err}") from None
+    if "bundle.json" not in blobs:
+        raise BundleError("bundle.json: missing")
+    doc = _json(blobs["bundle.json"], "bundle.json")
+    if not isinstance(doc, dict) or not isinstance(doc.get("operators"), list) \
+            or not isinstance(doc.get("ends"), list):
+        raise BundleError("bundle.json: needs lists 'operators' and 'ends'")
+    return hashlib.sha256(raw).hexdigest(), doc, blobs
+
+
+def rational(x: object, field: str) -> Fraction:
+    """Returns the exact rational a string such as "3/20" or "0.15" spells."""
+    if not isinstance(x, str):
+        raise BundleError(f"{field}: a rational must be a string, got {x!r}")
+    try:
+        q = Fraction(x)
+    except (ValueError, ZeroDivisionError):
+        raise BundleError(f"{field}: not a rational: {x!r}") from None
+    return q
+
+
+def array(ref: object, blobs: dict[str, bytes], field: str, shape: tuple | None = None,
+          neg_inf: bool = False) -> list:
+    """Returns the array ``ref`` points to as nested lists (rows) or a flat list (1-D).
+
+    ``ref`` = {"file", "dtype" (<f8, <f4 or <i8, little-endian), "shape"}.  Floats must be
+    finite (-inf only where ``neg_inf``); ``shape`` (None = any) is checked.
+    """
+    if not isinstance(ref, dict) or ref.get("dtype") not in DTYPES \
+            or ref.get("file") not in blobs or not isinstance(ref.get("shape"), list) \
+            or not all(isinstance(d, int) and d >= 0 for d in ref["shape"]) \
+            or len(ref["shape"]) not in (1, 2):
+        raise BundleError(f"{field}: bad array reference {ref!r}")
+    dims = tuple(ref["shape"])
+    if shape is not None and (len(shape) != len(dims) or any(
+            s is not None and s != d for s, d in zip(shape, dims))):
+        raise BundleError(f"{field}: shape {list(dims)} where {list(shape)} is needed")
+    code, size = DTYPES[ref["dtype"]]
+    data = blobs[ref["file"]]
+    count = math.prod(dims)
+    if len(data) != count * size:
+        raise BundleError(f"{field}: {len(data)} bytes for shape {list(dims)}")
+    flat = list(struct.unpack(f"<{count}{code}", data))
+    if code != "q":
+        for x in flat:
+            if x != x or x == math.inf or (x == -math.inf and not neg_inf):
+                raise BundleError(f"{field}: non-finite entry {x}")
+    if len(dims) == 1:
+        return flat
+    return [flat[i * dims[1]:(i + 1) * dims[1]] for i in range(dims[0])]
+
+
+# --- dyadic integer matrices: (rows of ints, e) stands for ints * 2^e ---------------------
+
+def dyadic(rows: list[list[float]]) -> tuple[list[list[int]], int]:
+    """Returns (M, e) with rows == M 2^e exactly (finite floats)."""
+    pairs = [[x.as_integer_ratio() for x in r] for r in rows]
+    exps = [-(q.bit_length() - 1) for r in pairs for p, q in r if p]
+    e = min(exps, default=0)
+    return [[p << (-(q.bit_length() - 1) - e) for p, q in r] for r in pairs], e
+
+
+def matmul(A: list[list[int]], B: list[list[int]]) -> list[list[int]]:
+    """Returns the exact integer product A B."""
+    if not A or not B or not B[0]:
+        return [[0] * (len(B[0]) if B else 0) for _ in A]
+    if FLINT is not None:
+        C = FLINT.fmpz_mat(A) * FLINT.fmpz_mat(B)
+        flat, n = [int(v) for v in C.entries()], C.ncols()
+        return [flat[i * n:(i + 1) * n] for i in range(C.nrows())]
+    cols = list(zip(*B))
+    return [[sum(map(mul, r, c)) for c in cols] for r in A]
+
+
+def dmul(X: tuple, Y: tuple) -> tuple:
+    return matmul(X[0], Y[0]), X[1] + Y[1]
+
+
+def dsub(X: tuple, Y: tuple) -> tuple:
+    """X - Y for dyadic matrices of one shape."""
+    e = min(X[1], Y[1])
+    sx, sy = X[1] - e, Y[1] - e
+    return [[(a << sx) - (b << sy) for a, b in zip(r, s)] for r, s in zip(X[0], Y[0])], e
+
+
+def scale(q: Fraction | int, e: int) -> Fraction:
+    return Fraction(q) * 2 ** e if e >= 0 else Fraction(q, 1 << -e)
+
+
+def max_row_abs(X: tuple) -> Fraction:
+    """Returns max_i sum_j |X_ij| exactly (0 for an empty matrix)."""
+    return scale(max((sum(map(abs, r)) for r in X[0]), default=0), X[1])
+
+
+def transpose(M: list[list]) -> list[list]:
+    return [list(c) for c in zip(*M)]
+
+
+# --- the checks ---------------------------------------------------------------------------
+
+def check_upper(A: tuple, U: tuple, V: tuple, t: Fraction) -> tuple[str, Fraction]:
+    """||A - U V||_row1 <= t, exactly: returns (holds/fails, the exact error)."""
+    err = max_row_abs(dsub(A, dmul(U, V)))
+    return ("holds" if t >= 0 and err <= t else "fails"), err
+
+
+def check_nonzero(A: tuple, t: Fraction) -> tuple[str, Fraction]:
+    """||A||_row1 > t: B = 0 is farther than t from A."""
+    n = max_row_abs(A)
+    return ("holds" if n > t else "fails"), n
+
+
+def check_decoder(A: tuple, D: tuple | None, W: tuple | None, X: tuple,
+                  sel: tuple[list[int], list[int]] | None, t: Fraction) -> tuple[str, Fraction]:
+    """||I - X D A W||_inf + ||X D||_inf ||W||_inf t < 1, exactly.
+
+    A submatrix certificate is the decoder with D, W row and column selections: then
+    D A W = A[rows][:, cols], ||W||_inf = 1 (distinct columns) and ||X D||_inf = ||X||_inf.
+    """
+    p = len(X[0])
+    if sel is None:
+        M = dmul(dmul(D, A), W)
+        xd, w = max_row_abs(dmul(X, D)), max_row_abs(W)
+    else:
+        rows, cols = sel
+        M = ([[A[0][i][j] for j in cols] for i in rows], A[1])
+        xd, w = max_row_abs(X), Fraction(1)
+    eye = ([[int(i == j) for j in range(p)] for i in range(p)], 0)
+    value = max_row_abs(dsub(eye, dmul(X, M))) + xd * w * t
+    return ("holds" if value < 1 else "fails"), value
+
+
+def gram(A: tuple, side: str) -> tuple:
+    """A^T A (side "AtA") or A A^T (side "AAt"), exactly."""
+    M = A[0] if side == "AAt" else transpose(A[0])
+    return matmul(M, transpose(M)), 2 * A[1]
+
+
+def is_diagonally_dominant(E: list[list[int]]) -> bool:
+    """E symmetric with E_ii >= sum_{j != i} |E_ij| for all i: then E is PSD (Gershgorin)."""
+    n = len(E)
+    for i in range(n):
+        if any(E[i][j] != E[j][i] for j in range(i)):
+            return False
+        if E[i][i] + abs(E[i][i]) < sum(map(abs, E[i])):
+            return False
+    return True
+
+
+def check_frobenius(A: tuple, S: tuple, L: int, t: Fraction, cert: dict | None,
+                    blobs: dict, m: int) -> tuple[str, Fraction | None]:
+    """sum_{i >= L} sigma_i(A)^2 > m t^2 through Ky Fan's dual (proofs_notes/replay.md).
+
+    With k = L - 1 and S the Gram matrix: tail >= ||A||_F^2 - k z - ||G||_F^2 whenever
+    E = z I + G^T G - S - C^T C is diagonally dominant (so S - z I <= G^T G, which is >= 0).
+    Returns ("holds", that lower bound) or ("undecided", bound or None): a certificate
+    that does not verify proves nothing either way.
+    """
+    n = len(S[0])
+    frob = scale(sum(S[0][i][i] for i in range(n)), S[1])
+    k = L - 1
+    if k == 0:
+        bound = frob
+    elif k >= n or cert is None:
+        return "undecided", None
+    else:
+        z = rational(cert.get("z"), "certificate.z")
+        if z.denominator & (z.denominator - 1) or z < 0:
+            raise BundleError("certificate.z: must be a nonnegative dyadic rational")
+        G = dyadic(array(cert.get("G"), blobs, "certificate.G", (None, n)))
+        C = dyadic(array(cert.get("C"), blobs, "certificate.C", (None, n)))
+        GtG = dmul((transpose(G[0]), G[1]), G)
+        CtC = dmul((transpose(C[0]), C[1]), C)
+        ez = -(z.denominator.bit_length() - 1)
+        zI = ([[z.numerator if i == j else 0 for j in range(n)] for i in range(n)], ez)
+        E = dsub(dsub(GtG, S), dsub(CtC, zI))  # z I + G^T G - S - C^T C
+        if not is_diagonally_dominant(E[0]):
+            return "undecided", None
+        bound = frob - k * z - scale(sum(x * x for r in G[0] for x in r), 2 * G[1])
+    return ("holds" if bound > m * t * t else "undecided"), bound
+
+
+# --- the operator slack chi ---------------------------------------------------------------
+
+def _exp_pos(V: int, up: bool) -> int:
+    """Returns a bound (above if ``up``, else below) on exp(V 2^-P) 2^P for 0 <= V 2^-P <= 90.
+
+    exp(v) = exp(v / 2^s)^(2^s) with w = v / 2^s <= 1/16 (+ 2^-P); the Taylor terms of degree
+    <= 28 are all positive and the rest sums to at most e^w w^29 / 29! < 2^-200, charged as one
+    unit of 2^-P when rounding up.
+    """
+    s = (V >> (P - 4)).bit_length()
+    W = -((-V) >> s) if up else V >> s
+    term = total = 1 << P
+    for n in range(1, 29):
+        term = -((-term * W) // (n << P)) if up else (term * W) // (n << P)
+        total += term
+    total += 1 if up else 0
+    for _ in range(s):
+        total = -((-total * total) >> P) if up else (total * total) >> P
+    return total
+
+
+def exp_neg(v: Fraction) -> tuple[int, int]:
+    """Returns integers lo, hi with lo <= exp(-v) 2^P <= hi, for a rational v >= 0."""
+    if v >= 90:  # 0 < exp(-v) <= exp(-90), and the squarings stay small
+        return 0, _ceil_div(1 << (2 * P), _exp_pos(90 << P, up=False))
+    lo_v, hi_v = v.numerator * (1 << P) // v.denominator, _ceil_q(v * (1 << P))
+    return (1 << (2 * P)) // _exp_pos(hi_v, True), _ceil_div(1 << (2 * P), _exp_pos(lo_v, False))
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return -((-a) // b)
+
+
+def _ceil_q(q: Fraction) -> int:
+    return -((-q.numerator) // q.denominator)
+
+
+def slack_bound(A: list[list[float]], logits: list[list[float]] | None,
+                block: list[list[float]] | None, beta: Fraction) -> Fraction:
+    """Returns chi_hi >= max_i sum_j |A_record_ij - A_ij| (proofs_notes/replay.md).
+
+    A_record is the row softmax of beta * logits (-inf: probability 0) or the row
+    renormalisation of a nonnegative block; with neither it is A and chi = 0.
+    """
+    if logits is None and block is None:
+        return Fraction(0)
+    if block is not None:
+        worst = Fraction(0)
+        for prow, arow in zip(block, A):
+            if any(x < 0 for x in prow) or not any(x > 0 for x in prow):
+                raise BundleError("operator block: negative entries or a zero row")
+            S = sum(map(Fraction, prow))
+            worst = max(worst, sum(abs(Fraction(x) / S - Fraction(a))
+                                   for x, a in zip(prow, arow)))
+        return worst
+    one = 1 << P
+    worst = 0
+    for lrow, arow in zip(logits, A):
+        finite = [x for x in lrow if x != -math.inf]
+        if not finite:
+            raise BundleError("operator logits: a row is all -inf")
+        top = Fraction(max(finite))
+        es = [None if x == -math.inf else exp_neg(beta * (top - Fraction(x))) for x in lrow]
+        s_lo = sum(e[0] for e in es if e)
+        s_hi = sum(e[1] for e in es if e)
+        total = 0
+        for e, a in zip(es, arow):
+            qa = Fraction(a) * one
+            a_dn, a_up = qa.numerator // qa.denominator, _ceil_q(qa)
+            if e is None:
+                total += max(a_up, -a_dn)
+                continue
+            q_lo, q_hi = e[0] * one // s_hi, _ceil_div(e[1] * one, s_lo)
+            total += max(q_hi - a_dn, a_up - q_lo)
+        worst = max(worst, total)
+    return Fraction(worst, one)
+
+
+# --- replaying a bundle -------------------------------------------------------------------
+
+def replay(path: str, *, emit=None) -> dict:
+    """Replays every end of the bundle at ``path``; returns a JSON-safe summary.
+
+    ``emit`` (if given) is called with one result dict per end as it is decided.
+    Raises BundleError for a malformed or tampered bundle.
+    """
+    digest, doc, blobs = read_bundle(path)
+    ops = {}
+    for i, op in enumerate(doc["operators"]):
+        f = f"operators[{i}]"
+        if not isinstance(op, dict) or not isinstance(op.get("id"), str) \
+                or op["id"] in ops or not isinstance(op.get("shape"), list) \
+                or len(op["shape"]) != 2 or not all(isinstance(d, int) and d > 0
+                                                    for d in op["shape"]):
+            raise BundleError(f"{f}: needs a unique id and a shape [m, N]")
+        m, N = op["shape"]
+        A = array(op.get("A"), blobs, f"{f}.A", (m, N))
+        lg = array(op["logits"], blobs, f"{f}.logits", (m, N), neg_inf=True) \
+            if op.get("logits") else None
+        bl = array(op["block"], blobs, f"{f}.block", (m, N)) if op.get("block") else None
+        if lg is not None and bl is not None:
+            raise BundleError(f"{f}: both logits and block")
+        beta = rational(op.get("beta", "1"), f"{f}.beta")
+        claimed = rational(op.get("chi", "0"), f"{f}.chi")
+        if beta <= 0 or claimed < 0:
+            raise BundleError(f"{f}: beta must be > 0 and chi >= 0")
+        chi_hi = slack_bound(A, lg, bl, beta)
+        # the kernel's chi when this replay confirms it covers chi_true, else the replay's own
+        ops[op["id"]] = {"A": dyadic(A), "shape": (m, N), "chi": max(claimed, chi_hi),
+                         "chi_confirmed": chi_hi <= claimed, "gram": None}
+    results = []
+    for i, end in enumerate(doc["ends"]):
+        res = replay_end(end, ops, blobs, f"ends[{i}]")
+        results.append(res)
+        if emit:
+            emit(res)
+    proved = [r for r in results if r["kernel"] == "holds"]
+    return {
+        "bundle": path, "manifest_sha256": digest, "ends": len(results),
+        "kernel_proved": len(proved),
+        "replayed_proved": sum(r["replay"] == "holds" for r in proved),
+        "disagreements": sum(not r["agrees"] for r in results),
+        "chi_confirmed": sum(o["chi_confirmed"] for o in ops.values()),
+        "operators": len(ops), "results": results,
+    }
+
+
+def replay_end(end: object, ops: dict, blobs: dict, f: str) -> dict:
+    """Replays one end (an upper witness or a lower certificate) of a bracket."""
+    if not isinstance(end, dict) or end.get("operator") not in ops:
+        raise BundleError(f"{f}: not an end record of a known operator")
+    op = ops[end["operator"]]
+    m, N = op["shape"]
+    eps = rational(end.get("eps"), f"{f}.eps")
+    kind, rank, kernel = end.get("kind"), end.get("rank"), end.get("kernel")
+    if eps <= 0 or not isinstance(rank, int) or isinstance(rank, bool) or rank < 0:
+        raise BundleError(f"{f}: eps must be > 0 and rank an integer >= 0")
+    if kernel not in ("holds", "fails", "undecided"):
+        raise BundleError(f"{f}.kernel: {kernel!r}")
+    cert = end.get("certificate") or {}
+    if not isinstance(cert, dict):
+        raise BundleError(f"{f}.certificate: must be a mapping")
+    chi, A = op["chi"], op["A"]
+
+    def get(name: str, shape: tuple) -> tuple:
+        return dyadic(array(cert.get(name), blobs, f"{f}.{name}", shape))
+
+    if kind == "factors":
+        value = check_upper(A, get("U", (m, rank)), get("V", (rank, N)), eps - chi)
+    elif kind == "nonzero" and rank == 1:
+        value = check_nonzero(A, eps + chi)
+    elif kind in ("decoder", "submatrix") and rank >= 1:
+        X = get("X", (rank, rank))
+        if kind == "decoder":
+            value = check_decoder(A, get("D", (rank, m)), get("W", (N, rank)), X, None,
+                                  eps + chi)
+        else:
+            rows = array(cert.get("rows"), blobs, f"{f}.rows", (rank,))
+            cols = array(cert.get("cols"), blobs, f"{f}.cols", (rank,))
+            for name, idx, bound in (("rows", rows, m), ("cols", cols, N)):
+                if len(set(idx)) != rank or not all(isinstance(j, int) and 0 <= j < bound
+                                                    for j in idx):
+                    raise BundleError(f"{f}.{name}: need {rank} distinct indices < {bound}")
+            value = check_decoder(A, None, None, X, (rows, cols), eps + chi)
+    elif kind == "frobenius_tail" and rank >= 1:
+        side = "AtA" if N <= m else "AAt"
+        if cert and cert.get("side") != side:
+            raise BundleError(f"{f}.side: must be {side} for shape {m} x {N}")
+        if rank > min(m, N):
+            value = ("fails", Fraction(0))  # an empty tail is 0, never > m t^2 > 0
+        else:
+            if op["gram"] is None:
+                op["gram"] = gram(A, side)
+            value = check_frobenius(A, op["gram"], rank, eps + chi,
+                                    cert if end.get("certificate") else None, blobs, m)
+    else:
+        raise BundleError(f"{f}: unknown kind {kind!r} with rank {rank!r}")
+    status, v = value
+    # a Ky Fan certificate can only prove: "undecided" there agrees with a kernel that
+    # did not prove the end (no certificate was exported for it)
+    agrees = status == kernel or (kind == "frobenius_tail" and status == "undecided"
+                                  and kernel != "holds")
+    return {"bracket": end.get("bracket"), "operator": end["operator"], "end": end.get("end"),
+            "kind": kind, "rank": rank, "eps": str(eps), "kernel": kernel, "replay": status,
+            "agrees": agrees, "value": None if v is None else str(v)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    global FLINT
+    args = list(sys.argv[1:] if argv is None else argv)
+    opts = {a for a in args if a.startswith("--")}
+    paths = [a for a in args if not a.startswith("--")]
+    if len(paths) != 1 or opts - {"--flint", "--json", "--quiet"}:
+        print(__doc__.strip().splitlines()[2], file=sys.stderr)
+        return 2
+    if "--flint" in opts:
+        import flint  # the optional fast path: integer matrix products only
+
+        FLINT = flint
+    quiet, as_json = "--quiet" in opts or "--json" in opts, "--json" in opts
+
+    def emit(r: dict) -> None:
+        if not quiet:
+            mark = "" if r["agrees"] else "  DISAGREES with the kernel"
+            print(f"{r['bracket']} {r['end']} {r['kind']} rank {r['rank']} eps {r['eps']}: "
+                  f"replay {r['replay']}, kernel {r['kernel']}{mark}")
+
+    try:
+        s = replay(paths[0], emit=emit)
+    except BundleError as err:
+        print(f"replay: bundle rejected: {err}", file=sys.stderr)
+        return 2
+    if as_json:
+        print(json.dumps(s, indent=1))
+    else:
+        print(f"bundle {s['bundle']} (manifest sha256 {s['manifest_sha256']}): "
+              f"{s['ends']} ends; kernel proved {s['kernel_proved']}, replay confirmed "
+              f"{s['replayed_proved']}; disagreements {s['disagreements']}; slack chi "
+              f"confirmed on {s['chi_confirmed']} of {s['operators']} operators")
+    return 0 if s["replayed_proved"] == s["kernel_proved"] and not s["disagreements"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
