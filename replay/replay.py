@@ -119,7 +119,7 @@ def array(ref: object, blobs: dict[str, bytes], field: str, shape: tuple | None 
         raise BundleError(f"{field}: bad array reference {ref!r}")
     dims = tuple(ref["shape"])
     if shape is not None and (len(shape) != len(dims) or any(
-            s is not None and s != d for s, d in zip(shape, dims))):
+            s is not None and s != d for s, d in zip(shape, dims, strict=True))):
         raise BundleError(f"{field}: shape {list(dims)} where {list(shape)} is needed")
     code, size = DTYPES[ref["dtype"]]
     data = blobs[ref["file"]]
@@ -154,7 +154,7 @@ def matmul(A: list[list[int]], B: list[list[int]]) -> list[list[int]]:
         C = FLINT.fmpz_mat(A) * FLINT.fmpz_mat(B)
         flat, n = [int(v) for v in C.entries()], C.ncols()
         return [flat[i * n:(i + 1) * n] for i in range(C.nrows())]
-    cols = list(zip(*B))
+    cols = list(zip(*B, strict=True))
     return [[sum(map(mul, r, c)) for c in cols] for r in A]
 
 
@@ -166,7 +166,8 @@ def dsub(X: tuple, Y: tuple) -> tuple:
     """X - Y for dyadic matrices of one shape."""
     e = min(X[1], Y[1])
     sx, sy = X[1] - e, Y[1] - e
-    return [[(a << sx) - (b << sy) for a, b in zip(r, s)] for r, s in zip(X[0], Y[0])], e
+    rows = zip(X[0], Y[0], strict=True)
+    return [[(a << sx) - (b << sy) for a, b in zip(r, s, strict=True)] for r, s in rows], e
 
 
 def scale(q: Fraction | int, e: int) -> Fraction:
@@ -179,7 +180,7 @@ def max_row_abs(X: tuple) -> Fraction:
 
 
 def transpose(M: list[list]) -> list[list]:
-    return [list(c) for c in zip(*M)]
+    return [list(c) for c in zip(*M, strict=True)]
 
 
 # --- the checks ---------------------------------------------------------------------------
@@ -314,16 +315,16 @@ def slack_bound(A: list[list[float]], logits: list[list[float]] | None,
         return Fraction(0)
     if block is not None:
         worst = Fraction(0)
-        for prow, arow in zip(block, A):
+        for prow, arow in zip(block, A, strict=True):
             if any(x < 0 for x in prow) or not any(x > 0 for x in prow):
                 raise BundleError("operator block: negative entries or a zero row")
             S = sum(map(Fraction, prow))
             worst = max(worst, sum(abs(Fraction(x) / S - Fraction(a))
-                                   for x, a in zip(prow, arow)))
+                                   for x, a in zip(prow, arow, strict=True)))
         return worst
     one = 1 << P
     worst = 0
-    for lrow, arow in zip(logits, A):
+    for lrow, arow in zip(logits, A, strict=True):
         finite = [x for x in lrow if x != -math.inf]
         if not finite:
             raise BundleError("operator logits: a row is all -inf")
@@ -332,7 +333,7 @@ def slack_bound(A: list[list[float]], logits: list[list[float]] | None,
         s_lo = sum(e[0] for e in es if e)
         s_hi = sum(e[1] for e in es if e)
         total = 0
-        for e, a in zip(es, arow):
+        for e, a in zip(es, arow, strict=True):
             qa = Fraction(a) * one
             a_dn, a_up = qa.numerator // qa.denominator, _ceil_q(qa)
             if e is None:
