@@ -187,7 +187,8 @@ def transpose(M: list[list]) -> list[list]:
 
 def check_upper(A: tuple, U: tuple, V: tuple, t: Fraction) -> tuple[str, Fraction]:
     """||A - U V||_row1 <= t, exactly: returns (holds/fails, the exact error)."""
-    err = max_row_abs(dsub(A, dmul(U, V)))
+    UV = dmul(U, V) if V[0] else ([[0] * len(A[0][0]) for _ in A[0]], 0)  # rank 0: B = 0
+    err = max_row_abs(dsub(A, UV))
     return ("holds" if t >= 0 and err <= t else "fails"), err
 
 
