@@ -8,7 +8,8 @@ nothing from softrank-certify.  Every stored float is an exact dyadic m 2^e, so 
 below is done on Python integers.  Statements and proofs: proofs_notes/replay.md.
 
 Exit codes: 0 every end the kernel proved replays and no verdict disagrees; 1 otherwise;
-2 a bundle that is malformed or fails its integrity check (no verdict is printed then).
+2 a bundle that is malformed or fails its integrity check (no verdict is printed then);
+3 an internal error of the replayer (never a verdict).
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ def _no_float(text: str) -> None:
 def _json(raw: bytes, name: str) -> object:
     try:
         return json.loads(raw.decode("utf-8"), parse_float=_no_float, parse_constant=_no_float)
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
         raise BundleError(f"{name}: not JSON: {err}") from None
 
 
@@ -59,6 +60,8 @@ def read_bundle(path: str) -> tuple[str, dict, dict[str, bytes]]:
     with zf:
         try:
             info = {i.filename: i for i in zf.infolist()}
+            if len(info) != len(zf.infolist()):
+                raise BundleError("two archive members share a name")
             if "manifest.json" not in info or info["manifest.json"].file_size > MAX_MEMBER:
                 raise BundleError("manifest.json: missing or oversized")
             raw = zf.read("manifest.json")
@@ -96,8 +99,8 @@ def read_bundle(path: str) -> tuple[str, dict, dict[str, bytes]]:
 
 def rational(x: object, field: str) -> Fraction:
     """Returns the exact rational a string such as "3/20" or "0.15" spells."""
-    if not isinstance(x, str):
-        raise BundleError(f"{field}: a rational must be a string, got {x!r}")
+    if not isinstance(x, str) or len(x) > 2000:
+        raise BundleError(f"{field}: a rational must be a string (< 2000 characters)")
     try:
         q = Fraction(x)
     except (ValueError, ZeroDivisionError):
@@ -397,7 +400,8 @@ def replay(path: str, *, emit=None) -> dict:
 
 def replay_end(end: object, ops: dict, blobs: dict, f: str) -> dict:
     """Replays one end (an upper witness or a lower certificate) of a bracket."""
-    if not isinstance(end, dict) or end.get("operator") not in ops:
+    if not isinstance(end, dict) or not isinstance(end.get("operator"), str) \
+            or end["operator"] not in ops:
         raise BundleError(f"{f}: not an end record of a known operator")
     op = ops[end["operator"]]
     m, N = op["shape"]
@@ -480,6 +484,9 @@ def main(argv: list[str] | None = None) -> int:
     except BundleError as err:
         print(f"replay: bundle rejected: {err}", file=sys.stderr)
         return 2
+    except Exception as err:  # a crash must never read as "not proved"
+        print(f"replay: internal error: {type(err).__name__}: {err}", file=sys.stderr)
+        return 3
     if as_json:
         print(json.dumps(s, indent=1))
     else:

@@ -177,6 +177,12 @@ def test_raw_bit_flip_extra_member_and_foreign_files_are_rejected(mixed, tmp_pat
         z.writestr("arrays/evil.bin", b"\0" * 8)
     with pytest.raises(rp.BundleError, match="not listed"):
         rp.replay(str(extra))
+    dup = tmp_path / "dup.zip"
+    _rezip(bundle, dup, lambda n, b: b)
+    with zipfile.ZipFile(dup, "a") as z, pytest.warns(UserWarning):
+        z.writestr("bundle.json", b"{}")
+    with pytest.raises(rp.BundleError, match="share a name"):
+        rp.replay(str(dup))
     (tmp_path / "notzip.zip").write_bytes(b"PK nothing")
     with pytest.raises(rp.BundleError, match="zip"):
         rp.replay(str(tmp_path / "notzip.zip"))
@@ -205,7 +211,10 @@ def test_a_consistently_resigned_forgery_changes_the_manifest_digest(mixed, tmp_
 
 def test_json_floats_and_bad_references_are_rejected(mixed, tmp_path):
     _, _, bundle = mixed
-    for old, new in ((b'"eps": "1/4"', b'"eps": 0.25'), (b'"dtype": "<f8"', b'"dtype": "|O"')):
+    for old, new in ((b'"eps": "1/4"', b'"eps": 0.25'), (b'"dtype": "<f8"', b'"dtype": "|O"'),
+                     (b'"eps": "1/4"', b'"eps": "1/4' + b"0" * 3000 + b'"'),
+                     (b'"operator": "op0"', b'"operator": ["op0"]'),
+                     (b'"ends": [', b'"ends": [' + b"[" * 100000)):
         z = zipfile.ZipFile(bundle)
         doc = z.read("bundle.json")
         assert old in doc
