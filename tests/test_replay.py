@@ -286,3 +286,18 @@ def test_member_size_limit_is_checked_before_reading(mixed, tmp_path, monkeypatc
     monkeypatch.setattr(rp, "MAX_MEMBER", 100)
     with pytest.raises(rp.BundleError, match="size|oversized"):
         rp.replay(str(bundle))
+
+
+def test_replayer_runs_without_site_packages(mixed):
+    """``python -S``: no numpy, no flint, no project on the path; the verdicts are the same."""
+    import subprocess
+
+    _, _, bundle = mixed
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); import replay; "
+            "r = replay.main([sys.argv[2], '--json']); "
+            "sys.exit(r if not {'numpy', 'flint', 'certify'} & set(sys.modules) else 9)")
+    out = subprocess.run([sys.executable, "-S", "-c", code, str(ROOT / "replay"), str(bundle)],
+                         capture_output=True, text=True, timeout=300, cwd="/")
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout)
+    assert got["results"] == rp.replay(str(bundle))["results"]
