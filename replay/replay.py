@@ -468,8 +468,11 @@ def main(argv: list[str] | None = None) -> int:
         print(__doc__.strip().splitlines()[2], file=sys.stderr)
         return 2
     if "--flint" in opts:
-        import flint  # the optional fast path: integer matrix products only
-
+        try:
+            import flint  # the optional fast path: integer matrix products only
+        except ImportError:
+            print("replay: --flint needs python-flint; run without it", file=sys.stderr)
+            return 2
         FLINT = flint
     quiet, as_json = "--quiet" in opts or "--json" in opts, "--json" in opts
 
