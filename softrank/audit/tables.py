@@ -320,6 +320,10 @@ def build_tables(groups: list[dict[str, Any]], budgets: Sequence[int],
                   *(str(g["claims"]["upper"][o]) for o in OUTCOMES[:3]),
                   *(str(g["claims"]["lower"][o]) for o in OUTCOMES),
                   str(g["errors"])] for g in groups],
+        # LaTeX only: grouped, abbreviated headers so the table fits one column
+        "tex_columns": ["Family", "eps", "Brackets", "conf.", "weak.", "ref.", "conf.", "weak.",
+                        "ref.", "absent", "Input errors"],
+        "column_groups": [["Upper claims", 3, 6], ["Lower claims", 6, 10]],
     }
     budget_rows = []
     for g in groups:
@@ -392,8 +396,10 @@ def latex_tabular(table: dict[str, Any]) -> str:
     left = int(table.get("left", 2))
     spec = "l" * left + "r" * (len(cols) - left)
     group = int(table.get("group_column", 1))
-    lines = [rf"\begin{{tabular}}{{{spec}}}", r"\toprule",
-             " & ".join(_tex_header_cell(c) for c in cols) + r" \\", r"\midrule"]
+    lines = [rf"\begin{{tabular}}{{{spec}}}", r"\toprule"]
+    lines += _tex_group_header(table.get("column_groups") or [], len(cols))
+    lines += [" & ".join(_tex_header_cell(c) for c in table.get("tex_columns") or cols)
+              + r" \\", r"\midrule"]
     prev = None
     for row in table["rows"]:
         if prev is not None and row[group] != prev:
@@ -519,6 +525,23 @@ def _tex_header_cell(name: str) -> str:
     if len(cells) == 1:
         return cells[0]
     return r"\begin{tabular}[b]{@{}c@{}}" + r"\\".join(cells) + r"\end{tabular}"
+
+
+def _tex_group_header(groups: list[list[Any]], ncols: int) -> list[str]:
+    """The header row of column groups [label, first, stop) with a booktabs \\cmidrule under
+    each (none when there are no groups)."""
+    if not groups:
+        return []
+    cells: list[str] = []
+    rules = []
+    col = 0
+    for label, first, stop in sorted(groups, key=lambda g: g[1]):
+        cells += [""] * (first - col)
+        cells.append(rf"\multicolumn{{{stop - first}}}{{c}}{{{_eps_math(str(label))}}}")
+        rules.append(rf"\cmidrule(lr){{{first + 1}-{stop}}}")
+        col = stop
+    cells += [""] * (ncols - col)
+    return [" & ".join(cells) + r" \\", "".join(rules)]
 
 
 FIT_BOX = "softrankfitbox"
