@@ -77,13 +77,38 @@ def bootstrap(ps: Sequence[dict[str, Any]], rng: random.Random, resamples: int
               ) -> dict[str, list[Fraction | None]]:
     """Returns {statistic: [lo, hi]} 95% percentile intervals over ``resamples`` resamples of
     ``ps`` (drawn with replacement by ``rng.randrange``, in the order the pairs are given).
+
+    The same statistics as ``point_statistics`` on each resample, computed on integer ranks:
+    the ratios are ordered once exactly, so a resample sorts small integers.
     """
     n = len(ps)
+    resolved = [int(bool(p["resolved"])) for p in ps]
+    closed = [int(is_closed(p)) for p in ps]
+    lower = [int(p["lower"]) for p in ps]
+    upper = [int(p["upper"]) for p in ps]
+    ratios = [_ratio(p) for p in ps]
+    # rank of each pair's ratio in one exact ascending order (infinite ratios last)
+    order = sorted(range(n), key=lambda i: (ratios[i] is None, ratios[i] or 0))
+    rank = [0] * n
+    for r, i in enumerate(order):
+        rank[i] = r
+    by_rank = [ratios[i] for i in order]
+
+    def mid(values: list[int]) -> tuple[int, int]:
+        values.sort()
+        return values[(n - 1) // 2], values[n // 2]
+
     draws: dict[str, list[Fraction | None]] = {s: [] for s in STATISTICS}
     for _ in range(resamples):
-        sample = [ps[rng.randrange(n)] for _ in range(n)]
-        for name, value in point_statistics(sample).items():
-            draws[name].append(value)
+        idx = [rng.randrange(n) for _ in range(n)]
+        draws["resolved_share"].append(Fraction(sum(resolved[i] for i in idx), n))
+        draws["closed_share"].append(Fraction(sum(closed[i] for i in idx), n))
+        a, b = mid([lower[i] for i in idx])
+        draws["median_lower"].append(Fraction(a + b, 2))
+        a, b = mid([upper[i] for i in idx])
+        draws["median_upper"].append(Fraction(a + b, 2))
+        ra, rb = (by_rank[r] for r in mid([rank[i] for i in idx]))
+        draws["median_ratio"].append(None if ra is None or rb is None else (ra + rb) / 2)
     return {name: percentile_interval(vals) for name, vals in draws.items()}
 
 

@@ -445,7 +445,7 @@ def fmt_short(q: Fraction, digits: int = 4) -> str:
         mant, e = fmt_decimal(a / 10, digits - 1), e + 1
     sign = "-" if q < 0 else ""
     if -4 <= e < 6:
-        return sign + fmt_decimal(a * Fraction(10) ** e, max(digits - 1 - e, 0))
+        return sign + fmt_decimal(abs(q), max(digits - 1 - e, 0))
     return f"{sign}{mant}e{e:+03d}"
 
 
