@@ -73,6 +73,9 @@ def test_audit_with_no_figures_claims_no_figures(setup):
     assert "also report.tex, report.json)" in proc.stdout
     rep = json.loads((out / "report.json").read_text())
     assert rep["figures"] == [] and not (out / "figures").exists()
+    js = _run(["audit", str(store), "--out", str(out), "--no-progress", "--no-figures",
+               "--resamples", "100", "--json"], site)
+    assert js.returncode == 0 and json.loads(js.stdout)["assumptions"] == rep["assumptions"]
     md = (out / "report.md").read_text()
     assert "## Figures" not in md and "- no figures were drawn" in md and "figures/" not in md
     for f in [*rep["figures"], "report.md", "report.tex", "report.json"]:

@@ -72,7 +72,8 @@ def run(args: argparse.Namespace) -> int:
     s = report["summary"]
     if args.json:
         print(jsonexact.dumps({"out": str(args.out), "summary": s,
-                               "run": report["run"]}, indent=1))
+                               "assumptions": report["assumptions"], "run": report["run"]},
+                              indent=1))
     else:
         print(f"{s['brackets']} brackets, {s['pairs']} (operator, eps) pairs, "
               f"{s['resolved_pairs']} resolved; claims not confirmed: "
