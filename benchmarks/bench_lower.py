@@ -1,7 +1,7 @@
 """Validated singular values vs plain ``np.linalg.svd`` (values only), same process.
 
 Prints the median wall time of each and their ratio for softmax matrices of size 128, 256 and
-512 (the target in issue 3: ratio at most 4 at 256, goal 3), plus the widest enclosure
+512 (the target: ratio at most 4 at 256, goal 3), plus the widest enclosure
 relative to sigma_1.  Run: ``.venv/bin/python benchmarks/bench_lower.py [--reps N]``;
 ``--breakdown`` also times the pieces (LAPACK SVD with vectors, the two Gram defects, the
 product residual), each as a ratio to the values-only SVD.

@@ -2,7 +2,7 @@
 
 Every function returns float64 numbers whose exact values are rigorous bounds.  Each bound is
 computed in round-to-nearest (RN) and then moved outward with ``rounding.up``/``down``; the
-a-priori product lemma (DOMAIN.md section 6, proofs_notes/rounding.md) is
+a-priori product lemma (proofs_notes/rounding.md, proofs_notes/background.md section 4) is
 
     |fl(x^T y) - x^T y| <= gamma_n |x|^T |y| + n eta,     eta = 2^-1074,
 

@@ -1,7 +1,7 @@
 """Rigorous enclosures of all singular values of a stored float64 matrix.
 
-Miyajima's form (DOMAIN.md section 6; proof in proofs_notes/svd.md): from any approximate
-thin SVD A ~ U S V^T (m >= n; transpose otherwise) and upper bounds
+Miyajima's form (proof in proofs_notes/svd.md; reference in proofs_notes/background.md):
+from any approximate thin SVD A ~ U S V^T (m >= n; transpose otherwise) and upper bounds
 
     e >= ||U S V^T - A||_2,   f >= ||V^T V - I||_2,   g >= ||U^T U - I||_2,
 

@@ -27,11 +27,25 @@ from .executors import make_executor, plan_chunks
 from .files import write_public
 from .journal import JOURNAL_NAME, Journal, journal_key, store_digest
 from .report import VOLATILE_KEY, build_report, report_json, report_latex, report_markdown
+from .stats import DEFAULT_RESAMPLES, DEFAULT_SEED, layer_of
 from .tables import group_pairs, latex_tabular
 
 DEFAULT_BUDGETS = (8, 16, 32)
 
-__all__ = ["DEFAULT_BUDGETS", "VOLATILE_KEY", "parse_budgets", "run_audit"]
+__all__ = ["DEFAULT_BUDGETS", "DEFAULT_RESAMPLES", "DEFAULT_SEED", "VOLATILE_KEY",
+           "parse_budgets", "require_figures", "run_audit"]
+
+
+def require_figures() -> None:
+    """Raises InputError unless matplotlib imports: an audit asked for figures refuses to
+    start without them rather than report files it cannot write (``--no-figures`` skips them).
+    """
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError as err:
+        raise InputError(f"figures need matplotlib ({err}); install the plots extra "
+                         "(pip install 'softrank-certify[plots]') or pass --no-figures",
+                         field="--no-figures") from None
 
 
 def parse_budgets(text: str) -> list[int]:
@@ -54,7 +68,9 @@ def run_audit(store: str | Path, out: str | Path, *, jobs: int = 1,
               budgets: Sequence[int] = DEFAULT_BUDGETS, tier: str = "auto",
               scheduler: Any = None, restart: bool = False, progress: bool = False,
               figures: bool = True, command: str | None = None,
-              on_record: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+              on_record: Callable[[dict[str, Any]], None] | None = None,
+              bootstrap_seed: int = DEFAULT_SEED,
+              bootstrap_resamples: int = DEFAULT_RESAMPLES) -> dict[str, Any]:
     """Checks every bracket of ``store`` not yet in ``out``'s journal and writes the report.
 
     Returns the report.json document.  ``scheduler`` (a Dask scheduler address or Client)
@@ -62,7 +78,9 @@ def run_audit(store: str | Path, out: str | Path, *, jobs: int = 1,
     called after each record is journaled (tests use it to interrupt a run).
     Raises InputError for an unreadable store, a bad tier or budget, or a journal that
     belongs to another store/tier (unless ``restart``).  A kernel exception propagates; every
-    record journaled before it is kept.
+    record journaled before it is kept.  With ``figures`` and no matplotlib it raises
+    InputError before checking anything.  ``bootstrap_seed`` and ``bootstrap_resamples`` fix
+    the intervals (both stated in the report).
     """
     started, t0 = _now(), time.monotonic()
     tier = check_tier(tier)
@@ -71,6 +89,10 @@ def run_audit(store: str | Path, out: str | Path, *, jobs: int = 1,
         raise InputError("budgets must be positive ranks", field="--budgets")
     if jobs < 1:
         raise InputError("--jobs must be >= 1", field="--jobs")
+    if int(bootstrap_resamples) < 1:
+        raise InputError("the bootstrap needs at least one resample", field="--resamples")
+    if figures:
+        require_figures()
     reader = open_store(store)
     ids = [b.id for b in reader.brackets]
     key = journal_key(store, tier, provenance.this_version())
@@ -100,14 +122,11 @@ def run_audit(store: str | Path, out: str | Path, *, jobs: int = 1,
     if missing:  # an executor that drops work must not yield a short report
         raise RuntimeError(f"{missing} brackets have no record after the run; rerun to resume")
     fig_paths: list[str] = []
-    fig_note = None
+    fig_note = None if figures else "figures not requested (--no-figures)"
     if figures:
-        try:
-            from .figures import write_figures
+        from .figures import write_figures
 
-            fig_paths = write_figures(out, group_pairs(records, budgets), records)
-        except ImportError as err:
-            fig_note = f"figures skipped: {err} (install the plots extra)"
+        fig_paths = write_figures(out, group_pairs(records, budgets), records)
     store_info = {"path": str(store), "sha256": store_digest(store),
                   "operators": len(reader.operators), "brackets": len(ids),
                   "header": reader.header}
@@ -120,7 +139,9 @@ def run_audit(store: str | Path, out: str | Path, *, jobs: int = 1,
            "journal": JOURNAL_NAME, "figures_note": fig_note}
     report = build_report(records, store=store_info, tier=tier, budgets=budgets,
                           environment=provenance.environment(),
-                          methods=provenance.methods(records, tier), figures=fig_paths, run=run)
+                          methods=provenance.methods(records, tier), figures=fig_paths, run=run,
+                          bootstrap=(int(bootstrap_seed), int(bootstrap_resamples)),
+                          layers={o.id: layer_of(o.meta) for o in reader.operators})
     outp = Path(out)
     # each file is replaced atomically; report.json goes last, so once it is in place the
     # Markdown and LaTeX of the same run are too

@@ -1,8 +1,10 @@
 """Audit figures (matplotlib, no display needed): brackets, margins and operator slack chi.
 
 Figures are drawn with ``matplotlib.figure.Figure`` directly (no pyplot global state, no GUI
-backend) and written atomically as SVG and PNG.  They are illustrations: every number they show
-is in report.json as an exact rational; floats here are for drawing only.
+backend) and written atomically as SVG, PNG and PDF (vector, for papers); labels use
+matplotlib's mathtext ($L \\leq r_\\varepsilon \\leq U$), which needs no LaTeX installation.
+They are illustrations: every number they show is in report.json as an exact rational; floats
+here are for drawing only.
 """
 
 from __future__ import annotations
@@ -38,6 +40,11 @@ def _rank_axis(ax: Any) -> None:
     ax.yaxis.set_minor_formatter(NullFormatter())
 
 
+def _plain(s: str) -> str:
+    """A store string shown literally: mathtext would read $ as math and \\ as a command."""
+    return s.replace("\\", "\\\\").replace("$", r"\$")
+
+
 def _figure(width: float, height: float) -> Any:
     from matplotlib.figure import Figure  # imported late: matplotlib is the plots extra
 
@@ -69,11 +76,13 @@ def brackets_figure(pairs: list[dict[str, Any]]) -> Any:
             ax.set_ylim(bottom, top * 1.6)
             _rank_axis(ax)  # after set_yscale, which resets the (shared) tickers
             ax.tick_params(labelsize=7)
-            ax.set_title(f"{fam}, eps = {fmt_eps(eps)} ({len(ps)})", fontsize=9)
+            ax.set_title(rf"{_plain(fam)}, $\varepsilon = {fmt_eps(eps)}$ ({len(ps)})",
+                         fontsize=9)
             if i == len(fams) - 1:
-                ax.set_xlabel("(operator, eps) pairs, sorted by upper end", fontsize=8)
+                ax.set_xlabel(r"(operator, $\varepsilon$) pairs, sorted by upper end $U$",
+                              fontsize=8)
             if j == 0:
-                ax.set_ylabel("rank" + (" (L = 0 drawn at 0.6)" if has_zero else ""),
+                ax.set_ylabel("rank" + (" ($L = 0$ drawn at 0.6)" if has_zero else ""),
                               fontsize=8)
             if not ps:
                 ax.text(0.5, 0.5, "no brackets", ha="center", va="center",
@@ -101,7 +110,8 @@ def brackets_figure(pairs: list[dict[str, Any]]) -> Any:
     handles = [Line2D([], [], color=c, linewidth=3, label=lab)
                for c, lab in ((RESOLVED_COLOUR, "resolved"), (UNRESOLVED_COLOUR, "unresolved"))]
     fig.legend(handles=handles, loc="outside upper right", fontsize=8, frameon=False, ncols=2)
-    fig.suptitle("Validated brackets L <= r_eps <= U", fontsize=10, x=0.02, ha="left")
+    fig.suptitle(r"Validated brackets $L \leq r_\varepsilon \leq U$", fontsize=10, x=0.02,
+                 ha="left")
     return fig
 
 
@@ -147,7 +157,7 @@ def margins_figure(records: list[dict[str, Any]]) -> Any:
                 if xs:
                     ax.hist(xs, bins=bins, color=colour, alpha=0.7,
                             label=f"{status} ({len(xs)})")
-        title = name + (f"  [{zero} at 0]" if zero else "")
+        title = _plain(name) + (f"  [{zero} at 0]" if zero else "")
         ax.set_title(title, fontsize=9)
         ax.set_xlabel("|margin| (threshold distance)", fontsize=8)
         ax.set_ylabel("checks", fontsize=8)
@@ -170,10 +180,12 @@ def chi_figure(records: list[dict[str, Any]]) -> Any:
     fig = _figure(6.0, 3.2)
     ax = fig.subplots()
     pos = [float(v) for f in fams for v in chis[f].values() if v > 0]
-    ax.set_title("Operator slack chi = ||A_record - A_stored||_row1", fontsize=10)
+    ax.set_title(r"Operator slack $\chi = \Vert A_{\mathrm{record}} - A_{\mathrm{stored}}"
+                 r"\Vert_{\mathrm{row}1}$", fontsize=10)
     if not pos:
         n = sum(len(v) for v in chis.values())
-        ax.text(0.5, 0.5, f"chi = 0 for all {n} operators\n(stored A is the operator of record)",
+        ax.text(0.5, 0.5, rf"$\chi = 0$ for all {n} operators" + "\n(stored $A$ is the "
+                "operator of record)",
                 ha="center", va="center", transform=ax.transAxes)
         ax.set_axis_off()
         return fig
@@ -185,15 +197,17 @@ def chi_figure(records: list[dict[str, Any]]) -> Any:
         xs = [float(v) for v in chis[f].values() if v > 0]
         zero = sum(v == 0 for v in chis[f].values())
         if xs:
-            ax.hist(xs, bins=bins, alpha=0.6, label=f"{f} ({len(xs)}" +
-                    (f"; {zero} with chi = 0)" if zero else ")"))
-    ax.set_xlabel("chi (upper end of its enclosure)", fontsize=8)
+            ax.hist(xs, bins=bins, alpha=0.6, label=f"{_plain(f)} ({len(xs)}" +
+                    (rf"; {zero} with $\chi = 0$)" if zero else ")"))
+    ax.set_xlabel(r"$\chi$ (upper end of its enclosure)", fontsize=8)
     ax.tick_params(labelsize=7)
     ax.set_ylabel("operators", fontsize=8)
     ax.yaxis.set_major_locator(_int_locator())
     ax.legend(fontsize=7, frameon=False)
     return fig
 
+
+FORMATS = ("svg", "png", "pdf")
 
 FIGURES: dict[str, Callable[..., Any]] = {
     "brackets": lambda pairs, records: brackets_figure(pairs),
@@ -204,7 +218,8 @@ FIGURES: dict[str, Callable[..., Any]] = {
 
 def write_figures(out_dir: str | Path, pairs: list[dict[str, Any]],
                   records: list[dict[str, Any]]) -> list[str]:
-    """Writes figures/<name>.svg and .png for every figure; returns the relative paths.
+    """Writes figures/<name>.svg, .png and .pdf for every figure; returns the relative paths
+    (only files that were written).
 
     Raises ImportError when matplotlib (the ``plots`` extra) is missing.
     """
@@ -214,9 +229,10 @@ def write_figures(out_dir: str | Path, pairs: list[dict[str, Any]],
     written = []
     for name, make in FIGURES.items():
         fig = make(pairs, records)
-        for fmt in ("svg", "png"):
+        for fmt in FORMATS:
             buf = io.BytesIO()
-            meta = {"Date": None} if fmt == "svg" else {"Software": None}
+            meta = {"svg": {"Date": None}, "png": {"Software": None},
+                    "pdf": {"CreationDate": None, "ModDate": None}}[fmt]
             fig.savefig(buf, format=fmt, dpi=130, metadata=meta)
             rel = f"figures/{name}.{fmt}"
             write_public(Path(out_dir) / rel, buf.getvalue())

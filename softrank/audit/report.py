@@ -8,12 +8,14 @@ line, number of workers, how many records came from the journal) lives under the
 
 from __future__ import annotations
 
+import re
 from fractions import Fraction
 from typing import Any
 
 from witnesses import jsonexact
 
-from . import tables
+from ..assumptions import assumptions, assumptions_markdown
+from . import stats, tables
 from .provenance import methods_text
 
 REPORT_FORMAT = "softrank-audit-report"
@@ -37,6 +39,10 @@ DEFINITIONS = {
              "values for an even count)",
     "margin": "enclosure of the signed distance of the checked quantity from its threshold, "
               "positive on the claim's side",
+    "closed": "a pair whose validated bracket is exact, L = U (r_eps known exactly)",
+    "intervals": "bootstrap 95% percentile intervals over the operators of each family and "
+                 "eps (resampled with replacement); seed, resample count and random stream in "
+                 "options.bootstrap",
 }
 
 
@@ -61,8 +67,14 @@ def _why(r: dict[str, Any], end: str) -> dict[str, Any]:
 
 def build_report(records: list[dict[str, Any]], *, store: dict[str, Any], tier: str,
                  budgets: list[int], environment: dict[str, Any], methods: dict[str, Any],
-                 figures: list[str], run: dict[str, Any]) -> dict[str, Any]:
-    """Returns the report.json document (records must be normalized, any order)."""
+                 figures: list[str], run: dict[str, Any],
+                 bootstrap: tuple[int, int] = (stats.DEFAULT_SEED, stats.DEFAULT_RESAMPLES),
+                 layers: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Returns the report.json document (records must be normalized, any order).
+
+    ``bootstrap`` is (seed, resamples) of the intervals; ``layers`` maps operator ids to their
+    layer (from the store's operator meta) for the per-layer table.
+    """
     records = sorted(records, key=lambda r: r["bracket"])
     pairs = tables.group_pairs(records, budgets)
     groups = tables.summarize_groups(pairs, records, budgets)
@@ -77,16 +89,28 @@ def build_report(records: list[dict[str, Any]], *, store: dict[str, Any], tier: 
         "resolved_pairs": sum(p["resolved"] for p in pairs),
         "inconsistent_pairs": sum(not p["consistent"] for p in pairs),
         "claims_not_confirmed": len(changed),
+        "closed_pairs": sum(stats.is_closed(p) for p in pairs),
         "all_confirmed": tables.all_confirmed(records),
         "exit_code": exit_code(records, pairs),
     }
+    seed, resamples = bootstrap
+    settings = stats.bootstrap_settings(seed, resamples)
+    intervals = stats.interval_rows(pairs, seed=seed, resamples=resamples)
+    per_layer = stats.layer_rows(pairs, layers or {})
+    table_set = tables.build_tables(groups, budgets, tables.summarize_producers(records))
+    table_set.update(tables.interval_tables(intervals, settings))
+    if per_layer:
+        table_set["layers"] = tables.layer_table(per_layer)
     return {
         "format": REPORT_FORMAT, "version": REPORT_VERSION,
-        "store": store, "options": {"tier": tier, "budgets": budgets},
-        "definitions": DEFINITIONS, "environment": environment, "methods": methods,
+        "store": store,
+        "options": {"tier": tier, "budgets": budgets, "bootstrap": settings},
+        "definitions": DEFINITIONS, "assumptions": assumptions(),
+        "environment": environment, "methods": methods,
         "summary": summary,
-        "tables": tables.build_tables(groups, budgets, tables.summarize_producers(records)),
-        "groups": groups, "pairs": pairs, "not_confirmed": changed,
+        "tables": table_set,
+        "groups": groups, "intervals": intervals, "layers": per_layer,
+        "pairs": pairs, "not_confirmed": changed,
         "errors": [{"bracket": r["bracket"], "error": r["error"]} for r in records
                    if not tables.ok(r)],
         "figures": figures, "records": records, VOLATILE_KEY: run,
@@ -98,10 +122,25 @@ def report_json(report: dict[str, Any]) -> str:
 
 
 def _fmt_margin(m: dict[str, str] | None) -> str:
+    """The margin enclosure as short decimals (4 significant digits; exact in report.json)."""
     if not m:
         return "-"
     lo, hi = Fraction(m["lo"]), Fraction(m["hi"])
-    return f"[{float(lo):.3g}, {float(hi):.3g}]"
+    return f"[{tables.fmt_short(lo)}, {tables.fmt_short(hi)}]"
+
+
+_RATIONAL = re.compile(r"-?\d+/\d+|-?\d+\.\d{5,}")
+LONG_NUMBER = 10
+
+
+def short_claim(text: str) -> str:
+    """The claim text with every rational longer than LONG_NUMBER characters shown as ~ and
+    4 significant digits (display only; the exact text is in report.json)."""
+    def repl(m: re.Match[str]) -> str:
+        s = m.group(0)
+        return s if len(s) <= LONG_NUMBER else "~" + tables.fmt_short(Fraction(s))
+
+    return _RATIONAL.sub(repl, text)
 
 
 MAX_LISTED = 40
@@ -121,13 +160,19 @@ def report_markdown(rep: dict[str, Any]) -> str:
                "(listed below)")
     out += [f"**Result:** {verdict}; {s['resolved_pairs']} of {s['pairs']} pairs resolved. "
             "Every L and U below is a theorem about the exact stored numbers and the "
-            "operator of record (rounding errors, residuals and the slack chi charged); no "
-            "float64 qualifier applies.", ""]
+            "operator of record (rounding errors, residuals and the slack chi charged), under "
+            "the assumptions stated below; no other float64 qualifier applies. "
+            f"{s['closed_pairs']} pairs are closed exactly (L = U).", ""]
     if s["inconsistent_pairs"]:
         out += [f"**WARNING:** {s['inconsistent_pairs']} pairs have validated L > U, which no "
                 "sound check can produce; report this as a bug.", ""]
     for i, t in enumerate(rep["tables"].values(), start=1):
         out += [f"## Table {i}. {t['title']}", "", tables.markdown_table(t), ""]
+    boot = rep["options"]["bootstrap"]
+    out += [f"Intervals: bootstrap 95% percentile intervals, operators resampled with "
+            f"replacement within each family and eps; seed {boot['seed']}, "
+            f"{boot['resamples']} resamples (random stream: {boot['stream']}).", ""]
+    out += assumptions_markdown()
     out += ["## Definitions", ""]
     out += [f"- {k.replace('_', ' ')}: {v}" for k, v in rep["definitions"].items()]
     out += [""]
@@ -142,7 +187,7 @@ def report_markdown(rep: dict[str, Any]) -> str:
             "rows": [[str(x) for x in (
                 c["bracket"], c["family"], c["operator"], tables.fmt_eps(c["eps"]), c["end"],
                 c["kind"], c["claimed"], c["validated"], c["outcome"],
-                f"{c['status']}: {c['claim']}" if c["claim"] else c["status"],
+                f"{c['status']}: {short_claim(c['claim'])}" if c["claim"] else c["status"],
                 _fmt_margin(c["margin"]), c["tier"])] for c in changed[:MAX_LISTED]],
         }
         out.append(tables.markdown_table(listing, left=len(listing["columns"])))
@@ -162,6 +207,8 @@ def report_markdown(rep: dict[str, Any]) -> str:
             "these table cells (everything outside its `run` key is reproducible)",
             "- `report.tex`: the tables as booktabs floats; `tables/<name>.tex`: each tabular "
             f"alone ({', '.join(f'`{n}`' for n in rep['tables'])})",
+            *([f"- `figures/`: {', '.join(f'`{f[8:]}`' for f in rep['figures'])}"]
+              if rep["figures"] else ["- no figures were drawn"]),
             "- `journal.jsonl`: one line per checked bracket; rerunning the same command "
             "resumes from it", ""]
     if rep["figures"]:
@@ -184,13 +231,18 @@ def report_markdown(rep: dict[str, Any]) -> str:
 
 
 def report_latex(rep: dict[str, Any]) -> str:
-    """Returns report.tex: the three booktabs tables (``\\usepackage{booktabs}``), provenance
-    in comments, ready to ``\\input``.
+    """Returns report.tex: the booktabs tables (``\\usepackage{booktabs,graphicx}``),
+    provenance and assumptions in comments, the assumptions also as the macro
+    ``\\softrankassumptions`` (an itemize), ready to ``\\input``.
     """
     env = rep["environment"]
-    head = ["% softrank-certify audit tables; needs \\usepackage{booktabs}",
+    head = ["% softrank-certify audit tables; needs \\usepackage{booktabs,graphicx}",
             f"% store: {rep['store']['path']} (sha256 {rep['store']['sha256']})",
             f"% tier: {rep['options']['tier']}; " + "; ".join(f"{k} {v}" for k, v in env.items()),
-            f"% command: {rep[VOLATILE_KEY].get('command')}", ""]
+            f"% command: {rep[VOLATILE_KEY].get('command')}",
+            "% Assumptions:", *(f"%  - {a}" for a in rep["assumptions"]["items"]),
+            "\\providecommand{\\softrankassumptions}{\\begin{itemize}"
+            + "".join(f"\\item {tables.tex_escape(a)}" for a in rep["assumptions"]["items"])
+            + "\\end{itemize}}", ""]
     parts = [tables.latex_table(t, f"tab:audit-{name}") for name, t in rep["tables"].items()]
     return "\n".join(head) + "\n\n".join(parts) + "\n"

@@ -320,6 +320,10 @@ def build_tables(groups: list[dict[str, Any]], budgets: Sequence[int],
                   *(str(g["claims"]["upper"][o]) for o in OUTCOMES[:3]),
                   *(str(g["claims"]["lower"][o]) for o in OUTCOMES),
                   str(g["errors"])] for g in groups],
+        # LaTeX only: grouped, abbreviated headers so the table fits one column
+        "tex_columns": ["Family", "eps", "Brackets", "conf.", "weak.", "ref.", "conf.", "weak.",
+                        "ref.", "absent", "Input errors"],
+        "column_groups": [["Upper claims", 3, 6], ["Lower claims", 6, 10]],
     }
     budget_rows = []
     for g in groups:
@@ -392,8 +396,10 @@ def latex_tabular(table: dict[str, Any]) -> str:
     left = int(table.get("left", 2))
     spec = "l" * left + "r" * (len(cols) - left)
     group = int(table.get("group_column", 1))
-    lines = [rf"\begin{{tabular}}{{{spec}}}", r"\toprule",
-             " & ".join(_eps_math(c) for c in cols) + r" \\", r"\midrule"]
+    lines = [rf"\begin{{tabular}}{{{spec}}}", r"\toprule"]
+    lines += _tex_group_header(table.get("column_groups") or [], len(cols))
+    lines += [" & ".join(_tex_header_cell(c) for c in table.get("tex_columns") or cols)
+              + r" \\", r"\midrule"]
     prev = None
     for row in table["rows"]:
         if prev is not None and row[group] != prev:
@@ -406,7 +412,147 @@ def latex_tabular(table: dict[str, Any]) -> str:
 
 
 def latex_table(table: dict[str, Any], label: str) -> str:
-    """Returns a booktabs ``table`` float (needs \\usepackage{booktabs}) ready to \\input."""
+    """Returns a booktabs ``table`` float (needs \\usepackage{booktabs} and {graphicx}) ready
+    to \\input: small type, narrow column gaps, stacked headers, and scaled to the line width
+    only if still wider (``latex_fit``).
+    """
     return "\n".join([r"\begin{table}[htbp]", r"\centering", r"\small",
+                      r"\setlength{\tabcolsep}{4pt}",
                       rf"\caption{{{_eps_math(table['title'])}}}", rf"\label{{{label}}}",
-                      latex_tabular(table), r"\end{table}"])
+                      latex_fit(latex_tabular(table)), r"\end{table}"])
+
+
+# ---------------------------------------------------------------------------- interval tables
+
+
+def fmt_short(q: Fraction, digits: int = 4) -> str:
+    """Returns q with ``digits`` significant digits (half away from zero), in plain decimal
+    notation for 1e-4 <= |q| < 1e6, else as m.mmme[+-]XX (display only; the exact value
+    stays in report.json).
+    """
+    if q == 0:
+        return "0"
+    a = abs(q)
+    e = 0
+    while a >= 10:
+        a /= 10
+        e += 1
+    while a < 1:
+        a *= 10
+        e -= 1
+    mant = fmt_decimal(a, digits - 1)
+    if mant.startswith("10"):  # rounding carried into a new digit
+        mant, e = fmt_decimal(a / 10, digits - 1), e + 1
+    sign = "-" if q < 0 else ""
+    if -4 <= e < 6:
+        return sign + fmt_decimal(abs(q), max(digits - 1 - e, 0))
+    return f"{sign}{mant}e{e:+03d}"
+
+
+def _share_ci(ci: list[str | None]) -> str:
+    lo, hi = (fmt_decimal(Fraction(x) * 100, 1) for x in ci)
+    return f"[{lo}, {hi}]"
+
+
+def _median_value(q: str | None, places: int) -> str:
+    if q is None:
+        return INF
+    v = Fraction(q)
+    if places == 1:
+        return fmt_median(q)
+    return fmt_decimal(v, places)
+
+
+def _median_ci(ci: list[str | None], places: int) -> str:
+    return "[" + ", ".join(_median_value(x, places) for x in ci) + "]"
+
+
+def interval_tables(rows: list[dict[str, Any]], settings: dict[str, Any]) -> dict[str, Any]:
+    """Returns the tables "intervals" (resolved and exact-closure shares) and "medians"
+    (median L, U, U/L), each with its bootstrap 95% interval, from ``stats.interval_rows``
+    output; the titles state the seed and the resample count.  Display only.
+    """
+    how = (f"bootstrap 95% intervals, operators resampled, seed {settings['seed']}, "
+           f"{settings['resamples']} resamples")
+    shares = {
+        "title": f"Resolved and exactly closed (L = U) pairs per family and eps; {how}",
+        "columns": ["Family", "eps", "Operators", "Resolved", "95% CI", "Closed", "Closed share",
+                    "95% CI"], "left": 2,
+        "rows": [[r["family"], fmt_eps(r["eps"]), str(r["operators"]),
+                  fmt_share(r["resolved_share"]), _share_ci(r["intervals"]["resolved_share"]),
+                  str(r["closed"]), fmt_share(r["closed_share"]),
+                  _share_ci(r["intervals"]["closed_share"])] for r in rows],
+    }
+    medians = {
+        "title": f"Medians of validated L, U and U/L per family and eps; {how}",
+        "columns": ["Family", "eps", "Median L", "95% CI", "Median U", "95% CI",
+                    "Median U/L", "95% CI"], "left": 2,
+        "rows": [[r["family"], fmt_eps(r["eps"]),
+                  _median_value(r["median_lower"], 1),
+                  _median_ci(r["intervals"]["median_lower"], 1),
+                  _median_value(r["median_upper"], 1),
+                  _median_ci(r["intervals"]["median_upper"], 1),
+                  _median_value(r["median_ratio"], 2),
+                  _median_ci(r["intervals"]["median_ratio"], 2)] for r in rows],
+    }
+    return {"intervals": shares, "medians": medians}
+
+
+def layer_table(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Returns the per-layer table from ``stats.layer_rows`` output (display only)."""
+    return {
+        "title": "Validated brackets per layer and eps ((operator, eps) pairs)",
+        "columns": ["Family", "Layer", "eps", "Operators", "Resolved", "Closed (L = U)",
+                    "Median L", "Median U"], "left": 3, "group_column": 1,
+        "rows": [[r["family"], str(r["layer"]), fmt_eps(r["eps"]), str(r["operators"]),
+                  fmt_share(r["resolved_share"]), fmt_share(r["closed_share"]),
+                  fmt_median(r["median_lower"]), fmt_median(r["median_upper"])]
+                 for r in rows],
+    }
+
+
+def _tex_header_cell(name: str) -> str:
+    """A header of several words stacked on lines of at most about 9 characters (a nested
+    one-column tabular, plain LaTeX), so columns are as narrow as their numbers."""
+    words = name.split(" ")
+    lines: list[str] = []
+    for w in words:
+        if lines and len(lines[-1]) + 1 + len(w) <= 9:
+            lines[-1] += " " + w
+        else:
+            lines.append(w)
+    cells = [_eps_math(x) for x in lines]
+    if len(cells) == 1:
+        return cells[0]
+    return r"\begin{tabular}[b]{@{}c@{}}" + r"\\".join(cells) + r"\end{tabular}"
+
+
+def _tex_group_header(groups: list[list[Any]], ncols: int) -> list[str]:
+    """The header row of column groups [label, first, stop) with a booktabs \\cmidrule under
+    each (none when there are no groups)."""
+    if not groups:
+        return []
+    cells: list[str] = []
+    rules = []
+    col = 0
+    for label, first, stop in sorted(groups, key=lambda g: g[1]):
+        cells += [""] * (first - col)
+        cells.append(rf"\multicolumn{{{stop - first}}}{{c}}{{{_eps_math(str(label))}}}")
+        rules.append(rf"\cmidrule(lr){{{first + 1}-{stop}}}")
+        col = stop
+    cells += [""] * (ncols - col)
+    return [" & ".join(cells) + r" \\", "".join(rules)]
+
+
+FIT_BOX = "softrankfitbox"
+
+
+def latex_fit(body: str) -> str:
+    """Wraps ``body`` (a tabular) so that it is typeset at its natural size when it fits the
+    line width and scaled down to the line width otherwise (needs \\usepackage{graphicx});
+    the box register is allocated once however many reports are \\input."""
+    return "\n".join([
+        rf"\ifdefined\{FIT_BOX}\else\newsavebox{{\{FIT_BOX}}}\fi",
+        rf"\sbox{{\{FIT_BOX}}}{{%", body + "%", "}",
+        rf"\ifdim\wd\{FIT_BOX}>\linewidth\resizebox{{\linewidth}}{{!}}{{\usebox{{\{FIT_BOX}}}}}%",
+        rf"\else\usebox{{\{FIT_BOX}}}\fi"])

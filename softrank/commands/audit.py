@@ -8,7 +8,7 @@ import sys
 
 from witnesses import jsonexact
 
-from ..audit import parse_budgets, run_audit
+from ..audit import DEFAULT_RESAMPLES, DEFAULT_SEED, parse_budgets, run_audit
 from ..runner import default_jobs
 
 NAME = "audit"
@@ -33,7 +33,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "--nthreads 1 and several --nworkers)")
     p.add_argument("--restart", action="store_true",
                    help="discard DIR's journal instead of resuming from it")
-    p.add_argument("--no-figures", action="store_true", help="skip the matplotlib figures")
+    p.add_argument("--no-figures", action="store_true",
+                   help="skip the matplotlib figures (without this flag an audit refuses to "
+                        "start when matplotlib is missing)")
+    p.add_argument("--seed", type=int, default=DEFAULT_SEED, metavar="S",
+                   help=f"seed of the bootstrap intervals (default {DEFAULT_SEED})")
+    p.add_argument("--resamples", type=int, default=DEFAULT_RESAMPLES, metavar="R",
+                   help=f"bootstrap resamples per family and eps (default {DEFAULT_RESAMPLES})")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     p.add_argument("--json", action="store_true",
                    help="print the report's summary as JSON instead of text")
@@ -48,6 +54,7 @@ def _command_line(args: argparse.Namespace, budgets: list[int]) -> str:
         argv += ["--scheduler", args.scheduler]
     if args.no_figures:
         argv.append("--no-figures")
+    argv += ["--seed", str(args.seed), "--resamples", str(args.resamples)]
     return " ".join(shlex.quote(a) for a in argv)
 
 
@@ -60,17 +67,19 @@ def run(args: argparse.Namespace) -> int:
     report = run_audit(args.store, args.out, jobs=args.jobs, budgets=budgets, tier=args.tier,
                        scheduler=args.scheduler, restart=args.restart,
                        progress=not args.no_progress and not args.json and sys.stderr.isatty(),
-                       figures=not args.no_figures, command=command)
+                       figures=not args.no_figures, command=command,
+                       bootstrap_seed=args.seed, bootstrap_resamples=args.resamples)
     s = report["summary"]
     if args.json:
         print(jsonexact.dumps({"out": str(args.out), "summary": s,
-                               "run": report["run"]}, indent=1))
+                               "assumptions": report["assumptions"], "run": report["run"]},
+                              indent=1))
     else:
         print(f"{s['brackets']} brackets, {s['pairs']} (operator, eps) pairs, "
               f"{s['resolved_pairs']} resolved; claims not confirmed: "
               f"{s['claims_not_confirmed']}; input errors: {s['input_errors']}")
-        print(f"report written to {args.out}/report.md (also report.tex, report.json, "
-              f"figures/)")
+        also = "report.tex, report.json" + (", figures/" if report["figures"] else "")
+        print(f"report written to {args.out}/report.md (also {also})")
     for e in report["errors"]:
         print(f"softrank-certify: input error: {e['error']}", file=sys.stderr)
     return int(s["exit_code"])

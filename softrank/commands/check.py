@@ -11,6 +11,7 @@ from tqdm import tqdm
 
 from witnesses import jsonexact, open_store
 
+from ..assumptions import assumptions
 from ..runner import default_jobs, iter_checks
 
 NAME = "check"
@@ -86,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
     summary = summarize(records)
     if args.json:
         print(jsonexact.dumps({"store": str(args.store), "summary": summary,
-                               "records": records}, indent=1))
+                               "assumptions": assumptions(), "records": records}, indent=1))
     else:
         print(_summary_text(summary))
     if args.export:

@@ -1,4 +1,4 @@
-"""Built-in lower producers (see DOMAIN.md section 2 for what each certificate proves).
+"""Built-in lower producers (what each certificate proves: proofs_notes/background.md, section 2).
 
 * ``nonzero``: ||A||_row1 > eps gives rank 1.
 * ``frobenius_tail``: the largest L with sum_{i >= L} sigma_i^2 > m eps^2.

@@ -1,0 +1,207 @@
+"""The audit's statistics layer: exact closure, seeded bootstrap intervals, per-layer summaries.
+
+Pure functions on the grouped pairs of ``tables.group_pairs``; no files, no rendering.  Every
+number is an exact rational (as a string in report.json); renderers only format them.
+
+Bootstrap (see proofs_notes/audit.md, section 3): for one row (family, eps) with n pairs (one
+pair per operator), a resample draws n of its operators uniformly with replacement; each
+statistic is recomputed exactly on the resample; the 95% interval is the percentile interval
+[s_(j+1), s_(R-j)] of the R resample values sorted ascending (1-based order statistics),
+j = floor(R / 40).  The draws of a row come from ``random.Random(stream_seed(seed, family,
+eps))`` calling ``randrange(n)`` n times per resample in resample order, over the row's pairs
+sorted by operator id; so the intervals are reproducible from the seed and the resample count
+alone, and adding a family or an eps does not move the intervals of the other rows.  A resample
+statistic that is infinite (a median ratio U/L whose middle values involve L = 0) sorts last
+and is reported as None.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import defaultdict
+from collections.abc import Sequence
+from fractions import Fraction
+from typing import Any
+
+from .tables import ALL_FAMILIES, eps_key, median
+
+DEFAULT_SEED = 20240601
+DEFAULT_RESAMPLES = 2000
+LEVEL = Fraction(95, 100)
+STATISTICS = ("resolved_share", "closed_share", "median_lower", "median_upper", "median_ratio")
+
+
+def is_closed(pair: dict[str, Any]) -> bool:
+    """True when the pair's validated bracket is exact: L = U (so r_eps is known exactly)."""
+    return pair["lower"] == pair["upper"]
+
+
+def stream_seed(seed: int, family: str, eps: str) -> str:
+    """Returns the seed of the random stream of row (family, eps) (a string: ``random.Random``
+    hashes it with SHA-512, the same on every platform and Python >= 3.2)."""
+    return f"softrank-bootstrap:{int(seed)}:{family}:{eps}"
+
+
+def _ratio(p: dict[str, Any]) -> Fraction | None:
+    return None if p["ratio"] is None else Fraction(p["ratio"])
+
+
+def point_statistics(ps: Sequence[dict[str, Any]]) -> dict[str, Fraction | None]:
+    """Returns the five statistics of a non-empty list of pairs as exact rationals: resolved
+    and closed (L = U) shares, medians of L, U and U/L (None = infinite ratio median).
+    """
+    n = len(ps)
+    return {
+        "resolved_share": Fraction(sum(bool(p["resolved"]) for p in ps), n),
+        "closed_share": Fraction(sum(is_closed(p) for p in ps), n),
+        "median_lower": median([Fraction(p["lower"]) for p in ps]),
+        "median_upper": median([Fraction(p["upper"]) for p in ps]),
+        "median_ratio": median([_ratio(p) for p in ps]),
+    }
+
+
+def percentile_interval(values: Sequence[Fraction | None]) -> list[Fraction | None]:
+    """Returns [s_(j+1), s_(R-j)], j = floor(R/40), of the R values sorted ascending (None =
+    +infinity sorts last): the 95% percentile interval.  Raises ValueError for no values.
+    """
+    if not values:
+        raise ValueError("no resample values")
+    finite = sorted(v for v in values if v is not None)
+    ordered: list[Fraction | None] = [*finite, *([None] * (len(values) - len(finite)))]
+    j = len(ordered) * (1 - LEVEL) / 2
+    j = int(j)  # floor: the interval is never narrower than the nominal 95%
+    return [ordered[j], ordered[len(ordered) - 1 - j]]
+
+
+def bootstrap(ps: Sequence[dict[str, Any]], rng: random.Random, resamples: int
+              ) -> dict[str, list[Fraction | None]]:
+    """Returns {statistic: [lo, hi]} 95% percentile intervals over ``resamples`` resamples of
+    ``ps`` (drawn with replacement by ``rng.randrange``, in the order the pairs are given).
+
+    The same statistics as ``point_statistics`` on each resample, computed on integer ranks:
+    the ratios are ordered once exactly, so a resample sorts small integers.
+    """
+    n = len(ps)
+    resolved = [int(bool(p["resolved"])) for p in ps]
+    closed = [int(is_closed(p)) for p in ps]
+    lower = [int(p["lower"]) for p in ps]
+    upper = [int(p["upper"]) for p in ps]
+    ratios = [_ratio(p) for p in ps]
+    # rank of each pair's ratio in one exact ascending order (infinite ratios last)
+    order = sorted(range(n), key=lambda i: (ratios[i] is None, ratios[i] or 0))
+    rank = [0] * n
+    for r, i in enumerate(order):
+        rank[i] = r
+    by_rank = [ratios[i] for i in order]
+
+    def mid(values: list[int]) -> tuple[int, int]:
+        values.sort()
+        return values[(n - 1) // 2], values[n // 2]
+
+    draws: dict[str, list[Fraction | None]] = {s: [] for s in STATISTICS}
+    for _ in range(resamples):
+        idx = [rng.randrange(n) for _ in range(n)]
+        draws["resolved_share"].append(Fraction(sum(resolved[i] for i in idx), n))
+        draws["closed_share"].append(Fraction(sum(closed[i] for i in idx), n))
+        a, b = mid([lower[i] for i in idx])
+        draws["median_lower"].append(Fraction(a + b, 2))
+        a, b = mid([upper[i] for i in idx])
+        draws["median_upper"].append(Fraction(a + b, 2))
+        ra, rb = (by_rank[r] for r in mid([rank[i] for i in idx]))
+        draws["median_ratio"].append(None if ra is None or rb is None else (ra + rb) / 2)
+    return {name: percentile_interval(vals) for name, vals in draws.items()}
+
+
+def _q(x: Fraction | None) -> str | None:
+    return None if x is None else str(x)
+
+
+def _rows(pairs: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """Row keys in the order of ``tables.summarize_groups``: per eps, each family, then "all"
+    when the eps has more than one family."""
+    by_eps: dict[str, set[str]] = defaultdict(set)
+    for p in pairs:
+        by_eps[p["eps"]].add(p["family"])
+    keys: list[tuple[str, str]] = []
+    for eps in sorted(by_eps, key=eps_key):
+        fams = sorted(by_eps[eps])
+        keys += [(f, eps) for f in fams]
+        if len(fams) > 1:
+            keys.append((ALL_FAMILIES, eps))
+    return keys
+
+
+def interval_rows(pairs: list[dict[str, Any]], *, seed: int = DEFAULT_SEED,
+                  resamples: int = DEFAULT_RESAMPLES) -> list[dict[str, Any]]:
+    """Returns one row per (family, eps) with pairs (plus "all" per eps with several families):
+    family, eps, operators, resolved, closed (counts), and for each statistic its exact point
+    value and its bootstrap 95% interval ``[lo, hi]`` (exact strings; None = infinite).
+    Raises ValueError when ``resamples`` < 1.
+    """
+    if int(resamples) < 1:
+        raise ValueError("resamples must be >= 1")
+    out = []
+    for fam, eps in _rows(pairs):
+        ps = sorted((p for p in pairs if p["eps"] == eps and fam in (ALL_FAMILIES, p["family"])),
+                    key=lambda p: p["operator"])
+        point = point_statistics(ps)
+        rng = random.Random(stream_seed(seed, fam, eps))
+        ci = bootstrap(ps, rng, int(resamples))
+        out.append({
+            "family": fam, "eps": eps, "operators": len(ps),
+            "resolved": sum(bool(p["resolved"]) for p in ps),
+            "closed": sum(is_closed(p) for p in ps),
+            **{name: _q(point[name]) for name in STATISTICS},
+            "intervals": {name: [_q(v) for v in ci[name]] for name in STATISTICS},
+        })
+    return out
+
+
+def bootstrap_settings(seed: int, resamples: int) -> dict[str, Any]:
+    """Returns the description of the bootstrap stored in report.json (``options``)."""
+    return {"seed": int(seed), "resamples": int(resamples), "level": str(LEVEL),
+            "unit": "operator (one (operator, eps) pair per row)",
+            "interval": "percentile [s_(j+1), s_(R-j)] of the R sorted resample values, "
+                        "j = floor(R/40)",
+            "stream": "random.Random('softrank-bootstrap:<seed>:<family>:<eps>'), randrange(n) "
+                      "n times per resample, pairs sorted by operator id"}
+
+
+# ---------------------------------------------------------------------------- per layer
+
+
+def layer_of(meta: Any) -> Any:
+    """Returns meta["layer"] when it is an int or a short string, else None."""
+    if isinstance(meta, dict):
+        v = meta.get("layer")
+        if isinstance(v, bool):
+            return None
+        if isinstance(v, int) or (isinstance(v, str) and 0 < len(v) <= 40):
+            return v
+    return None
+
+
+def _layer_sort(v: Any) -> tuple[int, Any]:
+    return (0, v) if isinstance(v, int) else (1, str(v))
+
+
+def layer_rows(pairs: list[dict[str, Any]], layers: dict[str, Any]) -> list[dict[str, Any]]:
+    """Returns one exact summary per (family, layer, eps) over the pairs whose operator has a
+    layer in ``layers`` (operator id -> layer): operators, resolved, closed, resolved and closed
+    shares, medians of L and U (exact strings).  Empty when no operator has a layer.
+    """
+    groups: dict[tuple[str, Any, str], list[dict[str, Any]]] = defaultdict(list)
+    for p in pairs:
+        layer = layers.get(p["operator"])
+        if layer is not None:
+            groups[(p["family"], layer, p["eps"])].append(p)
+    out = []
+    for (fam, layer, eps), ps in sorted(groups.items(), key=lambda kv: (
+            kv[0][0], _layer_sort(kv[0][1]), eps_key(kv[0][2]))):
+        point = point_statistics(ps)
+        out.append({"family": fam, "layer": layer, "eps": eps, "operators": len(ps),
+                    "resolved": sum(bool(p["resolved"]) for p in ps),
+                    "closed": sum(is_closed(p) for p in ps),
+                    **{name: _q(point[name]) for name in STATISTICS}})
+    return out
+

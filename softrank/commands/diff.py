@@ -1,0 +1,233 @@
+"""``softrank-certify diff OLD NEW``: which (operator, eps) pairs changed between two versions of
+a study.
+
+OLD and NEW are each an audit's report.json (or the audit folder holding it) or a store (a
+folder with store.json, rechecked here).  A pair changed when its validated bracket [L, U], its
+verdict at some budget, or the outcome of some claim of its records (or an input error) differs,
+or when it exists on one side only.  Pairs are matched by operator id and exact eps.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+from certify.errors import InputError
+from witnesses import jsonexact
+
+from ..audit import DEFAULT_BUDGETS, parse_budgets
+from ..audit.journal import normalize
+from ..audit.report import REPORT_FORMAT
+from ..audit.tables import fmt_eps, group_pairs, ok
+from ..runner import iter_checks
+
+NAME = "diff"
+HELP = ("name the (operator, eps) pairs whose validated brackets, verdicts or claim outcomes "
+        "changed between two audit reports (report.json) or two stores (exit 0 none, 1 some)")
+
+REPORT_NAME = "report.json"
+STORE_HEADER = "store.json"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("old", help="report.json of an audit, its folder, or a store folder")
+    p.add_argument("new", help="the same for the newer version")
+    p.add_argument("--budgets", default=None, metavar="K,K,...",
+                   help="budgets whose verdicts are compared (default: those of the reports, "
+                        f"else {','.join(map(str, DEFAULT_BUDGETS))})")
+    p.add_argument("--tier", choices=["auto", "float64", "arb", "exact"], default="auto",
+                   help="arithmetic tier when a side is a store (default auto)")
+    p.add_argument("--jobs", type=int, default=1, metavar="N",
+                   help="worker processes when a side is a store (default 1)")
+    p.add_argument("--json", action="store_true", help="print one JSON document")
+
+
+# ---------------------------------------------------------------------------- loading
+
+
+def load_side(path: str | Path, *, tier: str = "auto", jobs: int = 1
+              ) -> tuple[str, list[dict[str, Any]], list[int] | None]:
+    """Returns (kind, records, budgets) of one side: kind "report" (records of report.json,
+    budgets from its options) or "store" (records checked now, budgets None).
+
+    Raises InputError for a path that is neither, or a report.json of another format.
+    """
+    p = Path(path)
+    if p.is_dir() and (p / REPORT_NAME).is_file():
+        p = p / REPORT_NAME
+    if p.is_file():
+        try:
+            doc = jsonexact.loads(p.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError) as err:
+            raise InputError(f"not a readable JSON report ({err})", source=str(p)) from None
+        if not isinstance(doc, dict) or doc.get("format") != REPORT_FORMAT:
+            raise InputError(f"not a {REPORT_FORMAT} document", field="format",
+                             source=str(p)) from None
+        recs = doc.get("records")
+        if not isinstance(recs, list) or not all(_record_shape_ok(r) for r in recs):
+            raise InputError("records must be a list of audit records", field="records",
+                             source=str(p))
+        opts = doc.get("options") if isinstance(doc.get("options"), dict) else {}
+        budgets = opts.get("budgets")
+        if not (isinstance(budgets, list) and all(type(k) is int and k > 0 for k in budgets)):
+            budgets = None
+        return "report", [normalize(r) for r in recs], budgets
+    if p.is_dir() and (p / STORE_HEADER).is_file():
+        recs = [normalize(r) for r in iter_checks(p, jobs=jobs, tier=tier)]
+        return "store", sorted(recs, key=lambda r: r["bracket"]), None
+    raise InputError("neither an audit report (report.json or its folder) nor a store "
+                     "(a folder with store.json)", source=str(p))
+
+
+def _record_shape_ok(r: Any) -> bool:
+    if not isinstance(r, dict):
+        return False
+    if not all(isinstance(r.get(k), str) for k in ("bracket", "operator", "eps")):
+        return False
+    try:
+        Fraction(r["eps"])
+    except (ValueError, ZeroDivisionError):
+        return False
+    if not ok(r):
+        return True
+    shape = r.get("shape")
+    return (isinstance(r.get("family"), str) and isinstance(shape, list) and len(shape) == 2
+            and all(type(s) is int and s > 0 for s in shape)
+            and all(r.get(k) is None or type(r.get(k)) is int for k in ("lower", "upper")))
+
+
+# ---------------------------------------------------------------------------- comparing
+
+
+def _key(op: str, eps: str) -> tuple[str, Fraction]:
+    return op, Fraction(eps)
+
+
+def _outcomes(records: list[dict[str, Any]]) -> dict[tuple[str, Fraction], dict[str, Any]]:
+    """(operator, eps) -> {bracket id: {"upper": outcome, "lower": outcome} or "error"}."""
+    out: dict[tuple[str, Fraction], dict[str, Any]] = {}
+    for r in records:
+        d = out.setdefault(_key(r["operator"], r["eps"]), {})
+        d[r["bracket"]] = ("error" if not ok(r) else
+                           {"upper": r.get("upper_outcome"), "lower": r.get("lower_outcome")})
+    return out
+
+
+def _claim_changes(old: dict[str, Any], new: dict[str, Any]) -> list[dict[str, Any]]:
+    changes = []
+    for bid in sorted(set(old) | set(new)):
+        a, b = old.get(bid, "absent record"), new.get(bid, "absent record")
+        if a == b:
+            continue
+        if isinstance(a, dict) and isinstance(b, dict):
+            for end in ("upper", "lower"):
+                if a[end] != b[end]:
+                    changes.append({"bracket": bid, "end": end, "old": a[end], "new": b[end]})
+        else:
+            changes.append({"bracket": bid, "end": None, "old": _word(a), "new": _word(b)})
+    return changes
+
+
+def _word(x: Any) -> str:
+    if isinstance(x, dict):
+        return f"upper {x['upper']}, lower {x['lower']}"
+    return str(x)
+
+
+def compare(old: list[dict[str, Any]], new: list[dict[str, Any]], budgets: list[int]
+            ) -> dict[str, Any]:
+    """Returns the differences between two record lists: ``changed`` (one entry per
+    (operator, eps) pair whose bracket, verdicts or claim outcomes differ, or that exists on
+    one side only; sorted by operator and eps) and counts.  Pure; the pairs are regrouped
+    from the records (``tables.group_pairs``), so a report's stored tables are not trusted.
+    """
+    pairs_old = {_key(p["operator"], p["eps"]): p for p in group_pairs(old, budgets)}
+    pairs_new = {_key(p["operator"], p["eps"]): p for p in group_pairs(new, budgets)}
+    out_old, out_new = _outcomes(old), _outcomes(new)
+    keys = sorted(set(out_old) | set(out_new))
+    changed = []
+    for key in keys:
+        po, pn = pairs_old.get(key), pairs_new.get(key)
+        what = []
+        entry: dict[str, Any] = {"operator": key[0], "eps": str(key[1]),
+                                 "family": (po or pn or {}).get("family")}
+        if key not in out_old or key not in out_new:
+            what.append("added" if key not in out_old else "removed")
+        side = {"old": po, "new": pn}
+        for name, p in side.items():
+            entry[name] = None if p is None else {
+                "lower": p["lower"], "upper": p["upper"], "lower_from": p["lower_from"],
+                "upper_from": p["upper_from"], "resolved": p["resolved"],
+                "budgets": p["budgets"]}
+        if po is not None and pn is not None:
+            if (po["lower"], po["upper"]) != (pn["lower"], pn["upper"]):
+                what.append("bracket")
+            if po["budgets"] != pn["budgets"]:
+                what.append("verdicts")
+                entry["verdicts"] = {k: [po["budgets"][k], pn["budgets"][k]]
+                                     for k in po["budgets"] if po["budgets"][k] !=
+                                     pn["budgets"].get(k)}
+        elif (po is None) != (pn is None) and not what:
+            what.append("bracket")  # every record of the pair became (or stopped being) an error
+        claims = _claim_changes(out_old.get(key, {}), out_new.get(key, {}))
+        if claims:
+            what.append("claims")
+            entry["claims"] = claims
+        if what:
+            entry["changes"] = what
+            changed.append(entry)
+    return {"pairs_old": len(out_old), "pairs_new": len(out_new), "pairs_compared": len(keys),
+            "budgets": budgets,
+            "changed_pairs": len(changed), "changed": changed}
+
+
+# ---------------------------------------------------------------------------- output
+
+
+def _bracket(b: dict[str, Any] | None) -> str:
+    return "-" if b is None else f"[{b['lower']}, {b['upper']}]"
+
+
+def format_text(result: dict[str, Any]) -> list[str]:
+    """Returns the text lines: one per changed pair, then a summary line."""
+    lines = []
+    for c in result["changed"]:
+        parts = [f"{c['operator']} eps={fmt_eps(c['eps'])}:",
+                 f"bracket {_bracket(c['old'])} -> {_bracket(c['new'])}"]
+        for k, (a, b) in (c.get("verdicts") or {}).items():
+            parts.append(f"k={k} {a} -> {b}")
+        for ch in c.get("claims") or []:
+            end = f" {ch['end']}" if ch["end"] else ""
+            parts.append(f"{ch['bracket']}{end} {ch['old']} -> {ch['new']}")
+        lines.append(" ".join(parts[:2]) + ("; " + "; ".join(parts[2:]) if parts[2:] else "")
+                     + f"  ({', '.join(c['changes'])})")
+    lines.append(f"{result['changed_pairs']} of {result['pairs_compared']} (operator, eps) "
+                 "pairs changed")
+    return lines
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.jobs < 1:
+        raise InputError("--jobs must be >= 1", field="--jobs")
+    kind_old, old, b_old = load_side(args.old, tier=args.tier, jobs=args.jobs)
+    kind_new, new, b_new = load_side(args.new, tier=args.tier, jobs=args.jobs)
+    if args.budgets is not None:
+        budgets = parse_budgets(args.budgets)
+    else:
+        budgets = sorted(set(b_old or []) | set(b_new or [])) or list(DEFAULT_BUDGETS)
+    result = compare(old, new, budgets)
+    result = {"old": {"path": str(args.old), "kind": kind_old},
+              "new": {"path": str(args.new), "kind": kind_new}, **result}
+    if args.json:
+        print(jsonexact.dumps(result, indent=1))
+    else:
+        for line in format_text(result):
+            print(line)
+    errors = [r for r in (*old, *new) if not ok(r)]
+    if errors:
+        print(f"softrank-certify diff: {len(errors)} records are input errors (compared as "
+              "outcome 'error')", file=sys.stderr)
+    return 1 if result["changed"] else 0

@@ -1,0 +1,105 @@
+"""``softrank-certify diff``: pure comparison of record lists, report and store inputs, bad
+input."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from softrank.audit import run_audit
+from softrank.cli import main
+from softrank.commands.diff import compare, format_text
+
+from .test_audit import build_known_store
+
+
+def rec(bid, op, eps, L, U, up="confirmed", lo="confirmed", family="f"):
+    return {"bracket": bid, "operator": op, "family": family, "eps": eps, "shape": [16, 16],
+            "lower": L, "upper": U, "upper_outcome": up, "lower_outcome": lo}
+
+
+BASE = [rec("a1", "A", "1/4", 3, 5), rec("a2", "A", "1/4", 2, 6),
+        rec("b1", "B", "1/4", 4, 4), rec("b2", "B", "3/8", 2, 9)]
+
+
+def test_identical_records_change_nothing():
+    res = compare(BASE, [dict(r) for r in reversed(BASE)], [4, 8])
+    assert res["changed"] == [] and res["pairs_compared"] == 3
+    assert format_text(res) == ["0 of 3 (operator, eps) pairs changed"]
+
+
+def test_bracket_verdict_and_claim_changes_are_named_per_pair():
+    new = [dict(r) for r in BASE]
+    new[0] = rec("a1", "A", "1/4", 3, 16, up="refuted")  # U of pair (A, 1/4) rises 5 -> 6
+    res = compare(BASE, new, [4, 5, 8])
+    assert [(c["operator"], c["eps"]) for c in res["changed"]] == [("A", "1/4")]
+    c = res["changed"][0]
+    assert c["changes"] == ["bracket", "verdicts", "claims"]
+    assert (c["old"]["upper"], c["new"]["upper"]) == (5, 6)
+    assert c["verdicts"] == {"5": ["feasible", "unresolved"]}
+    assert c["claims"] == [{"bracket": "a1", "end": "upper", "old": "confirmed",
+                            "new": "refuted"}]
+
+
+def test_claim_change_without_bracket_change_is_still_named():
+    new = [dict(r) for r in BASE]
+    new[1] = rec("a2", "A", "1/4", 2, 16, up="weakened")  # a1 still gives U = 5
+    res = compare(BASE, new, [4, 8])
+    assert [c["changes"] for c in res["changed"]] == [["claims"]]
+
+
+def test_added_removed_and_error_records():
+    new = [r for r in BASE if r["operator"] != "B" or r["eps"] != "3/8"]
+    new.append(rec("c1", "C", "1/4", 1, 2))
+    new.append({"bracket": "b1", "operator": "B", "eps": "1/4", "error": "bad"})
+    new = [r for r in new if not (r["bracket"] == "b1" and "error" not in r)]
+    res = compare(BASE, new, [4])
+    got = {(c["operator"], c["eps"]): c["changes"] for c in res["changed"]}
+    assert got == {("B", "1/4"): ["bracket", "claims"], ("B", "3/8"): ["removed", "claims"],
+                   ("C", "1/4"): ["added", "claims"]}
+    b = next(c for c in res["changed"] if c["operator"] == "B" and c["eps"] == "1/4")
+    assert b["new"] is None and b["claims"][0]["new"] == "error"
+    c = next(c for c in res["changed"] if c["operator"] == "C")
+    assert c["claims"][0]["old"] == "absent record" and c["old"] is None
+
+
+def test_eps_spelled_differently_is_the_same_pair():
+    new = [dict(r, eps="0.25") if r["eps"] == "1/4" else dict(r) for r in BASE]
+    assert compare(BASE, new, [4])["changed"] == []
+
+
+@pytest.fixture(scope="module")
+def known_audit(tmp_path_factory):
+    base = tmp_path_factory.mktemp("diff")
+    store = base / "store"
+    build_known_store(store)
+    out = base / "audit"
+    run_audit(store, out, budgets=(4, 8, 12), figures=False, bootstrap_resamples=50)
+    return store, out
+
+
+def test_report_against_store_and_store_against_store(known_audit, capsys):
+    store, out = known_audit
+    assert main(["diff", str(out / "report.json"), str(store), "--json"]) == 0
+    res = json.loads(capsys.readouterr().out)
+    assert res["old"]["kind"] == "report" and res["new"]["kind"] == "store"
+    assert res["changed"] == [] and res["budgets"] == [4, 8, 12]
+    assert main(["diff", str(store), str(store), "--tier", "exact"]) == 0
+    assert capsys.readouterr().out.strip().endswith("pairs changed")
+
+
+def test_bad_inputs_exit_2(known_audit, tmp_path, capsys):
+    store, out = known_audit
+    assert main(["diff", str(tmp_path / "nope"), str(out)]) == 2
+    not_report = tmp_path / "x.json"
+    not_report.write_text('{"format": "something-else"}')
+    assert main(["diff", str(not_report), str(out)]) == 2
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"format": "softrank-audit-report", "records": [{"bracket": 1}]}')
+    assert main(["diff", str(broken), str(out)]) == 2
+    garbage = tmp_path / "garbage.json"
+    garbage.write_bytes(b"\xff\xfe not json")
+    assert main(["diff", str(garbage), str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "input error" in err and "records" in err
