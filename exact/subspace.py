@@ -41,12 +41,29 @@ class Prune:
     z: tuple[Fraction, ...]
     w: tuple[Fraction, ...] | None
     bound: Fraction
+    #: combination leaves: one z per row and weights lam (row = -1, z and w unused)
+    zs: tuple[tuple[Fraction, ...], ...] | None = None
+    lam: tuple[Fraction, ...] | None = None
+
+    def exact_bound(self, A: Matrix, stochastic: bool) -> Fraction:
+        """Recomputes this leaf's lower bound of max_i dist_1 over its box from A alone."""
+        if self.lam is not None:
+            assert self.zs is not None
+            return combined_bound(A, self.pivots, self.box, self.zs, self.lam)
+        return box_bound(A[self.row], self.pivots, self.box, self.z, self.w, stochastic)
 
     def to_json(self) -> dict[str, Any]:
-        return {"pivots": list(self.pivots), "box": [[str(a), str(b)] for a, b in self.box],
-                "row": self.row, "z": [str(x) for x in self.z],
-                "w": None if self.w is None else [str(x) for x in self.w],
-                "bound": str(self.bound)}
+        out: dict[str, Any] = {"pivots": list(self.pivots),
+                               "box": [[str(a), str(b)] for a, b in self.box],
+                               "bound": str(self.bound)}
+        if self.lam is not None:
+            assert self.zs is not None
+            out["lam"] = [str(x) for x in self.lam]
+            out["zs"] = [[str(x) for x in z] for z in self.zs]
+        else:
+            out.update(row=self.row, z=[str(x) for x in self.z],
+                       w=None if self.w is None else [str(x) for x in self.w])
+        return out
 
 
 @dataclass
@@ -98,20 +115,9 @@ def box_bound(a: Sequence[Fraction], pivots: Sequence[int], box: Box, z: Sequenc
     if w is None:  # dist_1(a, S cap simplex) >= dist_1(a, S): the unrestricted bound applies
         stochastic = False
     if not stochastic:
-        z = [max(Fraction(-1), min(Fraction(1), x)) for x in z]
-        scale = Fraction(1)
-        for k in range(r):
-            lo, hi = _row_extremes(box, r, nr, k, z)
-            scale = max(scale, -lo, hi)
-        z = [x / scale for x in z]
-        value = sum((z[l] * a[oth[l]] for l in range(nr)), Fraction(0))
-        # - a_piv^T P z: minimise over the box term by term
-        for k in range(r):
-            for l in range(nr):
-                lo_kl, hi_kl = box[k * nr + l]
-                c = a[pivots[k]] * z[l]
-                value -= max(c * lo_kl, c * hi_kl)
-        return value
+        const, coef = _scaled_terms(a, pivots, box, z)
+        return const + sum((min(c * lo, c * hi) for c, (lo, hi) in zip(coef, box, strict=True)),
+                           Fraction(0))
     assert w is not None
     w = [max(Fraction(-1), min(Fraction(1), x)) for x in w]
     worst = max(w[oth[l]] - z[l] for l in range(nr)) if nr else None
@@ -120,6 +126,46 @@ def box_bound(a: Sequence[Fraction], pivots: Sequence[int], box: Box, z: Sequenc
         cand = w[pivots[k]] + hi
         worst = cand if worst is None or cand > worst else worst
     return sum((x * y for x, y in zip(w, a, strict=True)), Fraction(0)) - worst
+
+
+def _scaled_terms(a: Sequence[Fraction], pivots: Sequence[int], box: Box,
+                  z: Sequence[Fraction]) -> tuple[Fraction, list[Fraction]]:
+    """Returns (constant, coefficients c_kl) of the affine function of P
+    g(P) = z'.a_oth - a_piv^T P z', z' = z scaled so that |u|_inf <= 1 on the whole box."""
+    n, r = len(a), len(pivots)
+    nr = n - r
+    oth = [j for j in range(n) if j not in pivots]
+    z = [max(Fraction(-1), min(Fraction(1), x)) for x in z]
+    scale = Fraction(1)
+    for k in range(r):
+        lo, hi = _row_extremes(box, r, nr, k, z)
+        scale = max(scale, -lo, hi)
+    z = [x / scale for x in z]
+    const = sum((z[l] * a[oth[l]] for l in range(nr)), Fraction(0))
+    coef = [-a[pivots[k]] * z[l] for k in range(r) for l in range(nr)]
+    return const, coef
+
+
+def combined_bound(A: Matrix, pivots: Sequence[int], box: Box,
+                   zs: Sequence[Sequence[Fraction]], lam: Sequence[Fraction]) -> Fraction:
+    """Returns an exact lower bound of max_i dist_1(a_i, S_P) valid on the whole box: for
+    weights lam >= 0 summing to 1, max_i dist_i >= sum_i lam_i dist_i >= sum_i lam_i g_i(P)
+    with g_i the affine bound of row i (see :func:`box_bound`); the minimum of an affine
+    function over a box is taken exactly.  Returns -1 for invalid weights.  Combining rows
+    lets their gradients cancel near a minimax point, where single rows cannot prune."""
+    if len(lam) != len(A) or len(zs) != len(A) or any(x < 0 for x in lam) \
+            or sum(lam, Fraction(0)) != 1:
+        return Fraction(-1)
+    const = Fraction(0)
+    coef = [Fraction(0)] * len(box)
+    for a, z, w in zip(A, zs, lam, strict=True):
+        if not w:
+            continue
+        c0, c = _scaled_terms(a, pivots, box, z)
+        const += w * c0
+        coef = [x + w * y for x, y in zip(coef, c, strict=True)]
+    return const + sum((min(c * lo, c * hi) for c, (lo, hi) in zip(coef, box, strict=True)),
+                       Fraction(0))
 
 
 # ------------------------------------------------------------------ float proposals (untrusted)
@@ -325,6 +371,10 @@ def _process(A: Matrix, Af: np.ndarray, eps: Fraction, pivots: tuple[int, ...], 
         bound = box_bound(A[i], pivots, box, z, w, stochastic)
         if bound > eps:
             return Prune(pivots, box, i, z, w, bound), 0.0, ()
+    if n > r:
+        leaf = _combination_leaf(A, Af, eps, pivots, box)
+        if leaf is not None:
+            return leaf, 0.0, ()
     centre = [(a + b) / 2 for a, b in box]
     P = np.array([float(c) for c in centre]).reshape(r, n - r)
     duals = []
@@ -350,6 +400,82 @@ def _process(A: Matrix, Af: np.ndarray, eps: Fraction, pivots: tuple[int, ...], 
         if B is not None:
             res.status, res.B = "feasible", B
     return None, worst, tuple((i, zq, wq) for _, i, zq, wq in duals[:2])
+
+
+def _combination_leaf(A: Matrix, Af: np.ndarray, eps: Fraction, pivots: tuple[int, ...],
+                      box: Box) -> Prune | None:
+    """The best combined bound of the form of :func:`combined_bound` for the box, found by a
+    float LP in y_i = lam_i z_i (robust constraints |y_i| <= lam_i, |P y_i| <= lam_i for
+    every P in the box), then evaluated exactly; a leaf when it exceeds eps."""
+    from scipy.optimize import linprog
+
+    m, n = Af.shape
+    r = len(pivots)
+    nr = n - r
+    oth = [j for j in range(n) if j not in pivots]
+    piv = list(pivots)
+    rad = np.array([float(b - a) / 2 for a, b in box]).reshape(r, nr)
+    mid = np.array([float(b + a) / 2 for a, b in box]).reshape(r, nr)
+    # variable layout: lam (m), y (m nr), ay (m nr), s (r nr)
+    nl, ny = m, m * nr
+    nv = nl + 2 * ny + r * nr
+    Y = lambda i, l: nl + i * nr + l  # noqa: E731
+    AY = lambda i, l: nl + ny + i * nr + l  # noqa: E731
+    S = lambda k, l: nl + 2 * ny + k * nr + l  # noqa: E731
+    cost = np.zeros(nv)
+    for i in range(m):
+        g = Af[i, oth] - mid.T @ Af[i, piv]
+        for l in range(nr):
+            cost[Y(i, l)] = -g[l]
+    for k in range(r):
+        for l in range(nr):
+            cost[S(k, l)] = rad[k, l]
+    rows, rhs = [], []
+
+    def add(entries: dict[int, float]) -> None:
+        row = np.zeros(nv)
+        for j, v in entries.items():
+            row[j] += v
+        rows.append(row)
+        rhs.append(0.0)
+
+    for i in range(m):
+        for l in range(nr):
+            add({Y(i, l): 1, AY(i, l): -1})
+            add({Y(i, l): -1, AY(i, l): -1})
+            add({AY(i, l): 1, i: -1})
+        for k in range(r):
+            for sgn in (1, -1):
+                e = {Y(i, l): sgn * mid[k, l] for l in range(nr)}
+                for l in range(nr):
+                    e[AY(i, l)] = rad[k, l]
+                e[i] = -1
+                add(e)
+    for k in range(r):
+        for l in range(nr):
+            for sgn in (1, -1):
+                e = {Y(i, l): sgn * Af[i, piv[k]] for i in range(m)}
+                e[S(k, l)] = -1
+                add(e)
+    eq = np.zeros(nv)
+    eq[:m] = 1
+    res = linprog(cost, A_ub=np.array(rows), b_ub=np.array(rhs), A_eq=eq[None], b_eq=[1.0],
+                  bounds=[(0, None)] * nl + [(None, None)] * ny + [(0, None)] * (ny + r * nr),
+                  method="highs")
+    if res.status != 0 or -res.fun <= float(eps):
+        return None
+    lamf = res.x[:m]
+    lam = [max(Fraction(0), _q(float(x))) for x in lamf]
+    total = sum(lam, Fraction(0))
+    if total <= 0:
+        return None
+    lam_t = tuple(x / total for x in lam)
+    zs = tuple(tuple(_q(float(res.x[Y(i, l)] / lamf[i])) if lamf[i] > 1e-12 else Fraction(0)
+                     for l in range(nr)) for i in range(m))
+    bound = combined_bound(A, pivots, box, zs, lam_t)
+    if bound <= eps:
+        return None
+    return Prune(pivots, box, -1, (), None, bound, zs=zs, lam=lam_t)
 
 
 def _witness_at(A: Matrix, Af: np.ndarray, eps: Fraction, pivots: tuple[int, ...],
@@ -388,7 +514,7 @@ def verify_search(A: Matrix, eps: Fraction, r: int, stochastic: bool,
     for leaf in leaves:
         if len(leaf.pivots) != r or len(leaf.box) != nfree:
             return False
-        if box_bound(A[leaf.row], leaf.pivots, leaf.box, leaf.z, leaf.w, stochastic) <= eps:
+        if leaf.exact_bound(A, stochastic) <= eps:
             return False
         by_chart.setdefault(tuple(leaf.pivots), set()).add(tuple(leaf.box))
     root: Box = tuple((Fraction(-1), Fraction(1)) for _ in range(nfree))
