@@ -7,6 +7,12 @@ the stochastic mode).  Lower ends are exact certificates:
 * ``not-stochastic-zero``: in the stochastic mode B = 0 is never admissible (rank >= 1);
 * ``rank-one-refutation``: the complete rank-one search of :mod:`exact.rankone` (rank >= 2);
 * ``decoder`` / ``submatrix``: ||(D A W)^{-1}||_inf ||D||_inf ||W||_inf eps < 1 (rank >= p);
+* ``thin-refutation``: the complete rank <= 1 decision of :mod:`exact.thin` for cells with two
+  rows or two columns (any length) and for every cell in the stochastic mode (rank >= 2);
+* ``minor-sign``: a p x p minor whose sign is the same for every admissible B
+  (:mod:`exact.minors`; rank >= p);
+* ``subspace-search``: the verified branch and bound of :mod:`exact.subspace` found no
+  r-dimensional subspace within eps of every row (rank >= r + 1);
 * ``empty``: stochastic mode, some row is farther than eps (in l1) from every probability
   vector, so no admissible B exists at all and r_eps = +inf.
 
@@ -34,10 +40,19 @@ from .bracket import (
 )
 from .inputs import Matrix, rational_matrix, unit_eps
 from .linalg import simplex_distance
+from .minors import minor_certificate, singular_witness
 from .rankone import RankOneRefutation, rank_one_search, searchable
+from .subspace import subspace_search
+from .thin import thin_applicable, thin_rank_one
 
 #: Largest side accepted by :func:`oracle` (brackets only beyond the rank-one search limit).
 MAX_SIDE = 32
+#: The subspace search runs for r with r (n - r) <= SEARCH_DIM (the Grassmannian's dimension).
+SEARCH_DIM = 4
+#: Minor-sign certificates are tried on cells with both sides at most this size.
+MINOR_SIDE = 6
+#: Default time budget (seconds) of the subspace search per oracle call.
+DEFAULT_BUDGET = 60.0
 INF = math.inf
 
 
@@ -90,18 +105,20 @@ class ExactResult:
 
 
 def oracle(A: object, eps: object, stochastic: bool = False, *,
-           complete: bool = False) -> ExactResult:
+           complete: bool = False, budget: float = DEFAULT_BUDGET) -> ExactResult:
     """Returns an exact bracket for r_eps(A) (row-stochastic rank if ``stochastic``).
 
     Contract: lower <= r_eps(A) <= upper, where the lower end is proved by an exact
     certificate and the upper end by an exact witness; both are re-checkable with
-    :mod:`exact.verify`.  For every cell with n**m * 2**(n-1) <= 2048 (all cells up to 4 x 4)
-    in the unrestricted mode, and up to 16 x 6 in the stochastic mode, the rank <= 1 question
-    is decided completely, so within those limits answers 0 and 1, and every answer of a cell
-    with two rows or two columns, are decided (in particular for every cell up to 4 x 4).
-    With ``complete=True`` a cell outside that limit raises :class:`InputError` instead of
-    returning a bracket.  Entries may be ints, Fractions, sympy Rationals or strings;
-    0 < eps < 1.
+    :mod:`exact.verify`.  Decided completely: the rank <= 1 question for every cell with
+    n**m * 2**(n-1) <= 2048 (all cells up to 4 x 4), for every cell with two rows or two
+    columns, and for every cell in the stochastic mode; the full-rank question of square cells
+    up to 6 x 6 (determinant range over vertex products); and, within ``budget`` seconds, the
+    question r_eps <= r whenever r (n - r) <= 4 (subspace search), which closes every 3 x 3
+    cell and, unless the time budget runs out or eps is an exact tie, every 4 x 4 cell.
+    What stays open is reported in ``notes``.  With ``complete=True`` a cell outside the
+    rank-one limits raises :class:`InputError` instead of returning a bracket.  Entries may be
+    ints, Fractions, sympy Rationals or strings; 0 < eps < 1.
     """
     M = rational_matrix(A)
     e = unit_eps(eps)
@@ -109,9 +126,10 @@ def oracle(A: object, eps: object, stochastic: bool = False, *,
     if m > MAX_SIDE or n > MAX_SIDE:
         raise InputError(f"{m} x {n} cell exceeds the exact oracle's limit of "
                          f"{MAX_SIDE} x {MAX_SIDE}", field="matrix")
-    if complete and not searchable(m, n, stochastic):
+    if complete and not (searchable(m, n, stochastic) or thin_applicable(m, n, stochastic)):
         rank_one_search(M, e, stochastic)  # raises the size InputError
-    return _stochastic(M, e) if stochastic else _unrestricted(M, e)
+    res = _stochastic(M, e) if stochastic else _unrestricted(M, e)
+    return _close_exactly(res, budget)
 
 
 def _unrestricted(A: Matrix, eps: Fraction) -> ExactResult:
@@ -153,8 +171,19 @@ def _rank_one_step(res: ExactResult, A: Matrix, eps: Fraction, stochastic: bool)
     """Runs the complete rank-one search where the cell is small enough and records its
     outcome: a refutation raises the lower end to 2, a witness lowers the upper end."""
     m, n = len(A), len(A[0])
+    if thin_applicable(m, n, stochastic) and not searchable(m, n, stochastic):
+        outcome, data = thin_rank_one(A, eps, stochastic)
+        if outcome == "refutation":
+            res.lower = 2
+            res.lower_certificate = Certificate("thin-refutation", 2, data,
+                                                {"method": data["kind"]})
+        else:
+            w = make_witness(A, eps, data, "thin-rank-one", stochastic)
+            assert w is not None and w.rank <= 1, "thin rank-one witness failed its re-check"
+            res.upper, res.witness = w.rank, w
+        return
     if not searchable(m, n, stochastic):
-        res.notes.append(f"{m} x {n} is beyond the complete rank-one search; bracket only")
+        res.notes.append(f"{m} x {n} is beyond the complete rank-one search")
         return
     r1 = rank_one_search(A, eps, stochastic)
     res.rank_one = r1
@@ -180,4 +209,51 @@ def _close(res: ExactResult) -> ExactResult:
     if res.lower < res.upper and res.witness is not None:
         w = improve_upper(res.A, res.eps, res.stochastic, int(res.lower), res.witness)
         res.witness, res.upper = w, w.rank
+    return res
+
+
+def _close_exactly(res: ExactResult, budget: float) -> ExactResult:
+    """Closes what the cheaper steps left open: minor-sign certificates (lower end), a singular
+    admissible B for square cells (upper end n - 1), then the subspace search on r = lower."""
+    A, eps, st = res.A, res.eps, res.stochastic
+    m, n = len(A), len(A[0])
+    if res.upper == INF or res.lower >= res.upper:
+        return res
+    if max(m, n) <= MINOR_SIDE:
+        for p in range(int(res.upper), int(res.lower), -1):
+            mr = minor_certificate(A, eps, st, p)
+            if mr is not None:
+                res.lower = p
+                res.lower_certificate = Certificate("minor-sign", p, {"minor": mr},
+                                                    {"minor": mr.to_json()})
+                break
+    if res.lower < res.upper and m == n <= MINOR_SIDE and res.upper == n:
+        B = singular_witness(A, eps, st)
+        if B is not None:
+            w = make_witness(A, eps, B, "singular", st)
+            assert w is not None and w.rank < n, "singular witness failed its re-check"
+            res.upper, res.witness = w.rank, w
+    deadline = budget
+    while res.lower < res.upper and deadline > 0:
+        r = int(res.lower)
+        if not 1 <= r < n or r * (n - r) > SEARCH_DIM:
+            res.notes.append(f"r_eps <= {r}? is beyond the subspace search "
+                             f"(r (n - r) = {r * (n - r)} > {SEARCH_DIM})")
+            break
+        found = subspace_search(A, eps, r, st, budget=deadline)
+        deadline -= found.seconds
+        if found.status == "feasible":
+            w = make_witness(A, eps, found.B, "subspace", st)
+            assert w is not None and w.rank <= r, "subspace witness failed its re-check"
+            res.upper, res.witness = w.rank, w
+        elif found.status == "infeasible":
+            res.lower = r + 1
+            res.lower_certificate = Certificate(
+                "subspace-search", r + 1, {"r": r, "leaves": found.leaves},
+                {"r": r, "boxes": found.boxes, "leaves": [x.to_json() for x in found.leaves]})
+        else:
+            res.notes.append(f"subspace search for r_eps <= {r} stopped: {found.reason}")
+            break
+    if res.lower < res.upper and deadline <= 0:
+        res.notes.append(f"time budget of {budget:g} s used up")
     return res

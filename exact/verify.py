@@ -6,8 +6,11 @@ from fractions import Fraction
 
 from .bracket import verify_decoder, verify_witness
 from .linalg import row1_norm, simplex_distance
+from .minors import verify_minor
 from .oracle import INF, ExactResult
 from .rankone import verify_refutation
+from .subspace import verify_search
+from .thin import verify_thin_refutation
 
 
 def verify_result(res: ExactResult) -> list[str]:
@@ -37,6 +40,14 @@ def verify_result(res: ExactResult) -> list[str]:
         ok = cert.bound == 2 and r1.stochastic == st and verify_refutation(A, eps, r1)
     elif kind in ("decoder", "submatrix"):
         ok = verify_decoder(A, eps, cert)
+    elif kind == "thin-refutation":
+        ok = cert.bound == 2 and verify_thin_refutation(A, eps, st, cert.data)
+    elif kind == "minor-sign":
+        mr = cert.data["minor"]
+        ok = cert.bound == len(mr.rows) == len(mr.cols) and verify_minor(A, eps, st, mr)
+    elif kind == "subspace-search":
+        r = cert.data["r"]
+        ok = cert.bound == r + 1 and verify_search(A, eps, r, st, cert.data["leaves"])
     else:
         ok = False
     if not ok:

@@ -11,11 +11,10 @@ from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
-import pytest
 
 from certify import check_lower, check_upper
-from certify.errors import InputError
 from exact.oracle import oracle
+from exact.verify import verify_result
 from softrank.cli import main
 from tests.test_svd import known_svd_matrix
 
@@ -102,23 +101,22 @@ def test_decoder_detail_fields_are_the_documented_ones():
         assert Fraction(lo) <= Fraction(hi)
 
 
-# proofs_notes/exact.md: two-row cells are decided within the complete-search limit; an
-# unrestricted 2 x 8 cell beyond it can return the bracket [1, 2]
+# proofs_notes/exact.md: every cell with two rows or two columns is decided, with no limit on
+# its length (the thin-cell decisions), e.g. this 2 x 8 cell beyond the rank-one search limit
 
 CELL_2x8 = [["13/94", "7/47", "1/47", "9/94", "17/94", "8/47", "13/94", "5/47"],
             ["16/91", "12/91", "19/91", "1/13", "17/91", "5/91", "10/91", "5/91"]]
 
 
-def test_exact_two_by_eight_beyond_the_limit_is_a_bracket():
+def test_exact_two_by_eight_beyond_the_search_limit_is_decided():
     note = (ROOT / "proofs_notes" / "exact.md").read_text()
-    assert "2 x 8 cell" in note and "[1, 2]" in note
-    r = oracle(CELL_2x8, "1/5")
-    assert (r.lower, r.upper) == (1, 2)
-    with pytest.raises(InputError):
-        oracle(CELL_2x8, "1/5", complete=True)
-    # the same rows cut to 2 x 6 are within the limit and decided
-    r6 = oracle([row[:6] for row in CELL_2x8], "1/5")
-    assert r6.lower == r6.upper
+    assert "no limit on its length" in note
+    for stochastic in (False, True):
+        r = oracle(CELL_2x8, "1/5", stochastic)
+        assert r.lower == r.upper
+        assert verify_result(r) == []
+        r = oracle(CELL_2x8, "1/5", stochastic, complete=True)  # no size refusal either
+        assert r.decided
 
 
 # README / reports: the assumptions are stated in check --json

@@ -21,6 +21,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the full result as JSON")
     parser.add_argument("--complete", action="store_true",
                         help="refuse (exit 2) cells too large for the complete rank-one search")
+    parser.add_argument("--budget", type=float, default=60.0, metavar="SECONDS",
+                        help="time budget of the verified subspace search (default 60)")
 
 
 def load_cell(path: str) -> tuple[Any, Any, bool]:
@@ -56,7 +58,9 @@ def run(args: argparse.Namespace) -> int:
     A = rational_matrix(matrix, source=args.cell)
     e = unit_eps(eps, source=args.cell)
     try:
-        res = oracle(A, e, stochastic, complete=args.complete)
+        if not args.budget >= 0:
+            raise InputError("must be a number of seconds >= 0", field="budget")
+        res = oracle(A, e, stochastic, complete=args.complete, budget=args.budget)
     except InputError as err:
         raise err.at(source=args.cell) from None
     if args.json:
