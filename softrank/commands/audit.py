@@ -34,7 +34,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--restart", action="store_true",
                    help="discard DIR's journal instead of resuming from it")
     p.add_argument("--no-figures", action="store_true", help="skip the matplotlib figures")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    p.add_argument("--no-progress", action="store_true",
+                   help=argparse.SUPPRESS)  # older spelling of --quiet, kept working
     p.add_argument("--json", action="store_true",
                    help="print the report's summary as JSON instead of text")
 
@@ -59,7 +60,8 @@ def run(args: argparse.Namespace) -> int:
     command = _command_line(args, budgets)
     report = run_audit(args.store, args.out, jobs=args.jobs, budgets=budgets, tier=args.tier,
                        scheduler=args.scheduler, restart=args.restart,
-                       progress=not args.no_progress and not args.json and sys.stderr.isatty(),
+                       progress=not (args.no_progress or args.quiet or args.json)
+                       and sys.stderr.isatty(),
                        figures=not args.no_figures, command=command)
     s = report["summary"]
     if args.json:
