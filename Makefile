@@ -7,24 +7,32 @@ STAMP  := $(VENV)/.installed-stamp
 STORE  ?= examples/minilm
 DEMO_OUT ?= demo-report
 
-.PHONY: demo test lint bench clean venv
+.PHONY: demo test test-wheel lint bench clean venv
 
 venv: $(STAMP)
 
+# -qq: pip prints errors only (a newcomer's screen is not for resolver chatter).
 $(STAMP): pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[test,plots]'
-	touch $(STAMP)
+	@echo "creating $(VENV) and installing softrank-certify (first run only, about a minute)"
+	@$(PYTHON) -m venv $(VENV)
+	@$(BIN)/python -m pip install -qq --upgrade pip
+	@$(BIN)/python -m pip install -qq -e '.[test,plots]'
+	@touch $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/softrank-certify check $(STORE); status=$$?; \
+	@echo "== softrank-certify check $(STORE): recheck every stored claim rigorously"
+	@$(BIN)/softrank-certify check $(STORE); status=$$?; \
 	  if [ $$status -gt 1 ]; then exit $$status; fi
-	$(BIN)/softrank-certify audit $(STORE) --out $(DEMO_OUT) --jobs 2 --restart
-	@echo "audit written to $(DEMO_OUT)/report.md"
+	@echo "== softrank-certify audit $(STORE) --out $(DEMO_OUT): tables and figures for a paper"
+	@$(BIN)/softrank-certify audit $(STORE) --out $(DEMO_OUT) --jobs 2 --restart --quiet
+	@echo "== per-record lines: softrank-certify check $(STORE) -v; the report: $(DEMO_OUT)/report.md"
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -m "not models"
+	$(BIN)/python -m pytest -q -m "not models and not wheel"
+
+# Builds the wheel, installs it into a fresh venv outside the repository and runs it there.
+test-wheel: $(STAMP)
+	$(BIN)/python -m pytest -q -m wheel
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
@@ -34,4 +42,4 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_lower.py
 
 clean:
-	rm -rf $(VENV) $(DEMO_OUT) .pytest_cache
+	rm -rf $(VENV) $(DEMO_OUT) .pytest_cache build dist

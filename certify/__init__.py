@@ -1,8 +1,24 @@
 """softrank-certify trusted kernel.
 
-Public API (each returns three-valued :class:`Check` results about the exact stored numbers):
+Every check returns a three-valued :class:`Check` (``status`` ``"holds"`` = proved,
+``"fails"`` = proved false, ``"undecided"``) about the exact stored numbers; eps is always an
+exact rational ("0.25", "1/4", a Fraction, or a float meaning its exact binary value) and comes
+last, by position or keyword.
 
-* :func:`check_upper` - upper witnesses B = U V, ||A - B||_row1 <= eps.
+Public API:
+
+* :func:`check_upper` ``(A, U, V, eps)`` - upper witness B = U V: ||A - B||_row1 <= eps;
+* :func:`check_lower` ``(A, certificate, eps)`` - lower certificate (``nonzero``,
+  ``frobenius_tail``, ``decoder``, ``submatrix``): every B within eps has rank >= L;
+* :func:`check_bracket` ``(A, upper, lower, eps)`` - both ends, validated bracket
+  :class:`BracketCheck` with outcomes and verdicts at rank budgets;
+* :func:`operator_slack` ``(record)`` - :class:`Slack` chi between the stored A and the
+  operator of record (exact softmax of logits, exact row renormalisation of a block);
+* :func:`singular_values` ``(A)`` - :class:`SingularValues`, rigorous enclosures;
+* :func:`exact_error` ``(A, U, V)`` - the exact max-row-l1 error as a Fraction;
+* :func:`parse_eps`, :func:`to_rational` - exact rationals from strings, numbers, Fractions;
+* :class:`Enclosure` - closed interval of exact rationals; :class:`InputError` - bad input,
+  naming the file and field.
 
 Kernel functions take arrays and exact rationals, never files; nothing here imports a
 producer (``witnesses.producers``) or reads a store.

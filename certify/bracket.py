@@ -18,7 +18,7 @@ from .arrays import as_matrix
 from .errors import InputError
 from .lower import check_lower
 from .rationals import parse_eps, to_rational
-from .result import Check
+from .result import Check, _short
 from .upper import check_tier, check_upper
 
 Outcome = Literal["confirmed", "weakened", "refuted", "absent"]
@@ -48,6 +48,10 @@ class BracketCheck:
     upper_outcome: Outcome
     lower_outcome: Outcome
     nonzero_check: Check | None = None
+
+    def __repr__(self) -> str:
+        return (f"BracketCheck({self.lower} <= r_eps <= {self.upper} at eps {_short(self.eps)}; "
+                f"lower {self.lower_outcome}, upper {self.upper_outcome})")
 
     @property
     def resolved(self) -> bool:
@@ -90,18 +94,25 @@ def _outcome(c: Check | None) -> Outcome:
     return {"holds": "confirmed", "fails": "refuted"}.get(c.status, "weakened")  # type: ignore[return-value]
 
 
-def check_bracket(A: object, eps: object, upper: Mapping | None, lower: Mapping | None, *,
-                  tier: str = "auto", chi: object = 0, source: str | None = None
-                  ) -> BracketCheck:
+def check_bracket(A: object, upper: Mapping | None = None, lower: Mapping | None = None,
+                  eps: object = None, *, tier: str = "auto", chi: object = 0,
+                  source: str | None = None) -> BracketCheck:
     """Checks both ends of a claimed bracket and returns the validated ends.
 
     ``upper`` = {"kind": "factors", "rank": k, "U": U, "V": V} (checked with
     :func:`certify.check_upper` at eps - chi), ``lower`` = a certificate for
-    :func:`certify.check_lower` (checked at eps + chi); either may be ``None``.
+    :func:`certify.check_lower` (checked at eps + chi); either may be ``None``.  ``eps`` comes
+    last, as in ``check_upper(A, U, V, eps)`` and ``check_lower(A, cert, eps)``, and may be
+    given by keyword; the older order ``check_bracket(A, eps, upper, lower)`` is still
+    accepted (recognised by a second argument that is neither a mapping nor None).
     Returns a :class:`BracketCheck` whose ``upper``/``lower`` are proved ends.  Raises
     InputError for bad input; raises AssertionError if a proved lower end exceeds a proved
     upper end (that would be a kernel bug, never a result).
     """
+    if not (upper is None or isinstance(upper, Mapping)):
+        upper, lower, eps = lower, eps, upper  # the older order (A, eps, upper, lower)
+    if eps is None:
+        raise InputError("eps is required", field="eps", source=source)
     eps_q = parse_eps(eps)
     chi_q = to_rational(chi, field="chi")
     if chi_q < 0:

@@ -92,6 +92,16 @@ class Check:
             return Enclosure(self.threshold - self.value.hi, self.threshold - self.value.lo)
         return Enclosure(self.value.lo - self.threshold, self.value.hi - self.threshold)
 
+    def __repr__(self) -> str:
+        """A one-line summary: status, kind, rank, margin as a short decimal, tier.
+
+        The exact numbers stay available as attributes and in :meth:`to_json`.
+        """
+        m = self.margin
+        margin = "n/a" if m is None else f"[{_short(m.lo)}, {_short(m.hi)}]"
+        return (f"Check({self.status}: {self.kind} rank {self.rank} at eps {_short(self.eps)}, "
+                f"margin {margin}, tier {self.tier})")
+
     def to_json(self) -> dict[str, Any]:
         return {
             "status": self.status,
@@ -108,3 +118,13 @@ class Check:
             "claim": self.claim,
             "sense": self.detail.get("sense", "<="),
         }
+
+
+def _short(q: Fraction) -> str:
+    """Returns q as a short decimal for display (4 significant digits; exact if shorter)."""
+    if q.denominator == 1 and abs(q.numerator) < 10**6:
+        return str(q.numerator)
+    try:
+        return f"{float(q):.4g}"
+    except OverflowError:
+        return "-huge" if q < 0 else "huge"

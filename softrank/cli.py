@@ -17,9 +17,21 @@ from collections.abc import Sequence
 
 from certify.errors import InputError
 
-from . import commands
+from . import __version__, commands
 
 EXIT_OK, EXIT_NOT_PROVED, EXIT_INPUT = 0, 1, 2
+
+
+def _common_options() -> argparse.ArgumentParser:
+    """Options every subcommand shares, with one meaning everywhere."""
+    common = argparse.ArgumentParser(add_help=False)
+    level = common.add_mutually_exclusive_group()
+    level.add_argument("-q", "--quiet", action="store_true",
+                       help="print only the result lines: no progress bar, no per-item lines, "
+                            "no third-party progress output")
+    level.add_argument("-v", "--verbose", action="store_true",
+                       help="also print one detail line per item (bracket, operator, ...)")
+    return common
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -29,13 +41,15 @@ def build_parser() -> argparse.ArgumentParser:
                     "for softmax attention matrices.",
         epilog="exit codes: 0 all proved, 1 something failed or undecided, 2 usage/input error",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    common = _common_options()
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda i: i.name):
         if info.name.startswith("_"):
             continue
         mod = importlib.import_module(f"{commands.__name__}.{info.name}")
-        p = sub.add_parser(mod.NAME, help=mod.HELP, description=mod.HELP)
+        p = sub.add_parser(mod.NAME, help=mod.HELP, description=mod.HELP, parents=[common])
         mod.add_arguments(p)
         p.set_defaults(_run=mod.run)
     return parser

@@ -40,7 +40,21 @@ def test_check_all_true_exits_zero_and_text_lines(tmp_path, capsys):
                          or '"op1-t"' in x))
     code, out, _ = run_cli(capsys, "check", str(tmp_path / "s"))
     assert code == 0
-    assert out.count("confirmed") >= 4 and "2 brackets" in out
+    # default: summary only, one line per record only with -v
+    assert "checked 2 stored brackets" in out and "every claim proved" in out
+    assert "op0-t" not in out
+    code, out, _ = run_cli(capsys, "check", str(tmp_path / "s"), "-v")
+    assert code == 0 and "OUTCOME:" in out
+    assert sum("confirmed" in line and "op" in line for line in out.splitlines()) == 2
+    code, out, _ = run_cli(capsys, "check", str(tmp_path / "s"), "-q")
+    assert code == 0 and "op0-t" not in out
+
+
+def test_quiet_and_verbose_exclude_each_other(tmp_path, capsys):
+    build_store(tmp_path / "s", n_ops=1)
+    with pytest.raises(SystemExit) as exc:
+        run_cli(capsys, "check", str(tmp_path / "s"), "-q", "-v")
+    assert exc.value.code == 2
 
 
 def test_parallel_matches_serial(tmp_path, capsys):

@@ -40,7 +40,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"seed of the bootstrap intervals (default {DEFAULT_SEED})")
     p.add_argument("--resamples", type=int, default=DEFAULT_RESAMPLES, metavar="R",
                    help=f"bootstrap resamples per family and eps (default {DEFAULT_RESAMPLES})")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    p.add_argument("--no-progress", action="store_true",
+                   help=argparse.SUPPRESS)  # older spelling of --quiet, kept working
     p.add_argument("--json", action="store_true",
                    help="print the report's summary as JSON instead of text")
 
@@ -66,7 +67,8 @@ def run(args: argparse.Namespace) -> int:
     command = _command_line(args, budgets)
     report = run_audit(args.store, args.out, jobs=args.jobs, budgets=budgets, tier=args.tier,
                        scheduler=args.scheduler, restart=args.restart,
-                       progress=not args.no_progress and not args.json and sys.stderr.isatty(),
+                       progress=not (args.no_progress or args.quiet or args.json)
+                       and sys.stderr.isatty(),
                        figures=not args.no_figures, command=command,
                        bootstrap_seed=args.seed, bootstrap_resamples=args.resamples)
     s = report["summary"]

@@ -12,6 +12,7 @@ from tqdm import tqdm
 from witnesses import jsonexact, open_store
 
 from ..assumptions import assumptions
+from ..audit.tables import group_pairs
 from ..runner import default_jobs, iter_checks
 
 NAME = "check"
@@ -25,7 +26,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"worker processes (default 1; this machine suggests {default_jobs()})")
     p.add_argument("--tier", choices=["auto", "float64", "arb", "exact"], default="auto",
                    help="force one arithmetic tier (default: auto, escalating only where thin)")
-    p.add_argument("--quiet", action="store_true", help="no per-bracket lines, summary only")
     p.add_argument("--export", metavar="BUNDLE", default=None,
                    help="also write a replay bundle (see the export command) from this run")
 
@@ -75,12 +75,14 @@ def run(args: argparse.Namespace) -> int:
     reader = open_store(args.store)  # validates records before any work starts
     total = len(reader.brackets)
     records: list[dict[str, Any]] = []
-    bar = tqdm(total=total, unit="bracket", disable=args.json or total < 20 or not
-               sys.stderr.isatty(), file=sys.stderr)
+    bar = tqdm(total=total, unit="bracket", disable=args.json or args.quiet or total < 20
+               or not sys.stderr.isatty(), file=sys.stderr)
+    if args.verbose and not args.json:
+        print(LEGEND)
     for rec in iter_checks(args.store, jobs=args.jobs, tier=args.tier):
         records.append(rec)
         bar.update(1)
-        if not args.json and not args.quiet:
+        if args.verbose and not args.json:
             tqdm.write(format_line(rec), file=sys.stdout)
     bar.close()
     records.sort(key=lambda r: r["bracket"])
@@ -89,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
         print(jsonexact.dumps({"store": str(args.store), "summary": summary,
                                "assumptions": assumptions(), "records": records}, indent=1))
     else:
-        print(_summary_text(summary))
+        print(_summary_text(summary, records))
     if args.export:
         from .export import export_records
 
@@ -102,14 +104,38 @@ def run(args: argparse.Namespace) -> int:
     return 0 if all_proved(records) else 1
 
 
-def _summary_text(s: dict[str, Any]) -> str:
-    def counts(d: dict[str, int]) -> str:
-        return ", ".join(f"{k} {v}" for k, v in sorted(d.items())) or "none"
+LEGEND = (
+    "Each line: BRACKET OPERATOR eps=EPS  lower CLAIM->PROVED OUTCOME [TIER]  "
+    "upper CLAIM->PROVED OUTCOME [TIER]  [L, U] of this record, resolved or not, "
+    "chi<=SLACK charged.\n"
+    "A pair is resolved when U <= 2L, U - L <= 2 or U - L <= min(m, N)/10.\n"
+    "OUTCOME: confirmed (the claimed rank is proved), refuted (the claim is proved false), "
+    "undecided, absent (no lower claim). [TIER]: the arithmetic that decided."
+)
 
-    return (f"{s['brackets']} brackets: upper claims {counts(s['upper'])}; lower claims "
-            f"{counts(s['lower'])}; resolved {s['resolved']}; slack chi > 0 on "
-            f"{s['chi_positive']}, changing {s['chi_changed']} outcomes; input errors "
-            f"{s['errors']}")
+
+def _summary_text(s: dict[str, Any], records: list[dict[str, Any]]) -> str:
+    def counts(d: dict[str, int]) -> str:
+        return ", ".join(f"{v} {k}" for k, v in sorted(d.items())) or "none"
+
+    pairs = group_pairs(records, ())
+    resolved = sum(p["resolved"] for p in pairs)
+    closed = sum(p["lower"] == p["upper"] for p in pairs)
+    proved = all_proved(records) and not s["errors"]
+    lines = [
+        f"checked {s['brackets']} stored brackets (records) of {len(pairs)} (operator, eps) "
+        "pairs",
+        f"  upper claims (r_eps <= k by factors U V): {counts(s['upper'])}",
+        f"  lower claims (r_eps >= L by a certificate): {counts(s['lower'])}",
+        f"  validated pairs L <= r_eps <= U: {resolved} of {len(pairs)} resolved, "
+        f"{closed} closed (L = U)",
+        f"  operator slack chi > 0 on {s['chi_positive']} records, changing "
+        f"{s['chi_changed']} outcomes; input errors: {s['errors']}",
+        "result: " + ("every claim proved (exit 0)" if proved else
+                      "some claim refuted, undecided or unreadable (exit "
+                      f"{2 if s['errors'] else 1}); rerun with -v for one line per record"),
+    ]
+    return "\n".join(lines)
 
 
 def _usage(msg: str) -> int:

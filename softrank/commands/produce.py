@@ -57,11 +57,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--eps", nargs="+", default=list(DEFAULT_EPS), metavar="EPS",
                    help="tolerances, exact rationals such as 0.25 or 1/4 (default 0.15 0.25 0.35)")
     p.add_argument("--producers", nargs="+", metavar="NAME",
-                   help="producer names (default: the built-ins); see witnesses/producers")
+                   help="producer names: built-in or registered under the entry-point group "
+                        "'softrank.producers' (default: every built-in)")
     p.add_argument("--jobs", type=int, default=1, metavar="N", help="worker processes")
     p.add_argument("--family", help="family label for the operators (default: model or file)")
     p.add_argument("--description", default="", help="store description (new stores)")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--json", action="store_true", help="print a JSON summary")
 
 
@@ -147,6 +147,11 @@ def iter_model(args: argparse.Namespace) -> Iterator[OperatorInput]:
     if bad:
         raise InputError(f"text indices {bad} out of range 0..{len(texts) - 1}",
                          field="text-index", source=args.texts)
+    if args.quiet:
+        # read by transformers and huggingface_hub at import: silences their loading bars
+        os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+        os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
     cap = Capture(args.model)
     family = args.family or (args.model if args.model == "minilm" else Path(args.model).name)
     for ti in chosen:

@@ -29,7 +29,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--reference", default=REFERENCE,
                    help=f"producer the ratios are relative to (default {REFERENCE})")
     p.add_argument("--json", action="store_true", help="print one JSON document")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
 def validated_ranks(store: str, *, progress: bool = False) -> list[dict[str, Any]]:

@@ -1,0 +1,70 @@
+"""A newcomer's path: the README's own-claims example, the version, python -m softrank."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import softrank
+from softrank.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def readme_example() -> str:
+    """Returns the Python block of the README's "Check your own claims" section."""
+    text = (ROOT / "README.md").read_text()
+    section = text.split("## Check your own claims", 1)[1]
+    return re.search(r"```python\n(.*?)```", section, re.S).group(1)
+
+
+def test_readme_example_is_the_shipped_example_file():
+    assert readme_example() == (ROOT / "examples" / "check_your_own.py").read_text()
+
+
+def run_example(python: str, bindir: str, cwd: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PATH": bindir + os.pathsep + os.environ.get("PATH", "")}
+    env.pop("PYTHONPATH", None)
+    return subprocess.run([python, "-c", readme_example()], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=600)
+
+
+def test_readme_example_runs_and_proves(tmp_path):
+    done = run_example(sys.executable, str(Path(sys.executable).parent), tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "every claim proved" in done.stdout and "exit code: 0" in done.stdout
+    assert (tmp_path / "my_store" / "brackets.jsonl").is_file()
+
+
+def test_version_has_one_source(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["--version"])
+    assert exc.value.code == 0
+    assert capsys.readouterr().out.strip() == f"softrank-certify {softrank.__version__}"
+    cff = (ROOT / "CITATION.cff").read_text()
+    assert f'version: "{softrank.__version__}"' in cff
+    from importlib.metadata import version
+
+    assert version("softrank-certify") == softrank.__version__
+
+
+def test_python_dash_m_softrank():
+    done = subprocess.run([sys.executable, "-m", "softrank", "--version"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and softrank.__version__ in done.stdout
+
+
+def test_every_command_shares_quiet_and_verbose(capsys):
+    from softrank.cli import build_parser
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command")
+    assert len(sub.choices) >= 7
+    for name, p in sub.choices.items():
+        opts = {s for a in p._actions for s in a.option_strings}
+        assert {"-q", "--quiet", "-v", "--verbose"} <= opts, name
