@@ -9,7 +9,8 @@ from typing import Any
 
 
 def init_worker(parent: int) -> None:
-    """Pool initializer: one BLAS thread per worker, and the worker dies with its parent.
+    """Pool initializer: one BLAS thread per worker, SIGINT ignored, and the worker dies with
+    its parent.
 
     N workers each starting the machine's default number of BLAS threads oversubscribe the
     cores, and busy-waiting OpenBLAS threads then slow every product by 10-100x.  Without
@@ -17,6 +18,9 @@ def init_worker(parent: int) -> None:
     workers hold nothing worth saving (the parent journals every record).
     """
     _limit_blas_threads()
+    # Ctrl-C reaches the whole process group; the parent alone reports it (one line) and
+    # shuts the pool down, so workers ignore SIGINT instead of printing tracebacks
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     if sys.platform.startswith("linux"):
         try:
             import ctypes
