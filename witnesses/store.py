@@ -465,6 +465,8 @@ class Store:
     def create(cls, path: str | Path, *, description: str = "", **header: Any) -> Store:
         """Creates an empty store at ``path`` (which must not exist or be an empty folder)."""
         root = Path(path)
+        if root.exists() and not root.is_dir():
+            raise InputError("exists and is not a folder", field="path", source=str(root))
         if root.exists() and any(root.iterdir()):
             raise InputError("refusing to create a store in a non-empty folder", field="path",
                              source=str(root))
