@@ -15,6 +15,8 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+from ..numfmt import clamped_float
+from .escape import svg_text
 from .files import write_public
 from .tables import eps_key, fmt_eps, ok
 
@@ -69,7 +71,8 @@ def brackets_figure(pairs: list[dict[str, Any]]) -> Any:
             ax.set_ylim(bottom, top * 1.6)
             _rank_axis(ax)  # after set_yscale, which resets the (shared) tickers
             ax.tick_params(labelsize=7)
-            ax.set_title(f"{fam}, eps = {fmt_eps(eps)} ({len(ps)})", fontsize=9)
+            ax.set_title(f"{svg_text(fam)}, eps = {svg_text(fmt_eps(eps))} ({len(ps)})",
+                         fontsize=9)
             if i == len(fams) - 1:
                 ax.set_xlabel("(operator, eps) pairs, sorted by upper end", fontsize=8)
             if j == 0:
@@ -109,7 +112,8 @@ def _margin_midpoint(check: dict[str, Any]) -> float | None:
     m = check.get("margin")
     if not m:
         return None
-    return float((Fraction(m["lo"]) + Fraction(m["hi"])) / 2)
+    v = clamped_float((Fraction(m["lo"]) + Fraction(m["hi"])) / 2)
+    return v if math.isfinite(v) else None  # beyond the float range: not drawable
 
 
 def margins_figure(records: list[dict[str, Any]]) -> Any:
@@ -126,7 +130,7 @@ def margins_figure(records: list[dict[str, Any]]) -> Any:
                 continue
             mid = _margin_midpoint(c)
             if mid is not None:
-                panels[f"{end}: {c.get('kind')}"].append((mid, str(c.get("status"))))
+                panels[f"{end}: {svg_text(c.get('kind'))}"].append((mid, str(c.get("status"))))
     names = sorted(panels, key=lambda n: (not n.startswith("upper"), n))
     fig = _figure(max(4.0, 3.6 * len(names)), 3.0)
     if not names:
@@ -169,7 +173,8 @@ def chi_figure(records: list[dict[str, Any]]) -> Any:
     fams = sorted(chis)
     fig = _figure(6.0, 3.2)
     ax = fig.subplots()
-    pos = [float(v) for f in fams for v in chis[f].values() if v > 0]
+    pos = [clamped_float(v) for f in fams for v in chis[f].values() if v > 0]
+    pos = [v for v in pos if math.isfinite(v)]
     ax.set_title("Operator slack chi = ||A_record - A_stored||_row1", fontsize=10)
     if not pos:
         n = sum(len(v) for v in chis.values())
@@ -182,10 +187,11 @@ def chi_figure(records: list[dict[str, Any]]) -> Any:
     bins = [10 ** (lo + t * (hi - lo) / 30) for t in range(31)]
     ax.set_xscale("log")
     for f in fams:
-        xs = [float(v) for v in chis[f].values() if v > 0]
+        xs = [x for x in (clamped_float(v) for v in chis[f].values() if v > 0)
+              if math.isfinite(x)]
         zero = sum(v == 0 for v in chis[f].values())
         if xs:
-            ax.hist(xs, bins=bins, alpha=0.6, label=f"{f} ({len(xs)}" +
+            ax.hist(xs, bins=bins, alpha=0.6, label=f"{svg_text(f)} ({len(xs)}" +
                     (f"; {zero} with chi = 0)" if zero else ")"))
     ax.set_xlabel("chi (upper end of its enclosure)", fontsize=8)
     ax.tick_params(labelsize=7)
