@@ -101,6 +101,21 @@ def loads(text: str | bytes) -> Any:
         raise ValueError("nesting too deep") from None
 
 
+def loads_native(text: str | bytes) -> Any:
+    """Parses JSON this package wrote itself (a signed audit journal) with the same depth and
+    duplicate-key refusals as :func:`loads`, but numbers as Python's json gives them, so a
+    record read back is identical to the one written.  Nothing decides a verdict from it."""
+    if isinstance(text, bytes | bytearray):
+        text = bytes(text).decode("utf-8")
+    if text.count("[") + text.count("{") > MAX_DEPTH and nesting_depth(text) > MAX_DEPTH:
+        raise ValueError(f"nesting deeper than {MAX_DEPTH} levels")
+    try:
+        return json.loads(text, parse_int=_exact_int, parse_constant=_reject_constant,
+                          object_pairs_hook=_no_duplicates)
+    except RecursionError:  # pragma: no cover - the depth check comes first
+        raise ValueError("nesting too deep") from None
+
+
 def split_lines(text: str) -> list[str]:
     """Returns the lines of JSON Lines ``text`` (split on "\\n" only; a trailing "\\r" is
     dropped), so that a raw U+2028 inside a JSON string never splits a record."""
