@@ -56,6 +56,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     SystemExit from argparse (exit 2 for usage errors, 0 for --help)."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    allow_long_integers()
     try:
         return int(args._run(args))
     except InputError as err:
@@ -83,6 +84,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.debug:
             traceback.print_exc()
         return EXIT_INTERNAL
+
+
+# Exact rationals the readers accept have at most about 13000 bits (certify.rationals); claim
+# strings print products of two or three of them (m (eps + chi)^2), beyond Python's default
+# 4300-digit limit for int-to-str.  Conversions of this size take milliseconds.
+INT_DIGITS = 50_000
+
+
+def allow_long_integers() -> None:
+    """Raises Python's int-to-str digit limit to INT_DIGITS (never lowers it)."""
+    get = getattr(sys, "get_int_max_str_digits", None)
+    if get is not None and 0 < get() < INT_DIGITS:
+        sys.set_int_max_str_digits(INT_DIGITS)
 
 
 def _say(line: str) -> None:

@@ -18,6 +18,9 @@ def init_worker(parent: int) -> None:
     workers hold nothing worth saving (the parent journals every record).
     """
     _limit_blas_threads()
+    from .cli import allow_long_integers
+
+    allow_long_integers()  # spawned workers do not inherit the parent's setting
     # Ctrl-C reaches the whole process group; the parent alone reports it (one line) and
     # shuts the pool down, so workers ignore SIGINT instead of printing tracebacks
     signal.signal(signal.SIGINT, signal.SIG_IGN)
