@@ -12,6 +12,7 @@ with ``--debug``, the traceback), so a crash never reads as a verdict; 130 inter
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
 import os
 import pkgutil
@@ -51,11 +52,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+@functools.lru_cache(maxsize=1)
+def _parser() -> argparse.ArgumentParser:
+    # built once per process: scanning the commands folder costs more than a small check
+    return build_parser()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Runs one command and returns its exit code (see the module doc); never raises except
     SystemExit from argparse (exit 2 for usage errors, 0 for --help)."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    args = _parser().parse_args(argv)
     allow_long_integers()
     try:
         return int(args._run(args))
