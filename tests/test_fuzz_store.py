@@ -36,8 +36,8 @@ from .storefactory import build_store
 
 TOTAL = int(os.environ.get("SOFTRANK_FUZZ_EXAMPLES", "2000"))
 # share of the examples per mutation family (sums to 1)
-SHARES = {"fields": 0.3, "text": 0.15, "paths": 0.1, "array_bytes": 0.15, "arrays": 0.2,
-          "numbers": 0.1}
+SHARES = {"fields": 0.28, "text": 0.15, "paths": 0.1, "array_bytes": 0.15, "arrays": 0.2,
+          "numbers": 0.1, "audit": 0.02}
 RECORD_FILES = ("store.json", "operators.jsonl", "brackets.jsonl")
 
 
@@ -179,37 +179,67 @@ def _set(obj, path, value, delete=False):
     return obj
 
 
+def _mutate_fields(store: Path, data) -> None:
+    """Replaces, deletes, deeply nests or adds one field of one record."""
+    name = data.draw(st.sampled_from(RECORD_FILES))
+    p = store / name
+    if name == "store.json":
+        objs, lines = [json.loads(p.read_text())], None
+    else:
+        lines = [ln for ln in _lines(p) if ln.strip()]
+        objs = [json.loads(ln) for ln in lines]
+    i = data.draw(st.integers(0, len(objs) - 1))
+    obj = objs[i]
+    paths = list(_paths(obj))
+    path = data.draw(st.sampled_from(paths))
+    action = data.draw(st.sampled_from(["replace", "delete", "nest", "add"]))
+    if action == "replace" or (action == "delete" and not path):
+        obj = _set(obj, path, data.draw(json_values))
+    elif action == "delete":
+        obj = _set(obj, path, None, delete=True)
+    elif action == "nest":  # spliced in as text: a 3000-deep object would not dump
+        depth = data.draw(st.sampled_from([2, 10, 70, 3000]))
+        obj = _set(obj, path, DEEP)
+    elif isinstance(obj, dict):
+        obj[data.draw(st.text(max_size=8))] = data.draw(json_values)
+    objs[i] = obj
+    text = "\n".join(json.dumps(o) for o in objs) + "\n"
+    if action == "nest":
+        text = text.replace(json.dumps(DEEP), "[" * depth + "1" + "]" * depth)
+    p.write_text(text)
+
+
 @given(data=st.data())
 @_settings("fields")
 def test_fuzz_record_fields(base, data):
     with _copy(base) as store:
-        name = data.draw(st.sampled_from(RECORD_FILES))
-        p = store / name
-        if name == "store.json":
-            objs, lines = [json.loads(p.read_text())], None
-        else:
-            lines = [ln for ln in _lines(p) if ln.strip()]
-            objs = [json.loads(ln) for ln in lines]
-        i = data.draw(st.integers(0, len(objs) - 1))
-        obj = objs[i]
-        paths = list(_paths(obj))
-        path = data.draw(st.sampled_from(paths))
-        action = data.draw(st.sampled_from(["replace", "delete", "nest", "add"]))
-        if action == "replace" or (action == "delete" and not path):
-            obj = _set(obj, path, data.draw(json_values))
-        elif action == "delete":
-            obj = _set(obj, path, None, delete=True)
-        elif action == "nest":  # spliced in as text: a 3000-deep object would not dump
-            depth = data.draw(st.sampled_from([2, 10, 70, 3000]))
-            obj = _set(obj, path, DEEP)
-        elif isinstance(obj, dict):
-            obj[data.draw(st.text(max_size=8))] = data.draw(json_values)
-        objs[i] = obj
-        text = "\n".join(json.dumps(o) for o in objs) + "\n"
-        if action == "nest":
-            text = text.replace(json.dumps(DEEP), "[" * depth + "1" + "]" * depth)
-        p.write_text(text)
+        _mutate_fields(store, data)
         _assert_contract(store)
+
+
+@given(data=st.data())
+@_settings("audit")
+def test_fuzz_audit_reports(base, data):
+    """The audit on mutated stores: exit 0/1/2 only, and a written report.md holds exactly
+    one Result line, before any store text, agreeing with report.json."""
+    with _copy(base) as store:
+        _mutate_fields(store, data)
+        out = store.parent / "out"
+        buf_out, buf_err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(buf_out), contextlib.redirect_stderr(buf_err):
+            code = main(["audit", str(store), "--out", str(out), "--no-figures",
+                         "--no-progress", "--recheck"])
+        err = buf_err.getvalue()
+        assert code in (0, 1, 2) and "Traceback" not in err and "internal error" not in err
+        if (out / "report.md").exists():
+            lines = (out / "report.md").read_text().splitlines()
+            results = [i for i, ln in enumerate(lines) if "**Result:**" in ln]
+            assert results == [2], lines[:4]
+            rep = json.loads((out / "report.json").read_text())
+            assert rep["summary"]["exit_code"] == code
+            confirmed = "every float64 claim was confirmed" in lines[2]
+            assert confirmed == (rep["summary"]["all_confirmed"] and rep["summary"]["brackets"]
+                                 > 0)
 
 
 @given(data=st.data())

@@ -251,3 +251,12 @@ def test_ctrl_c_during_parallel_audit_prints_one_line(tmp_path):
     assert proc.returncode == 130, text
     assert "Traceback" not in text and "KeyboardInterrupt" not in text
     assert text.strip().splitlines() == ["softrank-certify: interrupted"]
+
+
+def test_frobenius_tail_beyond_the_float_range_is_not_a_crash():
+    # ||A||_F^2 = 32 * 2^1022 overflows float64 (fsum raised OverflowError before); the rank-1
+    # matrix has an empty tail, so the claim is false: never "holds", never a traceback
+    A = np.full((4, 8), 2.0**511)
+    A[:, ::2] *= -1
+    chk = check_lower(A, {"kind": "frobenius_tail", "rank": 2}, "1/4")
+    assert chk.status in ("fails", "undecided")

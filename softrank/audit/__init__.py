@@ -144,6 +144,7 @@ def run_audit(store: str | Path, out: str | Path, *, jobs: int = 1,
                   "is checked again", file=sys.stderr)
             journal.reset(why)
             sample, todo = [], list(ids)
+            runner = None  # a fresh executor (a Dask one closes its client after a run)
         resumed = len(ids) - len(todo)
         records = [journal.records[i] for i in ids if i in journal.records]
     missing = len(ids) - len(records)

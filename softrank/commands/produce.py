@@ -262,5 +262,8 @@ def _map(jobs: list[tuple[Any, ...]], n: int) -> Iterator[tuple[str, OperatorRes
     # one BLAS thread per worker: the workers already use every core
     for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ.setdefault(var, "1")
-    with ProcessPoolExecutor(max_workers=n, mp_context=mp.get_context("spawn")) as ex:
+    from ..workers import init_worker  # workers ignore Ctrl-C: the parent reports it once
+
+    with ProcessPoolExecutor(max_workers=n, mp_context=mp.get_context("spawn"),
+                             initializer=init_worker, initargs=(os.getpid(),)) as ex:
         yield from ex.map(_work, jobs)
