@@ -222,12 +222,12 @@ def test_ctrl_c_during_parallel_audit_prints_one_line(tmp_path):
     build_store(tmp_path / "s", n_ops=6)
     driver = (
         "import sys, time\n"
-        "import softrank.audit.executors as ex\n"
-        "orig = ex.check_record\n"
-        "def slow(*a, **k):\n"
+        "import softrank.audit.journal as J\n"
+        "orig = J.Journal.append\n"
+        "def slow(*a, **k):\n"  # a slow parent: the workers wait idle on their queue
         "    time.sleep(0.3)\n"
         "    return orig(*a, **k)\n"
-        "ex.check_record = slow\n"
+        "J.Journal.append = slow\n"
         "from softrank.cli import main\n"
         f"sys.exit(main(['audit', {str(tmp_path / 's')!r}, '--out', {str(tmp_path / 'o')!r},"
         " '--jobs', '2', '--no-figures', '--no-progress']))\n")
