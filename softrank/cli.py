@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from certify.errors import InputError
 
 from . import commands
+from .workers import allow_long_integers
 
 EXIT_OK, EXIT_NOT_PROVED, EXIT_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
 EXIT_INTERRUPTED, EXIT_PIPE = 130, 141
@@ -90,19 +91,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.debug:
             traceback.print_exc()
         return EXIT_INTERNAL
-
-
-# Exact rationals the readers accept have at most about 13000 bits (certify.rationals); claim
-# strings print products of two or three of them (m (eps + chi)^2), beyond Python's default
-# 4300-digit limit for int-to-str.  Conversions of this size take milliseconds.
-INT_DIGITS = 50_000
-
-
-def allow_long_integers() -> None:
-    """Raises Python's int-to-str digit limit to INT_DIGITS (never lowers it)."""
-    get = getattr(sys, "get_int_max_str_digits", None)
-    if get is not None and 0 < get() < INT_DIGITS:
-        sys.set_int_max_str_digits(INT_DIGITS)
 
 
 def _say(line: str) -> None:

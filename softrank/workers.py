@@ -18,8 +18,6 @@ def init_worker(parent: int) -> None:
     workers hold nothing worth saving (the parent journals every record).
     """
     _limit_blas_threads()
-    from .cli import allow_long_integers
-
     allow_long_integers()  # spawned workers do not inherit the parent's setting
     # Ctrl-C reaches the whole process group; the parent alone reports it (one line) and
     # shuts the pool down, so workers ignore SIGINT instead of printing tracebacks
@@ -37,6 +35,18 @@ def init_worker(parent: int) -> None:
 
 
 _LIMITER: Any = None
+
+# Exact rationals the readers accept have at most about 13000 bits (certify.rationals); claim
+# strings print products of two or three of them (m (eps + chi)^2), beyond Python's default
+# 4300-digit limit for int-to-str.  Conversions of this size take milliseconds.
+INT_DIGITS = 50_000
+
+
+def allow_long_integers() -> None:
+    """Raises Python's int-to-str digit limit to INT_DIGITS (never lowers it)."""
+    get = getattr(sys, "get_int_max_str_digits", None)
+    if get is not None and 0 < get() < INT_DIGITS:
+        sys.set_int_max_str_digits(INT_DIGITS)
 
 
 def _limit_blas_threads() -> None:

@@ -261,3 +261,22 @@ def test_frobenius_tail_beyond_the_float_range_is_not_a_crash():
     A[:, ::2] *= -1
     chk = check_lower(A, {"kind": "frobenius_tail", "rank": 2}, "1/4")
     assert chk.status in ("fails", "undecided")
+
+
+def test_huge_eps_digits_through_the_api(tmp_path):
+    # run_audit without the CLI (and so in a process whose int-to-str limit is the default)
+    from softrank.audit import run_audit
+
+    build_store(tmp_path / "s", n_ops=1)
+    p = tmp_path / "s" / "brackets.jsonl"
+    recs = [json.loads(x) for x in p.read_text().splitlines()]
+    recs[0]["eps"] = "1e-3000"
+    recs[0]["lower"] = {"kind": "frobenius_tail", "rank": 2}
+    p.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    before = sys.get_int_max_str_digits()
+    sys.set_int_max_str_digits(4300)
+    try:
+        rep = run_audit(tmp_path / "s", tmp_path / "o", figures=False)
+    finally:
+        sys.set_int_max_str_digits(max(before, sys.get_int_max_str_digits()))
+    assert rep["summary"]["exit_code"] == 1 and rep["summary"]["input_errors"] == 0
