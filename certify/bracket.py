@@ -82,9 +82,10 @@ class BracketCheck:
             "upper_outcome": self.upper_outcome,
             "lower_outcome": self.lower_outcome,
             "resolved": self.resolved,
-            "upper_check": self.upper_check.to_json() if self.upper_check else None,
-            "lower_check": self.lower_check.to_json() if self.lower_check else None,
-            "nonzero_check": self.nonzero_check.to_json() if self.nonzero_check else None,
+            "upper_check": self.upper_check.to_json() if self.upper_check is not None else None,
+            "lower_check": self.lower_check.to_json() if self.lower_check is not None else None,
+            "nonzero_check": (self.nonzero_check.to_json() if self.nonzero_check is not None
+                              else None),
         }
 
 

@@ -55,6 +55,8 @@ class Check:
     compares with ``threshold`` (for an upper witness: the max-row-l1 error of A - UV, and
     the claim is value <= threshold).  ``tier`` is the tier that decided (the last one run).
     ``chi`` is the operator slack charged (0 when the stored A is the operator of record).
+    ``bool(check)`` raises TypeError (read ``.status`` or ``.holds``): a three-valued result
+    has no safe truth value.
     """
 
     status: Status
@@ -73,6 +75,13 @@ class Check:
     @property
     def holds(self) -> bool:
         return self.status == "holds"
+
+    def __bool__(self) -> bool:
+        """Refused: a Check has three outcomes, and the default truth of an object (always
+        True) would let ``assert check_upper(...)`` pass on a claim proved false.  Raises
+        TypeError; test ``check.holds`` or ``check.status == "holds"`` instead."""
+        raise TypeError("a Check has no truth value (it may hold, fail or stay undecided); "
+                        "read .status or .holds")
 
     @property
     def error(self) -> Enclosure | None:

@@ -55,6 +55,9 @@ class GaugeExample:
                 "C": [[str(x) for x in self.C.row(i)] for i in range(self.C.rows)]}
 
 
+MAX_BITS = 2048  # cost guard on t and beta (see gauge_example)
+
+
 def parse_beta(beta: object) -> sympy.Expr:
     """Returns beta as a positive sympy number or symbol; InputError otherwise."""
     if isinstance(beta, sympy.Symbol):
@@ -92,6 +95,13 @@ def gauge_example(beta: object, t: object) -> GaugeExample:
     gamma = beta rho_Q rho_K with exact radii; kappa(C) exact (primal value = dual value)."""
     b = parse_beta(beta)
     tq = to_rational(t, field="t")
+    # sympy's simplification time grows steeply with the size of the rationals (t = 1e-1200
+    # takes 25 s, 1e-3000 minutes): a cost guard by the bits actually carried
+    for name, q in (("t", tq), ("beta", b if isinstance(b, sympy.Rational) else None)):
+        if q is not None and max(abs(int(q.numerator)).bit_length(),
+                                 int(q.denominator).bit_length()) > MAX_BITS:
+            raise InputError(f"numerator or denominator longer than {MAX_BITS} bits: too "
+                             "costly for the exact simplification", field=name)
     T = _rat(tq)
     Q0 = sympy.Matrix(_E)
     K0 = sympy.Matrix(_E)

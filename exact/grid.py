@@ -83,13 +83,30 @@ def _positive_int(x: object, name: str, least: int) -> int:
     return x
 
 
+# Cost guards by the work done, not by L^r alone: the weights T[e] (2D + 1 integers of up to
+# 2 D b bits, D = r (L-1)^2, b = bits of q) take about D^2 b bits, and the row sums add n^2
+# integers of up to 2 D b bits.  (r = 1, L = 400 has only 400 points but D^2 b ~ 2e11 bits.)
+MAX_WEIGHT_BITS = 2 * 10**9
+MAX_ROW_WORK = 10**11
+
+
+def grid_cost(r: int, L: int, q: Fraction) -> tuple[int, int]:
+    """Returns (bits held by the weights T, bit operations of the row sums), both estimates
+    of the work :func:`grid_family` does (up to a small constant factor)."""
+    D = r * (L - 1) ** 2
+    b = q.numerator.bit_length() + q.denominator.bit_length()
+    n = L ** r
+    return D * D * b, n * n * D * b
+
+
 def grid_family(r: int, L: int, eps: object, *, max_points: int = 1600) -> GridFamily:
     """Returns the exact grid family for (r, L, eps) with rank C, kappa(C) and r_eps(A).
 
     Contract: A is exact; rank_C is the exact rank of P (log A) P; kappa is exact when the
     primal factorization and the dual rectangle agree (they do for every valid input, else
     RuntimeError); r_eps = L^r is proved by ||A - I||_row1 < 1 - eps.  Raises InputError for
-    r < 1, L < 2, eps outside (0, 1) or more than ``max_points`` points.
+    r < 1, L < 2, eps outside (0, 1), more than ``max_points`` points, or a cost
+    (:func:`grid_cost`) above MAX_WEIGHT_BITS / MAX_ROW_WORK.
     """
     r = _positive_int(r, "r", 1)
     L = _positive_int(L, "L", 2)
@@ -97,6 +114,11 @@ def grid_family(r: int, L: int, eps: object, *, max_points: int = 1600) -> GridF
     if L ** r > max_points:
         raise InputError(f"L^r = {L ** r} points exceed the limit {max_points}", field="L")
     q = (1 - e) / (8 * r)
+    weight_bits, row_work = grid_cost(r, L, q)
+    if weight_bits > MAX_WEIGHT_BITS or row_work > MAX_ROW_WORK:
+        raise InputError(f"(r, L, eps) = ({r}, {L}, {e}) needs about {weight_bits:.2e} bits of "
+                         f"weights and {row_work:.2e} bit operations (limits "
+                         f"{MAX_WEIGHT_BITS:.0e}, {MAX_ROW_WORK:.0e}): too costly", field="L")
     s = sympy.log(1 / sympy.Rational(q.numerator, q.denominator))  # s = log(8 r / (1 - eps))
     points = list(itertools.product(range(L), repeat=r))
     n = len(points)

@@ -4,22 +4,29 @@ Subcommands live in ``softrank/commands/<name>.py``; each module defines ``NAME`
 ``add_arguments(parser)`` and ``run(args) -> int`` and is discovered automatically.
 
 Exit codes: 0 every claim proved; 1 some claim failed or stayed undecided; 2 usage or input
-error (the message names the file and field).
+error (the message names the file and field); 3 internal error (a bug: "internal error" and,
+with ``--debug``, the traceback), so a crash never reads as a verdict; 130 interrupted
+(Ctrl-C); 141 output pipe closed (``... | head``), both ending quietly with at most one line.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
+import os
 import pkgutil
 import sys
+import traceback
 from collections.abc import Sequence
 
 from certify.errors import InputError
 
 from . import __version__, commands
+from .workers import allow_long_integers
 
-EXIT_OK, EXIT_NOT_PROVED, EXIT_INPUT = 0, 1, 2
+EXIT_OK, EXIT_NOT_PROVED, EXIT_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
+EXIT_INTERRUPTED, EXIT_PIPE = 130, 141
 
 
 def _common_options() -> argparse.ArgumentParser:
@@ -39,9 +46,12 @@ def build_parser() -> argparse.ArgumentParser:
         prog="softrank-certify",
         description="Rigorous (verified-numerics) checks of approximation-rank brackets "
                     "for softmax attention matrices.",
-        epilog="exit codes: 0 all proved, 1 something failed or undecided, 2 usage/input error",
+        epilog="exit codes: 0 all proved, 1 something failed or undecided, 2 usage/input "
+               "error, 3 internal error (a bug; --debug shows the traceback)",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument("--debug", action="store_true",
+                        help="on an internal error, print the Python traceback")
     common = _common_options()
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
@@ -51,21 +61,68 @@ def build_parser() -> argparse.ArgumentParser:
         mod = importlib.import_module(f"{commands.__name__}.{info.name}")
         p = sub.add_parser(mod.NAME, help=mod.HELP, description=mod.HELP, parents=[common])
         mod.add_arguments(p)
+        p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                       help="on an internal error, print the Python traceback")
         p.set_defaults(_run=mod.run)
     return parser
 
 
+@functools.lru_cache(maxsize=1)
+def _parser() -> argparse.ArgumentParser:
+    # built once per process: scanning the commands folder costs more than a small check
+    return build_parser()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    """Runs one command and returns its exit code (see the module doc); never raises except
+    SystemExit from argparse (exit 2 for usage errors, 0 for --help)."""
+    args = _parser().parse_args(argv)
+    allow_long_integers()
     try:
         return int(args._run(args))
     except InputError as err:
-        print(f"softrank-certify: input error: {err}", file=sys.stderr)
+        _say(f"softrank-certify: input error: {err}")
         return EXIT_INPUT
     except KeyboardInterrupt:
-        print("softrank-certify: interrupted", file=sys.stderr)
-        return 130
+        _say("softrank-certify: interrupted")
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        _quiet_stdout()
+        return EXIT_PIPE
+    except RecursionError:
+        # deep input the readers failed to refuse: still input, never a verdict
+        _say("softrank-certify: input error: input nested too deeply")
+        return EXIT_INPUT
+    except OSError as err:
+        # a file the user named cannot be read or written (an existing file where a folder
+        # is needed, no permission, disk full): the input is at fault, not the checker
+        where = f"{err.filename}: " if err.filename else ""
+        _say(f"softrank-certify: input error: {where}{err.strerror or err}")
+        return EXIT_INPUT
+    except Exception as err:  # noqa: BLE001 - the contract: a crash is exit 3, never a verdict
+        _say(f"softrank-certify: internal error: {type(err).__name__}: {str(err)[:300]}"
+             + ("" if args.debug else " (rerun with --debug for the traceback)"))
+        if args.debug:
+            traceback.print_exc()
+        return EXIT_INTERNAL
+
+
+def _say(line: str) -> None:
+    try:
+        print(line, file=sys.stderr)
+    except (BrokenPipeError, OSError, ValueError):  # stderr itself gone: nothing to tell
+        pass
+
+
+def _quiet_stdout() -> None:
+    """Points stdout at /dev/null so the interpreter's final flush after a closed pipe does
+    not print a second BrokenPipeError."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # captured stdout (tests): nothing to do
+        pass
 
 
 if __name__ == "__main__":  # pragma: no cover

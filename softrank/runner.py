@@ -17,7 +17,7 @@ import certify
 from certify.errors import InputError
 from witnesses import BracketRecord, StoreReader, open_store
 
-from .workers import init_worker
+from .workers import allow_long_integers, init_worker
 
 
 def operator_chi(reader: StoreReader, op_id: str, arrays: dict[str, Any]) -> Fraction:
@@ -54,6 +54,7 @@ class _OperatorCache:
 def check_record(reader: StoreReader, br: BracketRecord, cache: _OperatorCache, *,
                  tier: str = "auto") -> dict[str, Any]:
     """Returns the JSON-safe record of checking one bracket (or of its input error)."""
+    allow_long_integers()  # in any process (API use, Dask workers): long exact claim strings
     op = reader.operator(br.operator)
     base: dict[str, Any] = {
         "bracket": br.id, "operator": op.id, "family": op.family, "shape": list(op.shape),

@@ -77,9 +77,9 @@ def test_markdown_and_tex_escaping():
     t = {"title": "x_y eps", "columns": ["Family", "eps", "Shape", "n"],
          "rows": [["a|b_c & 50%", "0.25", "3 x 4", "inf"]]}
     md = T.markdown_table(t)
-    assert "a\\|b_c & 50%" in md and md.count("\n") == 2
+    assert "a\\|b\\_c \\& 50%" in md and md.count("\n") == 2
     tex = T.latex_table(t, "tab:x")
-    assert r"a|b\_c \& 50\%" in tex and r"3$\times$4" in tex and r"$\infty$" in tex
+    assert r"a\textbar{}b\_c \& 50\%" in tex and r"3$\times$4" in tex and r"$\infty$" in tex
     assert r"\toprule" in tex and r"\bottomrule" in tex and r"$\varepsilon$" in tex
 
 

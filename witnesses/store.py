@@ -15,9 +15,7 @@ Arrays are always loaded with ``allow_pickle=False``.  Every problem is an
 from __future__ import annotations
 
 import hashlib
-import io
 import re
-import zipfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -31,6 +29,7 @@ from certify.rationals import parse_eps, to_rational
 
 from . import jsonexact
 from .atomic import write_atomic, write_text_atomic
+from .npzsafe import read_npz
 
 FORMAT_NAME = "softrank-brackets"
 FORMAT_VERSION = 1
@@ -55,32 +54,59 @@ def sha256_file(path: Path) -> str:
     return h.hexdigest()
 
 
-def load_npz(path: Path, expected_sha: str | None, *, field_name: str = "file"
-             ) -> dict[str, np.ndarray]:
+def load_npz(path: Path, expected_sha: str | None, *, field_name: str = "file",
+             expect: Any = None) -> dict[str, np.ndarray]:
     """Returns the arrays of an .npz file after checking its sha256; never unpickles.
 
     Raises InputError naming ``path`` for a missing file, a checksum mismatch, a file that is
-    not an npz archive (a pickle, a truncated zip) or an object (pickled) array inside it.
+    not an npz archive (a pickle, a truncated zip), an object (pickled) array inside it, or
+    declared sizes, dtypes or shapes refused before allocation (``witnesses.npzsafe``;
+    ``expect(name, dtype, shape)`` returns a reason to refuse a member, or None).
     """
-    src = str(path)
-    if not path.is_file():
-        raise InputError("array file is missing", field=field_name, source=src)
-    data = path.read_bytes()
-    if expected_sha is not None:
-        got = hashlib.sha256(data).hexdigest()
-        if got != expected_sha:
-            raise InputError(f"sha256 mismatch (record says {expected_sha[:12]}..., file has "
-                             f"{got[:12]}...): file changed or corrupt", field="sha256", source=src)
-    if not data.startswith(b"PK"):
-        raise InputError("not an .npz archive (pickles and other formats are never loaded)",
-                         field=field_name, source=src)
+    return read_npz(path, expected_sha, expect=expect, field_name=field_name)
+
+
+def safe_member_path(root: Path, rel: Any, fld: str, src: str) -> Path:
+    """Returns ``root / rel`` after checking that it names a file inside ``root/arrays``.
+
+    Refused (InputError naming ``fld``), before anything is opened: a non-string, an absolute
+    path, a drive or backslash, a ``.`` or ``..`` component, a path outside ``arrays/``, and a
+    path whose resolved target (following symlinks) leaves ``root/arrays``.
+    """
+    if not isinstance(rel, str) or not rel or "\\" in rel or "\0" in rel or ":" in rel:
+        raise InputError(f"array path {str(rel)[:80]!r} refused", field=fld, source=src)
+    parts = rel.split("/")
+    if rel.startswith("/") or parts[0] != "arrays" or len(parts) < 2 or any(
+            p in ("", ".", "..") for p in parts):
+        raise InputError(f"array path {rel[:80]!r} refused: it must be a relative path "
+                         "inside arrays/ without '.' or '..'", field=fld, source=src)
+    path = root / rel
     try:
-        with np.load(io.BytesIO(data), allow_pickle=False) as npz:
-            return {name: npz[name] for name in npz.files}
-    except ValueError as err:
-        raise InputError(f"refused to load: {err}", field=field_name, source=src) from None
-    except (zipfile.BadZipFile, OSError, EOFError, KeyError) as err:
-        raise InputError(f"corrupt npz archive: {err}", field=field_name, source=src) from None
+        inside = (root.resolve() / "arrays")
+        target = path.resolve()
+    except (OSError, RuntimeError) as err:  # symlink loops
+        raise InputError(f"array path {rel[:80]!r} refused: {err}", field=fld,
+                         source=src) from None
+    if not target.is_relative_to(inside) or target == inside:
+        raise InputError(f"array path {rel[:80]!r} refused: it resolves outside the store's "
+                         "arrays/ folder", field=fld, source=src)
+    return path
+
+
+def _expect_shapes(table: Mapping[str, tuple[int, ...] | None], kinds: str
+                   ) -> Any:
+    """Returns an ``expect`` for load_npz: names in ``table`` only, each of the given shape
+    (None: any shape within the caller's size cap) and a dtype kind in ``kinds``."""
+    def expect(name: str, dtype: np.dtype, shape: tuple[int, ...]) -> str | None:
+        if name not in table:
+            return f"unexpected array {name!r}"
+        want = table[name]
+        if dtype.kind not in kinds:
+            return f"dtype {dtype.str} refused here"
+        if want is not None and tuple(shape) != want:
+            return f"shape {tuple(shape)} differs from the record's {want}"
+        return None
+    return expect
 
 
 def _require(rec: Mapping[str, Any], key: str, typ: type | tuple[type, ...], where: str,
@@ -127,7 +153,9 @@ class OperatorRecord:
 
     def load(self) -> dict[str, np.ndarray]:
         """Returns {"A": ..., and "logits" or "block" if present}, shapes checked."""
-        arrs = load_npz(self.path, self.sha256)
+        path = safe_member_path(self.root, self.file, "operator.file", str(self.root))
+        shapes = {name: self.shape for name in self.arrays}
+        arrs = load_npz(path, self.sha256, expect=_operator_expect(shapes))
         src = str(self.path)
         for name in self.arrays:
             if name not in arrs:
@@ -174,6 +202,7 @@ class BracketRecord:
     producer: dict[str, Any]
     claims: dict[str, Any]
     root: Path = field(repr=False, compare=False)
+    shape: tuple[int, int] | None = field(default=None, repr=False, compare=False)
 
     @property
     def path(self) -> Path:
@@ -185,7 +214,8 @@ class BracketRecord:
         upper = {"kind": "factors", "rank": k, "U": U, "V": V}; lower likewise with its arrays.
         Checks that the file holds exactly the arrays the kinds need.
         """
-        arrs = load_npz(self.path, self.sha256)
+        path = safe_member_path(self.root, self.file, "bracket.file", str(self.root))
+        arrs = load_npz(path, self.sha256, expect=_expect_shapes(self.expected_shapes(), "fiu"))
         src = str(self.path)
         ends: list[dict[str, Any] | None] = []
         for prefix, end, table in (("upper", self.upper, UPPER_ARRAYS),
@@ -207,6 +237,23 @@ class BracketRecord:
         if extra:
             raise InputError(f"unexpected arrays {extra}", field="file", source=src)
         return ends[0], ends[1]  # type: ignore[return-value]
+
+    def expected_shapes(self) -> dict[str, tuple[int, ...] | None]:
+        """Returns {"upper.U": shape, ...}: the arrays the ends' kinds need, with the shapes
+        their ranks and the operator's shape imply (checked before allocation)."""
+        m, n = self.shape if self.shape is not None else (None, None)
+        out: dict[str, tuple[int, ...] | None] = {}
+        for prefix, end, table in (("upper", self.upper, UPPER_ARRAYS),
+                                   ("lower", self.lower, LOWER_ARRAYS)):
+            if end is None:
+                continue
+            r = end.rank
+            dims = {"U": (m, r), "V": (r, n), "D": (r, m), "W": (n, r), "X": (r, r),
+                    "rows": (r,), "cols": (r,)}
+            for name in table[end.kind]:
+                shape = dims.get(name)
+                out[f"{prefix}.{name}"] = None if shape is None or None in shape else shape
+        return out
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"id": self.id, "operator": self.operator, "eps": str(self.eps),
@@ -238,7 +285,12 @@ def _parse_operator(rec: Any, src: str, line: int, root: Path) -> OperatorRecord
                                   for s in shape):
         raise InputError(f"shape must be two positive integers, got {shape!r}",
                          field=f"{where}.shape", source=src)
-    arrays = tuple(rec.get("arrays", ["A"]))
+    arrays_raw = rec.get("arrays", ["A"])
+    if not isinstance(arrays_raw, list) or not all(isinstance(a, str) for a in arrays_raw) \
+            or len(set(arrays_raw)) != len(arrays_raw):
+        raise InputError("arrays must be a list of distinct names", field=f"{where}.arrays",
+                         source=src)
+    arrays = tuple(arrays_raw)
     if "A" not in arrays or not set(arrays) <= {"A", *OPERATOR_SOURCES}:
         raise InputError(f"arrays must contain A and optionally one of {OPERATOR_SOURCES}",
                          field=f"{where}.arrays", source=src)
@@ -246,15 +298,20 @@ def _parse_operator(rec: Any, src: str, line: int, root: Path) -> OperatorRecord
         raise InputError("at most one of logits / block", field=f"{where}.arrays", source=src)
     beta = rec.get("beta")
     if beta is not None:
-        beta = to_rational(beta, field=f"{where}.beta")
+        try:
+            beta = to_rational(beta, field=f"{where}.beta")
+        except InputError as err:
+            raise err.at(source=src) from None
         if "logits" not in arrays:
             raise InputError("beta needs logits", field=f"{where}.beta", source=src)
     meta = rec.get("meta", {})
     if not isinstance(meta, dict):
         raise InputError("meta must be an object", field=f"{where}.meta", source=src)
+    file = _require(rec, "file", str, where, src)
+    safe_member_path(root, file, f"{where}.file", src)
     return OperatorRecord(
         id=oid, family=str(_require(rec, "family", str, where, src)),
-        shape=(shape[0], shape[1]), file=_require(rec, "file", str, where, src),
+        shape=(shape[0], shape[1]), file=file,
         sha256=_require(rec, "sha256", str, where, src), arrays=arrays, beta=beta,
         meta=meta, root=root)
 
@@ -263,7 +320,7 @@ def _parse_end(val: Any, fld: str, src: str, table: Mapping[str, tuple[str, ...]
     if not isinstance(val, dict):
         raise InputError("must be an object with kind and rank", field=fld, source=src)
     kind = val.get("kind")
-    if kind not in table:
+    if not isinstance(kind, str) or kind not in table:
         raise InputError(f"unknown kind {kind!r}; known: {sorted(table)}",
                          field=f"{fld}.kind", source=src)
     return EndRecord(kind=kind, rank=_rank(val.get("rank"), f"{fld}.rank", src))
@@ -284,9 +341,11 @@ def _parse_bracket(rec: Any, src: str, line: int, root: Path) -> BracketRecord:
     claims = rec.get("claims", {}) or {}
     if not isinstance(producer, dict) or not isinstance(claims, dict):
         raise InputError("producer and claims must be objects", field=where, source=src)
+    file = _require(rec, "file", str, where, src)
+    safe_member_path(root, file, f"{where}.file", src)
     return BracketRecord(
         id=bid, operator=_require(rec, "operator", str, where, src), eps=eps,
-        file=_require(rec, "file", str, where, src),
+        file=file,
         sha256=_require(rec, "sha256", str, where, src), upper=upper, lower=lower_end,
         producer=producer, claims=claims, root=root)
 
@@ -299,7 +358,7 @@ def _read_jsonl(path: Path) -> Iterator[tuple[int, Any]]:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as err:
         raise InputError(f"not UTF-8 text: {err}", field="file", source=src) from None
-    for n, line in enumerate(text.splitlines(), start=1):
+    for n, line in enumerate(jsonexact.split_lines(text), start=1):
         if not line.strip():
             continue
         try:
@@ -340,12 +399,12 @@ def open_store(path: str | Path) -> StoreReader:
     if not head_path.is_file():
         raise InputError("store.json is missing", field="file", source=str(head_path))
     try:
-        header = jsonexact.loads(head_path.read_text(encoding="utf-8"))
+        header = jsonexact.loads(head_path.read_bytes())
     except (ValueError, UnicodeDecodeError) as err:
         raise InputError(f"invalid JSON: {err}", field="file", source=str(head_path)) from None
     if not isinstance(header, dict) or header.get("format") != FORMAT_NAME:
         raise InputError(f"format must be {FORMAT_NAME!r}", field="format", source=str(head_path))
-    if header.get("version") != FORMAT_VERSION:
+    if type(header.get("version")) is not int or header.get("version") != FORMAT_VERSION:
         raise InputError(f"unsupported version {header.get('version')!r} (this reader: "
                          f"{FORMAT_VERSION})", field="version", source=str(head_path))
     ops_path, br_path = root / "operators.jsonl", root / "brackets.jsonl"
@@ -353,12 +412,26 @@ def open_store(path: str | Path) -> StoreReader:
     brackets = [_parse_bracket(r, str(br_path), n, root) for n, r in _read_jsonl(br_path)]
     _unique([o.id for o in operators], str(ops_path))
     _unique([b.id for b in brackets], str(br_path))
-    known = {o.id for o in operators}
-    for b in brackets:
-        if b.operator not in known:
+    shapes = {o.id: o.shape for o in operators}
+    for i, b in enumerate(brackets):
+        if b.operator not in shapes:
             raise InputError(f"unknown operator {b.operator!r}", field=f"{b.id}.operator",
                              source=str(br_path))
+        object.__setattr__(b, "shape", shapes[b.operator])
+        brackets[i] = b
     return StoreReader(root, header, operators, brackets)
+
+
+def _operator_expect(shapes: Mapping[str, tuple[int, ...]]) -> Any:
+    def expect(name: str, dtype: np.dtype, shape: tuple[int, ...]) -> str | None:
+        if name not in shapes:
+            return f"unexpected array {name!r} (the record lists {sorted(shapes)})"
+        if dtype.kind != "f" or dtype.itemsize not in (4, 8):
+            return f"dtype {dtype.str} refused: operator arrays are float64 or float32"
+        if tuple(shape) != shapes[name]:
+            return f"shape {tuple(shape)} differs from record shape {shapes[name]}"
+        return None
+    return expect
 
 
 def _unique(ids: list[str], src: str) -> None:
@@ -392,6 +465,8 @@ class Store:
     def create(cls, path: str | Path, *, description: str = "", **header: Any) -> Store:
         """Creates an empty store at ``path`` (which must not exist or be an empty folder)."""
         root = Path(path)
+        if root.exists() and not root.is_dir():
+            raise InputError("exists and is not a folder", field="path", source=str(root))
         if root.exists() and any(root.iterdir()):
             raise InputError("refusing to create a store in a non-empty folder", field="path",
                              source=str(root))

@@ -10,6 +10,8 @@ writes the same report.json (apart from the ``"run"`` key).
 
 from __future__ import annotations
 
+import math
+import secrets
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -25,7 +27,7 @@ from witnesses import open_store
 from . import provenance
 from .executors import make_executor, plan_chunks
 from .files import write_public
-from .journal import JOURNAL_NAME, Journal, journal_key, store_digest
+from .journal import JOURNAL_NAME, Journal, journal_key, normalize, store_digest
 from .report import VOLATILE_KEY, build_report, report_json, report_latex, report_markdown
 from .stats import DEFAULT_RESAMPLES, DEFAULT_SEED, layer_of
 from .tables import group_pairs, latex_tabular
@@ -60,6 +62,39 @@ def parse_budgets(text: str) -> list[int]:
     return ks
 
 
+def sample_size(n: int) -> int:
+    """Returns how many of ``n`` journaled records a resume rechecks: all of up to 4, then
+    about sqrt(n) (at least 4, at most 64)."""
+    return min(n, max(4, min(64, math.isqrt(n))))
+
+
+def _check_into(journal: Journal, executor: Any, reader: Any, store_ref: tuple[str, str],
+                todo: list[str], sample: list[str], tier: str, total: int, progress: bool,
+                on_record: Callable[[dict[str, Any]], None] | None) -> list[str]:
+    """Checks ``todo`` (journaling each record) and ``sample`` (comparing each with its
+    journaled record); returns the sampled ids whose recheck differs."""
+    from tqdm import tqdm
+
+    wanted = set(sample)
+    bad: list[str] = []
+    chunks = plan_chunks(reader, [*todo, *sample], executor.workers)
+    with tqdm(total=total, initial=total - len(todo), unit="bracket", file=sys.stderr,
+              disable=not progress, desc="audit") as bar:
+        # closing(): on an error, stop the executor (cancel queued chunks) now,
+        # not when the generator is garbage-collected
+        with closing(executor.run(store_ref, chunks, tier)) as results:
+            for rec in results:
+                if rec["bracket"] in wanted:
+                    if normalize(rec) != journal.records.get(rec["bracket"]):
+                        bad.append(rec["bracket"])
+                    continue
+                rec = journal.append(rec)
+                bar.update(1)
+                if on_record is not None:
+                    on_record(rec)
+    return sorted(bad)
+
+
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
@@ -70,12 +105,17 @@ def run_audit(store: str | Path, out: str | Path, *, jobs: int = 1,
               figures: bool = True, command: str | None = None,
               on_record: Callable[[dict[str, Any]], None] | None = None,
               bootstrap_seed: int = DEFAULT_SEED,
-              bootstrap_resamples: int = DEFAULT_RESAMPLES) -> dict[str, Any]:
+              bootstrap_resamples: int = DEFAULT_RESAMPLES,
+              recheck: bool = False, recheck_seed: int | None = None) -> dict[str, Any]:
     """Checks every bracket of ``store`` not yet in ``out``'s journal and writes the report.
 
     Returns the report.json document.  ``scheduler`` (a Dask scheduler address or Client)
     selects the Dask executor, else ``jobs`` > 1 a local process pool.  ``on_record`` is
     called after each record is journaled (tests use it to interrupt a run).
+    Journal trust (see ``journal.py``): records come from the journal only when every line's
+    HMAC verifies under this user's key; a random sample of them (``recheck_seed``, default
+    fresh randomness, recorded under ``run``) is checked again, and any disagreement discards
+    the whole journal and checks everything.  ``recheck`` ignores the journal altogether.
     Raises InputError for an unreadable store, a bad tier or budget, or a journal that
     belongs to another store/tier (unless ``restart``).  A kernel exception propagates; every
     record journaled before it is kept.  With ``figures`` and no matplotlib it raises
@@ -98,25 +138,36 @@ def run_audit(store: str | Path, out: str | Path, *, jobs: int = 1,
     key = journal_key(store, tier, provenance.this_version())
     store_ref = (key["store"], key["store_sha256"])
     executor_name, workers = "none", 0
-    with Journal.open(out, key, restart=restart, known_ids=ids) as journal:
-        resumed = len(journal.records)
+    seed = secrets.randbits(64) if recheck_seed is None else int(recheck_seed)
+    with Journal.open(out, key, restart=restart or recheck, known_ids=ids) as journal:
+        if journal.trust.startswith("untrusted"):
+            print(f"softrank-certify: {journal.path}: journal not trusted "
+                  f"({journal.trust.split(': ', 1)[1]}); every bracket is checked again",
+                  file=sys.stderr)
+        sample = journal.sample(seed, sample_size(len(journal.records)))
         todo = [i for i in ids if i not in journal.records]
-        if todo:
-            executor = make_executor(jobs, scheduler)
-            executor_name, workers = executor.name, executor.workers
-            chunks = plan_chunks(reader, todo, executor.workers)
-            from tqdm import tqdm
-
-            with tqdm(total=len(ids), initial=resumed, unit="bracket", file=sys.stderr,
-                      disable=not progress, desc="audit") as bar:
-                # closing(): on an error, stop the executor (cancel queued chunks) now,
-                # not when the generator is garbage-collected
-                with closing(executor.run(store_ref, chunks, tier)) as results:
-                    for rec in results:
-                        rec = journal.append(rec)
-                        bar.update(1)
-                        if on_record is not None:
-                            on_record(rec)
+        runner: Any = None
+        for _attempt in (1, 2):
+            if todo or sample:
+                if runner is None:
+                    executor = make_executor(jobs, scheduler)
+                    executor_name, workers = executor.name, executor.workers
+                    runner = executor
+                bad = _check_into(journal, runner, reader, store_ref, todo, sample, tier,
+                                  len(ids), progress, on_record)
+            else:
+                bad = []
+            if not bad:
+                break
+            # a signed record that a recheck contradicts: trust none of the journal
+            why = (f"journaled record of {bad[0]} differs from its recheck ({len(bad)} of "
+                   f"{len(sample)} sampled records)")
+            print(f"softrank-certify: {journal.path}: journal rejected: {why}; every bracket "
+                  "is checked again", file=sys.stderr)
+            journal.reset(why)
+            sample, todo = [], list(ids)
+            runner = None  # a fresh executor (a Dask one closes its client after a run)
+        resumed = len(ids) - len(todo)
         records = [journal.records[i] for i in ids if i in journal.records]
     missing = len(ids) - len(records)
     if missing:  # an executor that drops work must not yield a short report
@@ -136,7 +187,9 @@ def run_audit(store: str | Path, out: str | Path, *, jobs: int = 1,
     run = {"command": command, "started": started, "finished": _now(),
            "seconds": round(time.monotonic() - t0, 3), "executor": executor_name,
            "workers": workers, "resumed_records": resumed, "new_records": len(ids) - resumed,
-           "journal": JOURNAL_NAME, "figures_note": fig_note}
+           "journal": JOURNAL_NAME, "figures_note": fig_note,
+           "journal_trust": journal.trust, "journal_rechecked": len(sample) if resumed else 0,
+           "journal_seed": seed}
     report = build_report(records, store=store_info, tier=tier, budgets=budgets,
                           environment=provenance.environment(),
                           methods=provenance.methods(records, tier), figures=fig_paths, run=run,

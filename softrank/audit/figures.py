@@ -17,6 +17,8 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+from ..numfmt import clamped_float
+from .escape import svg_text
 from .files import write_public
 from .tables import eps_key, fmt_eps, ok
 
@@ -38,11 +40,6 @@ def _rank_axis(ax: Any) -> None:
     ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     ax.yaxis.set_minor_formatter(NullFormatter())
-
-
-def _plain(s: str) -> str:
-    """A store string shown literally: mathtext would read $ as math and \\ as a command."""
-    return s.replace("\\", "\\\\").replace("$", r"\$")
 
 
 def _figure(width: float, height: float) -> Any:
@@ -76,7 +73,7 @@ def brackets_figure(pairs: list[dict[str, Any]]) -> Any:
             ax.set_ylim(bottom, top * 1.6)
             _rank_axis(ax)  # after set_yscale, which resets the (shared) tickers
             ax.tick_params(labelsize=7)
-            ax.set_title(rf"{_plain(fam)}, $\varepsilon = {fmt_eps(eps)}$ ({len(ps)})",
+            ax.set_title(rf"{svg_text(fam)}, $\varepsilon = {fmt_eps(eps)}$ ({len(ps)})",
                          fontsize=9)
             if i == len(fams) - 1:
                 ax.set_xlabel(r"(operator, $\varepsilon$) pairs, sorted by upper end $U$",
@@ -119,7 +116,8 @@ def _margin_midpoint(check: dict[str, Any]) -> float | None:
     m = check.get("margin")
     if not m:
         return None
-    return float((Fraction(m["lo"]) + Fraction(m["hi"])) / 2)
+    v = clamped_float((Fraction(m["lo"]) + Fraction(m["hi"])) / 2)
+    return v if math.isfinite(v) else None  # beyond the float range: not drawable
 
 
 def margins_figure(records: list[dict[str, Any]]) -> Any:
@@ -136,7 +134,7 @@ def margins_figure(records: list[dict[str, Any]]) -> Any:
                 continue
             mid = _margin_midpoint(c)
             if mid is not None:
-                panels[f"{end}: {c.get('kind')}"].append((mid, str(c.get("status"))))
+                panels[f"{end}: {svg_text(c.get('kind'))}"].append((mid, str(c.get("status"))))
     names = sorted(panels, key=lambda n: (not n.startswith("upper"), n))
     fig = _figure(max(4.0, 3.6 * len(names)), 3.0)
     if not names:
@@ -157,7 +155,7 @@ def margins_figure(records: list[dict[str, Any]]) -> Any:
                 if xs:
                     ax.hist(xs, bins=bins, color=colour, alpha=0.7,
                             label=f"{status} ({len(xs)})")
-        title = _plain(name) + (f"  [{zero} at 0]" if zero else "")
+        title = svg_text(name) + (f"  [{zero} at 0]" if zero else "")
         ax.set_title(title, fontsize=9)
         ax.set_xlabel("|margin| (threshold distance)", fontsize=8)
         ax.set_ylabel("checks", fontsize=8)
@@ -179,7 +177,8 @@ def chi_figure(records: list[dict[str, Any]]) -> Any:
     fams = sorted(chis)
     fig = _figure(6.0, 3.2)
     ax = fig.subplots()
-    pos = [float(v) for f in fams for v in chis[f].values() if v > 0]
+    pos = [clamped_float(v) for f in fams for v in chis[f].values() if v > 0]
+    pos = [v for v in pos if math.isfinite(v)]
     ax.set_title(r"Operator slack $\chi = \Vert A_{\mathrm{record}} - A_{\mathrm{stored}}"
                  r"\Vert_{\mathrm{row}1}$", fontsize=10)
     if not pos:
@@ -194,10 +193,11 @@ def chi_figure(records: list[dict[str, Any]]) -> Any:
     bins = [10 ** (lo + t * (hi - lo) / 30) for t in range(31)]
     ax.set_xscale("log")
     for f in fams:
-        xs = [float(v) for v in chis[f].values() if v > 0]
+        xs = [x for x in (clamped_float(v) for v in chis[f].values() if v > 0)
+              if math.isfinite(x)]
         zero = sum(v == 0 for v in chis[f].values())
         if xs:
-            ax.hist(xs, bins=bins, alpha=0.6, label=f"{_plain(f)} ({len(xs)}" +
+            ax.hist(xs, bins=bins, alpha=0.6, label=f"{svg_text(f)} ({len(xs)}" +
                     (rf"; {zero} with $\chi = 0$)" if zero else ")"))
     ax.set_xlabel(r"$\chi$ (upper end of its enclosure)", fontsize=8)
     ax.tick_params(labelsize=7)

@@ -7,13 +7,25 @@ so a record that reached the journal survives a kill.  A kill can leave at most 
 line (no newline, or not JSON); reopening drops it and truncates the file to the last complete
 line, and that bracket is checked again.  A journal whose header names another store (or tier,
 or package version) is refused, never merged: its records are not about this input.
+
+Trust: an output folder may come from anyone (a shipped store with a pre-filled report
+folder, an edited journal).  Every line therefore carries ``"hmac"``, an HMAC-SHA256 under a
+key created on first use in this user's cache folder (``$XDG_CACHE_HOME`` or ``~/.cache``,
+``softrank-certify/journal.key``, mode 0600; never in the output folder); record lines are
+bound to their header.  A journal with any line whose HMAC does not verify (or without a key)
+is *untrusted*: its records are discarded and every bracket is checked again.  The caller
+also rechecks a seeded random sample of trusted records (:meth:`Journal.sample`) and rejects
+the whole journal on any mismatch.
 """
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import os
+import random
+import secrets
 from collections.abc import Iterable
 from pathlib import Path
 from typing import IO, Any
@@ -24,6 +36,54 @@ from witnesses import jsonexact
 JOURNAL_NAME = "journal.jsonl"
 JOURNAL_FORMAT = "softrank-audit-journal"
 JOURNAL_VERSION = 1
+KEY_NAME = "journal.key"
+MAC_FIELD = "hmac"
+
+
+def key_path() -> Path:
+    """Returns where this user's journal key lives: $XDG_CACHE_HOME (or ~/.cache) /
+    softrank-certify/journal.key."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "softrank-certify" / KEY_NAME
+
+
+def journal_secret(out_dir: str | os.PathLike | None = None) -> bytes | None:
+    """Returns this user's journal key, creating it (32 random bytes, mode 0600) on first use.
+
+    Returns None (no journal is then trusted) when the key cannot be created or read, is
+    readable by others, belongs to another user, or lies inside ``out_dir``.
+    """
+    path = key_path()
+    try:
+        if out_dir is not None and path.resolve().is_relative_to(Path(out_dir).resolve()):
+            return None
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            pass
+        else:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(secrets.token_bytes(32))
+                fh.flush()
+                os.fsync(fh.fileno())
+        st = os.stat(path, follow_symlinks=False)
+        if not os.path.isfile(path) or os.path.islink(path) or st.st_mode & 0o077 or (
+                hasattr(os, "getuid") and st.st_uid != os.getuid()):
+            return None
+        key = path.read_bytes()
+    except OSError:
+        return None
+    return key if len(key) >= 32 else None
+
+
+def _canon(obj: dict[str, Any]) -> bytes:
+    return json.dumps(obj, sort_keys=True).encode()
+
+
+def _mac(secret: bytes, header: dict[str, Any], line: dict[str, Any] | None) -> str:
+    msg = _canon(header) if line is None else _canon(header) + b"\n" + _canon(line)
+    return hmac.new(secret, msg, hashlib.sha256).hexdigest()
 
 
 def store_digest(store: str | os.PathLike) -> str:
@@ -62,12 +122,39 @@ class Journal:
     """
 
     def __init__(self, path: Path, key: dict[str, str], records: dict[str, dict[str, Any]],
-                 fh: IO[bytes], dropped_tail: bool):
+                 fh: IO[bytes], dropped_tail: bool, secret: bytes | None = None,
+                 header: dict[str, Any] | None = None, trust: str = "new"):
         self.path = path
         self.key = key
         self.records = records
         self.dropped_tail = dropped_tail
         self._fh = fh
+        self._secret = secret
+        self._header = header if header is not None else _header(key)
+        # "new" (no earlier records), "trusted" (every line's HMAC verified), or
+        # "untrusted: <why>" (records discarded, everything is checked again)
+        self.trust = trust
+
+    def sample(self, seed: int, size: int) -> list[str]:
+        """Returns ``size`` (at most all) bracket ids of the journaled records, drawn with
+        ``random.Random(seed)`` from the sorted ids, for the caller to recheck."""
+        ids = sorted(self.records)
+        return sorted(random.Random(seed).sample(ids, min(size, len(ids))))
+
+    def reset(self, why: str) -> None:
+        """Discards every record (the journal was rejected) and starts a fresh journal."""
+        self._fh.seek(0)
+        self._fh.truncate(0)
+        self._write_header()
+        self.records = {}
+        self.trust = f"rejected: {why}"
+
+    def _write_header(self) -> None:
+        head = dict(self._header)
+        if self._secret is not None:
+            head[MAC_FIELD] = _mac(self._secret, self._header, None)
+        self._fh.write((json.dumps(head, sort_keys=True) + "\n").encode())
+        _sync(self._fh)
 
     @classmethod
     def open(cls, out_dir: str | os.PathLike, key: dict[str, str], *, restart: bool = False,
@@ -87,28 +174,40 @@ class Journal:
             data = fh.read()
             records: dict[str, dict[str, Any]] = {}
             dropped = False
+            secret = journal_secret(out_dir)
+            trust = "new"
             if data and not restart:
                 records, good_len, dropped = _parse(data, key, path, known_ids)
+                why = _untrusted(data[:good_len], secret)
                 if good_len == 0:  # nothing usable, not even a header: start afresh
                     data = b""
+                elif why is not None:
+                    if records:
+                        trust = f"untrusted: {why}"
+                    data = b""  # rechecked in full: none of its records is used
                 elif good_len < len(data):
                     fh.truncate(good_len)
                     _sync(fh)
+                if data and records:
+                    trust = "trusted"
+            journal = cls(path, key, records, fh, dropped, secret=secret, trust=trust)
             if not data or restart:
+                fh.seek(0)
                 fh.truncate(0)
-                header = {"format": JOURNAL_FORMAT, "version": JOURNAL_VERSION, **key}
-                fh.write((json.dumps(header, sort_keys=True) + "\n").encode())
-                _sync(fh)
-                records = {}
+                journal._write_header()
+                journal.records = {}
         except BaseException:
             fh.close()
             raise
-        return cls(path, key, records, fh, dropped)
+        return journal
 
     def append(self, record: dict[str, Any]) -> dict[str, Any]:
         """Writes one finished record (flushed and fsynced) and returns its normalized form."""
         rec = normalize(record)
-        self._fh.write((json.dumps(rec, sort_keys=True) + "\n").encode())
+        line = dict(rec)
+        if self._secret is not None:
+            line[MAC_FIELD] = _mac(self._secret, self._header, rec)
+        self._fh.write((json.dumps(line, sort_keys=True) + "\n").encode())
         _sync(self._fh)
         self.records.setdefault(rec["bracket"], rec)
         return rec
@@ -122,6 +221,36 @@ class Journal:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _header(key: dict[str, str]) -> dict[str, Any]:
+    return {"format": JOURNAL_FORMAT, "version": JOURNAL_VERSION, **key}
+
+
+def _untrusted(data: bytes, secret: bytes | None) -> str | None:
+    """Returns why the complete lines ``data`` of a journal are not trusted, or None when
+    every line carries a valid HMAC under ``secret``."""
+    if secret is None:
+        return "no journal key in this user's cache folder"
+    lines = [ln for ln in data.split(b"\n") if ln]
+    if not lines:
+        return "empty"
+    header: dict[str, Any] | None = None
+    for n, raw in enumerate(lines, start=1):
+        try:
+            obj = jsonexact.loads_native(raw)
+        except ValueError:
+            return f"line {n} is not JSON"
+        if not isinstance(obj, dict) or not isinstance(obj.get(MAC_FIELD), str):
+            return f"line {n} carries no HMAC (written elsewhere or by an older version)"
+        mac = obj.pop(MAC_FIELD)
+        want = _mac(secret, obj, None) if header is None else _mac(secret, header, obj)
+        if not hmac.compare_digest(mac, want):
+            return (f"line {n}: HMAC does not verify (edited, or written by another user or "
+                    "on another machine)")
+        if header is None:
+            header = obj
+    return None
 
 
 def _sync(fh: IO[bytes]) -> None:
@@ -154,7 +283,7 @@ def _parse(data: bytes, key: dict[str, str], path: Path, known_ids: Iterable[str
     parsed: list[Any] = []
     for n, raw in enumerate(lines, start=1):
         try:
-            parsed.append(json.loads(raw))
+            parsed.append(jsonexact.loads_native(raw))
         except ValueError:
             if n == len(lines) and not torn:
                 # a complete-looking last line that is not JSON is a torn write too
@@ -184,5 +313,6 @@ def _parse(data: bytes, key: dict[str, str], path: Path, known_ids: Iterable[str
         if known is not None and rec["bracket"] not in known:
             raise InputError(f"line {n} names bracket {rec['bracket']!r}, not in the store",
                              field="journal", source=src)
+        rec = {k: v for k, v in rec.items() if k != MAC_FIELD}
         records.setdefault(rec["bracket"], rec)
     return records, good_len, torn

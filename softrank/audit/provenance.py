@@ -9,6 +9,8 @@ from fractions import Fraction
 from importlib import metadata
 from typing import Any
 
+from ..numfmt import sci
+
 # record key prefix -> what it checks ("nonzero" = the kernel's fallback lower end, run when
 # a lower claim is not proved)
 CHECK_KINDS = {"upper": "upper ends", "lower": "lower ends",
@@ -94,7 +96,7 @@ def methods_text(m: dict[str, Any]) -> list[str]:
         lines.append(f"- operator slack chi (rigorous upper bound on ||A_record - A_stored||_row1,"
                      f" charged as eps - chi for upper and eps + chi for lower ends): "
                      f"{c['positive']} of {c['operators']} operators have chi > 0; max chi "
-                     f"{float(Fraction(c['max'])):.3g} (exact value in report.json); charging "
+                     f"{sci(Fraction(c['max']))} (exact value in report.json); charging "
                      f"chi changed {c.get('ends_changed', 0)} claim outcomes in "
                      f"{c.get('records_changed', 0)} brackets")
     return lines

@@ -16,6 +16,7 @@ from witnesses import jsonexact
 
 from ..assumptions import assumptions, assumptions_markdown
 from . import stats, tables
+from .escape import md, md_code, tex_comment
 from .provenance import methods_text
 
 REPORT_FORMAT = "softrank-audit-report"
@@ -149,20 +150,13 @@ MAX_LISTED = 40
 def report_markdown(rep: dict[str, Any]) -> str:
     """Returns report.md: summary, the three tables, what changed and why, method, provenance."""
     s, run, st = rep["summary"], rep[VOLATILE_KEY], rep["store"]
-    out = [f"# Audit of `{st['path']}`", ""]
+    # store text (paths, families, producers, errors) is escaped where it enters (escape.py)
+    # and never starts a line; the Result line is composed last and put before all of it
+    out = ["# Audit report", "", f"Store: {md_code(st['path'])}", ""]
     out += [f"{s['brackets']} stored brackets ({s['checked']} checked, {s['input_errors']} "
             f"input errors) over {s['pairs']} (operator, eps) pairs; families: "
-            f"{', '.join(s['families']) or '-'}; eps: "
-            f"{', '.join(tables.fmt_eps(e) for e in s['eps']) or '-'}.", ""]
-    verdict = ("the store holds no brackets" if not s["brackets"] else
-               "every float64 claim was confirmed" if s["all_confirmed"] else
-               f"{s['claims_not_confirmed']} float64 claims were not confirmed as stated "
-               "(listed below)")
-    out += [f"**Result:** {verdict}; {s['resolved_pairs']} of {s['pairs']} pairs resolved. "
-            "Every L and U below is a theorem about the exact stored numbers and the "
-            "operator of record (rounding errors, residuals and the slack chi charged), under "
-            "the assumptions stated below; no other float64 qualifier applies. "
-            f"{s['closed_pairs']} pairs are closed exactly (L = U).", ""]
+            f"{', '.join(md(f) for f in s['families']) or '-'}; eps: "
+            f"{', '.join(md(tables.fmt_eps(e)) for e in s['eps']) or '-'}.", ""]
     if s["inconsistent_pairs"]:
         out += [f"**WARNING:** {s['inconsistent_pairs']} pairs have validated L > U, which no "
                 "sound check can produce; report this as a bug.", ""]
@@ -197,7 +191,7 @@ def report_markdown(rep: dict[str, Any]) -> str:
         out += [""]
     if rep["errors"]:
         out += ["## Input errors (no verdict)", ""]
-        out += [f"- `{e['bracket']}`: {e['error']}" for e in rep["errors"][:MAX_LISTED]]
+        out += [f"- {md_code(e['bracket'])}: {md(e['error'])}" for e in rep["errors"][:MAX_LISTED]]
         if len(rep["errors"]) > MAX_LISTED:
             out.append(f"- ... and {len(rep['errors']) - MAX_LISTED} more in report.json "
                        "(`errors`)")
@@ -219,15 +213,40 @@ def report_markdown(rep: dict[str, Any]) -> str:
     out += methods_text(rep["methods"])
     out += [f"- budgets: {', '.join(str(k) for k in rep['options']['budgets'])}", ""]
     out += ["## Provenance", ""]
-    out += [f"- store: `{st['path']}` ({st['operators']} operators, {st['brackets']} brackets; "
-            f"sha256 of its record files {st['sha256']})"]
-    out += [f"- {k}: {v}" for k, v in rep["environment"].items()]
-    out += [f"- command: `{run.get('command')}`",
+    out += [f"- store: {md_code(st['path'])} ({st['operators']} operators, {st['brackets']} "
+            f"brackets; sha256 of its record files {md(st['sha256'])})"]
+    out += [f"- {md(k)}: {md(v)}" for k, v in rep["environment"].items()]
+    out += [f"- command: {md_code(run.get('command'))}",
             f"- executor: {run.get('executor')} ({run.get('workers')} workers); "
             f"{run.get('resumed_records')} records taken from the journal of an earlier run",
             f"- started {run.get('started')}, finished {run.get('finished')} "
             f"({run.get('seconds')} s)", ""]
+    out[2:2] = [result_line(s, run), ""]
+    if sum(line.startswith("**Result:**") for line in out) != 1:  # pragma: no cover
+        raise RuntimeError("report.md would hold more than one Result line")
     return "\n".join(out) + "\n"
+
+
+def result_line(s: dict[str, Any], run: dict[str, Any]) -> str:
+    """Returns the report's one Result line, from the summary counts and the run's journal
+    use alone (no store text)."""
+    verdict = ("the store holds no brackets" if not s["brackets"] else
+               "every float64 claim was confirmed" if s["all_confirmed"] else
+               f"{s['claims_not_confirmed']} float64 claims were not confirmed as stated "
+               "(listed below)")
+    resumed = int(run.get("resumed_records") or 0)
+    journal = ""
+    if resumed:
+        sampled = int(run.get("journal_rechecked") or 0)
+        journal = (f" {resumed} of {s['brackets']} records were taken from this user's "
+                   f"signed journal of an earlier run, not checked again in this run "
+                   f"({sampled} of them rechecked as a random sample, all agreeing; "
+                   "`--recheck` checks everything).")
+    return (f"**Result:** {verdict}; {s['resolved_pairs']} of {s['pairs']} pairs resolved."
+            f"{journal} Every L and U below is a theorem about the exact stored numbers and "
+            "the operator of record (rounding errors, residuals and the slack chi charged), "
+            "under the assumptions stated below; no other float64 qualifier applies. "
+            f"{s['closed_pairs']} pairs are closed exactly (L = U).")
 
 
 def report_latex(rep: dict[str, Any]) -> str:
@@ -237,9 +256,11 @@ def report_latex(rep: dict[str, Any]) -> str:
     """
     env = rep["environment"]
     head = ["% softrank-certify audit tables; needs \\usepackage{booktabs,graphicx}",
-            f"% store: {rep['store']['path']} (sha256 {rep['store']['sha256']})",
-            f"% tier: {rep['options']['tier']}; " + "; ".join(f"{k} {v}" for k, v in env.items()),
-            f"% command: {rep[VOLATILE_KEY].get('command')}",
+            f"% store: {tex_comment(rep['store']['path'])} (sha256 "
+            f"{tex_comment(rep['store']['sha256'])})",
+            f"% tier: {tex_comment(rep['options']['tier'])}; "
+            + "; ".join(f"{tex_comment(k)} {tex_comment(v)}" for k, v in env.items()),
+            f"% command: {tex_comment(rep[VOLATILE_KEY].get('command'))}",
             "% Assumptions:", *(f"%  - {a}" for a in rep["assumptions"]["items"]),
             "\\providecommand{\\softrankassumptions}{\\begin{itemize}"
             + "".join(f"\\item {tables.tex_escape(a)}" for a in rep["assumptions"]["items"])

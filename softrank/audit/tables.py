@@ -21,6 +21,8 @@ from collections.abc import Iterable, Sequence
 from fractions import Fraction
 from typing import Any
 
+from . import escape
+
 OUTCOMES = ("confirmed", "weakened", "refuted", "absent")
 VERDICTS = ("feasible", "impossible", "unresolved")
 ALL_FAMILIES = "all"
@@ -352,13 +354,13 @@ def build_tables(groups: list[dict[str, Any]], budgets: Sequence[int],
 
 
 def markdown_table(table: dict[str, Any], left: int | None = None) -> str:
-    """Returns a GitHub-flavoured Markdown table (pipes in cells escaped); the first ``left``
+    """Returns a GitHub-flavoured Markdown table (cells escaped: escape.md); the first ``left``
     columns (default: the table's "left", else 2) are left-aligned, the others right-aligned.
     """
     if left is None:
         left = int(table.get("left", 2))
     def cells(xs: Sequence[str]) -> str:
-        return "| " + " | ".join(x.replace("|", "\\|") for x in xs) + " |"
+        return "| " + " | ".join(escape.md(x) for x in xs) + " |"
 
     lines = [cells(table["columns"]),
              "|" + "|".join("---" if i < left else "---:" for i in range(len(table["columns"])))
@@ -373,7 +375,7 @@ _TEX_ESCAPES = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "
 
 
 def tex_escape(s: str) -> str:
-    return "".join(_TEX_ESCAPES.get(ch, ch) for ch in s)
+    return escape.tex(s)
 
 
 def _tex_cell(s: str, col: str) -> str:

@@ -33,6 +33,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "--nthreads 1 and several --nworkers)")
     p.add_argument("--restart", action="store_true",
                    help="discard DIR's journal instead of resuming from it")
+    p.add_argument("--recheck", action="store_true",
+                   help="ignore DIR's journal and check every bracket again (a resume "
+                        "otherwise reuses this user's signed journal, rechecking a sample)")
     p.add_argument("--no-figures", action="store_true",
                    help="skip the matplotlib figures (without this flag an audit refuses to "
                         "start when matplotlib is missing)")
@@ -67,6 +70,7 @@ def run(args: argparse.Namespace) -> int:
     command = _command_line(args, budgets)
     report = run_audit(args.store, args.out, jobs=args.jobs, budgets=budgets, tier=args.tier,
                        scheduler=args.scheduler, restart=args.restart,
+                       recheck=args.recheck,
                        progress=not (args.no_progress or args.quiet or args.json)
                        and sys.stderr.isatty(),
                        figures=not args.no_figures, command=command,

@@ -13,6 +13,7 @@ from witnesses import jsonexact, open_store
 
 from ..assumptions import assumptions
 from ..audit.tables import group_pairs
+from ..numfmt import sci
 from ..runner import default_jobs, iter_checks
 
 NAME = "check"
@@ -58,7 +59,7 @@ def format_line(r: dict[str, Any]) -> str:
     lower = (f"lower {r['lower_claim']}->{r['lower']} {r['lower_outcome']}"
              + (f" [{lo.get('tier')}]" if lo else ""))
     upper = f"upper {r['upper_claim']}->{r['upper']} {r['upper_outcome']} [{up.get('tier')}]"
-    chi = "" if r.get("chi") in (None, "0") else f" chi<={float(_q(r['chi'])):.2e}"
+    chi = "" if r.get("chi") in (None, "0") else f" chi<={sci(_q(r['chi']))}"
     res = "resolved" if r.get("resolved") else "unresolved"
     return f"{head} {lower:<34} {upper:<34} [{r['lower']}, {r['upper']}] {res}{chi}"
 

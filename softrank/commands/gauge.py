@@ -5,6 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 
+from certify.errors import InputError
+
+MAX_T = 64
 NAME = "gauge"
 HELP = "exact gauge example: A unchanged by the shear, Gamma(t) = beta(1+t^2), kappa(C) = beta"
 
@@ -20,6 +23,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from exact.gauge import gauge_example
 
+    if len(args.t) > MAX_T:
+        raise InputError(f"{len(args.t)} values, at most {MAX_T} (each takes seconds)",
+                         field="--t")
     rows = [gauge_example(args.beta, t) for t in args.t]
     ok = all(g.logits_equal for g in rows)
     if args.json:

@@ -7,11 +7,13 @@ import json
 from typing import Any
 
 from certify.errors import InputError
+from witnesses import jsonexact
 
 NAME = "oracle"
 HELP = "exact rational oracle for r_eps of a small cell (JSON: matrix, eps, mode)"
 
 _MODES = {"unrestricted": False, "stochastic": True}
+MAX_CELL_BYTES = 1 << 20
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -28,11 +30,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def load_cell(path: str) -> tuple[Any, Any, bool]:
     """Returns (matrix, eps, stochastic) read from ``path``; InputError names file/field."""
     try:
-        with open(path, encoding="utf-8") as fh:
-            doc = json.load(fh)
+        with open(path, "rb") as fh:
+            raw = fh.read(MAX_CELL_BYTES + 1)
     except OSError as err:
         raise InputError(f"cannot read: {err.strerror}", source=path) from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+    if len(raw) > MAX_CELL_BYTES:
+        raise InputError(f"larger than {MAX_CELL_BYTES} bytes: not a small cell", source=path)
+    try:
+        # numbers are the exact decimals they spell ("eps": 0.3 is 3/10, not a binary float)
+        doc = jsonexact.loads(raw)
+    except ValueError as err:
         raise InputError(f"not valid JSON: {err}", source=path) from None
     if not isinstance(doc, dict):
         raise InputError("top level must be a JSON object", source=path)
@@ -40,7 +47,7 @@ def load_cell(path: str) -> tuple[Any, Any, bool]:
         if key not in doc:
             raise InputError("missing field", field=key, source=path)
     mode = doc.get("mode", "unrestricted")
-    if mode not in _MODES:
+    if not isinstance(mode, str) or mode not in _MODES:
         raise InputError(f"must be 'unrestricted' or 'stochastic', got {mode!r}",
                          field="mode", source=path)
     unknown = sorted(set(doc) - {"matrix", "eps", "mode"})

@@ -28,6 +28,7 @@ from certify.errors import InputError
 from certify.rationals import parse_eps
 from witnesses import Store, open_store
 from witnesses.models import softmax64
+from witnesses.npzsafe import read_npz
 from witnesses.producers import BUILTINS, get_producer
 from witnesses.producers._common import one_blas_thread
 from witnesses.producers.pipeline import OperatorResult, bracket_id, produce_operator
@@ -91,30 +92,30 @@ def iter_npz(paths: list[str], kind: str, family: str | None) -> Iterator[Operat
         p = Path(path)
         if not p.is_file():
             raise InputError("file is missing", field="npz", source=path)
-        try:
-            npz = np.load(p, allow_pickle=False)
-        except (ValueError, OSError) as err:
-            raise InputError(f"not a readable .npz file: {err}", field="npz", source=path) \
-                from None
-        with npz:
-            for key in npz.files:
-                try:
-                    X = npz[key]
-                except ValueError as err:
-                    raise InputError(f"refused to load: {err}", field=key, source=path) from None
-                if X.dtype.kind != "f":
-                    raise InputError(f"must be a float array, got {X.dtype}", field=key,
-                                     source=path)
-                if X.ndim == 2:
-                    stack, names = X[None], [key]
-                elif X.ndim == 3:
-                    stack, names = X, [f"{key}.{i}" for i in range(X.shape[0])]
-                else:
-                    raise InputError(f"must be 2-D or 3-D, got shape {X.shape}", field=key,
-                                     source=path)
-                for name, M in zip(names, stack, strict=True):
-                    yield _npz_operator(p, name, np.asarray(M, dtype=np.float64), kind,
-                                        family or p.stem)
+        # headers and declared sizes are checked (and capped) before any array is allocated
+        arrays = read_npz(p, None, expect=_npz_expect, field_name="npz")
+        for key, X in arrays.items():
+            if X.dtype.kind != "f":
+                raise InputError(f"must be a float array, got {X.dtype}", field=key,
+                                 source=path)
+            if X.ndim == 2:
+                stack, names = X[None], [key]
+            elif X.ndim == 3:
+                stack, names = X, [f"{key}.{i}" for i in range(X.shape[0])]
+            else:
+                raise InputError(f"must be 2-D or 3-D, got shape {X.shape}", field=key,
+                                 source=path)
+            for name, M in zip(names, stack, strict=True):
+                yield _npz_operator(p, name, np.asarray(M, dtype=np.float64), kind,
+                                    family or p.stem)
+
+
+def _npz_expect(name: str, dtype: np.dtype, shape: tuple[int, ...]) -> str | None:
+    if dtype.kind != "f":
+        return f"must be a float array, got {dtype}"
+    if len(shape) not in (2, 3):
+        return f"must be 2-D or 3-D, got shape {shape}"
+    return None
 
 
 def _npz_operator(p: Path, name: str, M: np.ndarray, kind: str, family: str) -> OperatorInput:
@@ -266,5 +267,8 @@ def _map(jobs: list[tuple[Any, ...]], n: int) -> Iterator[tuple[str, OperatorRes
     # one BLAS thread per worker: the workers already use every core
     for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ.setdefault(var, "1")
-    with ProcessPoolExecutor(max_workers=n, mp_context=mp.get_context("spawn")) as ex:
+    from ..workers import init_worker  # workers ignore Ctrl-C: the parent reports it once
+
+    with ProcessPoolExecutor(max_workers=n, mp_context=mp.get_context("spawn"),
+                             initializer=init_worker, initargs=(os.getpid(),)) as ex:
         yield from ex.map(_work, jobs)

@@ -1,0 +1,77 @@
+"""Escaping of text the report did not write itself (store strings, paths, error messages).
+
+A store is adversarial: an operator ``family`` holding a newline, a fake ``**Result:**`` line
+and an unclosed ``<!--`` would otherwise render as a forged report.  Every function here first
+makes invisible and line-breaking characters visible (:func:`visible`), so store text can
+never start a line of the output, then neutralises the markup of the target format.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+
+# control, format (bidi overrides, zero-width), line/paragraph separators, private use,
+# surrogates and unassigned code points: shown as \uXXXX text instead of acting
+_HIDDEN = {"Cc", "Cf", "Zl", "Zp", "Co", "Cs", "Cn"}
+
+# characters with a meaning anywhere inside a CommonMark/GFM line (a backslash escape makes
+# each literal); '<' and '&' also stop raw HTML and entities
+_MD_SPECIAL = set("\\`*_[]<>|~&$!#")
+
+_TEX = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#",
+        "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}",
+        "^": r"\textasciicircum{}", "<": r"\textless{}", ">": r"\textgreater{}",
+        "|": r"\textbar{}"}
+
+
+def visible(s: object) -> str:
+    """Returns ``str(s)`` with every control, format, separator, private-use, surrogate or
+    unassigned character replaced by the text ``\\uXXXX`` (``\\U00XXXXXX`` beyond the BMP)."""
+    out = []
+    for ch in str(s):
+        if unicodedata.category(ch) in _HIDDEN:
+            code = ord(ch)
+            out.append(f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def md(s: object) -> str:
+    """Returns ``s`` as literal Markdown text on one line: hidden characters made visible,
+    and every character with inline meaning (``\\ ` * _ [ ] < > | ~ & $ ! #``) backslash-escaped,
+    so no emphasis, link, HTML, comment, table cell break or heading can start from it."""
+    return "".join("\\" + ch if ch in _MD_SPECIAL else ch for ch in visible(s))
+
+
+def md_code(s: object) -> str:
+    """Returns ``s`` as a Markdown code span on one line (fenced by more backticks than any
+    run inside it, as CommonMark specifies), hidden characters made visible."""
+    text = visible(s)
+    longest = run = 0
+    for ch in text:
+        run = run + 1 if ch == "`" else 0
+        longest = max(longest, run)
+    fence = "`" * (longest + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") or not text.strip() else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def tex(s: object) -> str:
+    """Returns ``s`` as literal LaTeX text: hidden characters made visible, then every
+    character special to TeX (and ``< > |``, which OT1 fonts mis-render) replaced by its
+    text command."""
+    return "".join(_TEX.get(ch, ch) for ch in visible(s))
+
+
+def tex_comment(s: object) -> str:
+    """Returns ``s`` safe inside a ``%`` comment line: a comment ends only at a line break,
+    and :func:`visible` removes every line break."""
+    return visible(s)
+
+
+def svg_text(s: object) -> str:
+    """Returns ``s`` safe as matplotlib text (titles, labels, legends in SVG/PNG figures):
+    hidden characters made visible and ``$`` escaped so no mathtext is parsed from it.
+    (The SVG writer itself escapes XML.)"""
+    return visible(s).replace("$", r"\$")

@@ -1,0 +1,282 @@
+"""The CLI's exit-code contract under attack: a crash is exit 3, never a verdict; bad input is
+exit 2 naming file and field; closed pipes and Ctrl-C end quietly."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import certify
+from certify import check_lower, check_upper
+from softrank.cli import main
+from softrank.numfmt import sci
+
+from .storefactory import build_store
+
+ROOT = Path(__file__).resolve().parents[1]
+CLI = [sys.executable, "-c", "import sys; from softrank.cli import main; sys.exit(main())"]
+
+
+def _run(capsys, *argv):
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _env():
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
+
+
+# ---------------------------------------------------------------------------- exit 3
+
+
+def test_internal_error_is_exit_3_without_traceback(tmp_path, capsys, monkeypatch):
+    build_store(tmp_path / "s", n_ops=1)
+
+    def broken(*a, **k):
+        raise ZeroDivisionError("simulated bug")
+
+    monkeypatch.setattr(certify, "check_bracket", broken)
+    code, out, err = _run(capsys, "check", tmp_path / "s")
+    assert code == 3
+    assert "internal error: ZeroDivisionError: simulated bug" in err
+    assert "Traceback" not in err and "--debug" in err
+    code, _, err = _run(capsys, "check", tmp_path / "s", "--debug")
+    assert code == 3 and "Traceback" in err
+    code, _, err = _run(capsys, "--debug", "check", tmp_path / "s")
+    assert code == 3 and "Traceback" in err
+
+
+def test_recursion_is_input_error_not_verdict(capsys, monkeypatch, tmp_path):
+    build_store(tmp_path / "s", n_ops=1)
+
+    def deep(*a, **k):
+        raise RecursionError("maximum recursion depth exceeded")
+
+    monkeypatch.setattr(certify, "check_bracket", deep)
+    code, _, err = _run(capsys, "check", tmp_path / "s")
+    assert code == 2 and "nested too deeply" in err
+
+
+def test_audit_out_at_existing_file_or_unwritable_place(tmp_path, capsys):
+    build_store(tmp_path / "s", n_ops=1)
+    f = tmp_path / "afile"
+    f.write_text("x")
+    code, _, err = _run(capsys, "audit", tmp_path / "s", "--out", f, "--no-figures",
+                        "--no-progress")
+    assert code == 2 and "input error" in err and "Traceback" not in err
+    if os.geteuid() != 0:  # root writes anywhere
+        ro = tmp_path / "ro"
+        ro.mkdir()
+        ro.chmod(0o500)
+        code, _, err = _run(capsys, "audit", tmp_path / "s", "--out", ro / "x", "--no-figures",
+                            "--no-progress")
+        assert code == 2 and "input error" in err
+
+
+def test_produce_onto_a_file_or_from_npy(tmp_path, capsys):
+    A = np.full((3, 3), 1 / 3)
+    np.savez(tmp_path / "x.npz", A=A)
+    np.save(tmp_path / "x.npy", A)
+    f = tmp_path / "afile"
+    f.write_text("x")
+    code, _, err = _run(capsys, "produce", f, "--npz", tmp_path / "x.npz", "--quiet")
+    assert code == 2 and "not a folder" in err
+    code, _, err = _run(capsys, "produce", tmp_path / "st", "--npz", tmp_path / "x.npy",
+                        "--quiet")
+    assert code == 2 and "not an .npz archive" in err and "x.npy" in err
+
+
+def test_produce_npz_size_cap_and_bad_header(tmp_path, capsys, monkeypatch):
+    np.savez(tmp_path / "x.npz", A=np.full((16, 16), 1 / 16))
+    monkeypatch.setenv("SOFTRANK_MAX_ARRAY_BYTES", "100")
+    code, _, err = _run(capsys, "produce", tmp_path / "st", "--npz", tmp_path / "x.npz",
+                        "--quiet")
+    assert code == 2 and "cap" in err and not (tmp_path / "st").exists()
+
+
+def test_huge_eps_digits_in_a_frobenius_claim(tmp_path, capsys):
+    # eps = 1e-3000 makes the claim threshold m eps^2 a 6000-digit denominator
+    build_store(tmp_path / "s", n_ops=1)
+    p = tmp_path / "s" / "brackets.jsonl"
+    recs = [json.loads(x) for x in p.read_text().splitlines()]
+    recs[0]["eps"] = "1e-3000"
+    recs[0]["lower"] = {"kind": "frobenius_tail", "rank": 2}
+    p.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    code, out, err = _run(capsys, "check", tmp_path / "s", "--json")
+    assert code == 1 and "Traceback" not in err
+    rec = {r["bracket"]: r for r in json.loads(out)["records"]}[recs[0]["id"]]
+    assert rec["lower_outcome"] == "confirmed"  # a rank-6 truncation leaves a positive tail
+    assert rec["upper_outcome"] == "refuted"
+
+
+def test_chi_beyond_float_range_prints():
+    from softrank.commands.check import format_line
+
+    q = Fraction(10) ** 400 * 3
+    assert sci(q) == "3.00e+400" and sci(Fraction(1, 10**400)) == "1.00e-400"
+    assert sci(-Fraction(2) ** 1100).startswith("-1.36e+331")
+    rec = {"bracket": "b", "operator": "o", "eps": "1/4", "lower_claim": 1, "lower": 1,
+           "lower_outcome": "confirmed", "upper_claim": 2, "upper": 2,
+           "upper_outcome": "refuted", "chi": str(q), "resolved": True}
+    assert "chi<=3.00e+400" in format_line(rec)
+    from softrank.audit.provenance import methods_text
+
+    m = {"requested_tier": "auto", "chi": {"positive": 1, "operators": 1, "max": str(q)},
+         **{k: {"checks": 0} for k in ("upper", "lower", "nonzero")}}
+    assert any("3.00e+400" in line for line in methods_text(m))
+
+
+# ---------------------------------------------------------------------------- oracle
+
+
+def test_oracle_json_numbers_are_exact_decimals(tmp_path, capsys):
+    cell = tmp_path / "c.json"
+    cell.write_text('{"matrix": [["3/10","0"],["0","3/10"]], "eps": 0.3, "mode": "unrestricted"}')
+    code, out, _ = _run(capsys, "oracle", cell, "--json")
+    assert code == 0
+    doc = json.loads(out)
+    assert doc["eps"] == "3/10" and doc["rank"] == 0  # the zero matrix is within exactly 3/10
+
+
+@pytest.mark.parametrize("text", ['{"matrix": [["1"]], "eps": 0.' + "1" * 5000 + "}",
+                                  '{"matrix": [["1"]], "eps": "1/4", "eps": "1/2"}',
+                                  '{"matrix": ' + "[" * 3000 + "]" * 3000 + ', "eps": "1/4"}',
+                                  '{"matrix": [["1"]], "eps": "1/4", "mode": ["x"]}',
+                                  '{"matrix": [["1/' + "7" * 5000 + '"]], "eps": "1/4"}'])
+def test_oracle_hostile_cells_are_input_errors(tmp_path, capsys, text):
+    cell = tmp_path / "c.json"
+    cell.write_text(text)
+    code, _, err = _run(capsys, "oracle", cell)
+    assert code == 2 and "c.json" in err and "Traceback" not in err
+
+
+# ---------------------------------------------------------------------------- cost guards
+
+
+def test_grid_cost_guard_by_work(capsys):
+    t0 = time.monotonic()
+    code, _, err = _run(capsys, "grid", "--r", "1", "--eps", "1/4", "--L", "400")
+    assert code == 2 and "too costly" in err and time.monotonic() - t0 < 5
+    # a costly eps (long denominator) is refused on a size L^r alone would allow
+    code, _, err = _run(capsys, "grid", "--r", "2", "--eps", "1/" + "7" * 300, "--L", "30")
+    assert code == 2 and "too costly" in err
+    assert _run(capsys, "grid", "--r", "1", "--eps", "1/4", "--L", "3")[0] == 0
+
+
+def test_gauge_cost_guard(capsys):
+    t0 = time.monotonic()
+    code, _, err = _run(capsys, "gauge", "--t", "1e-3000")
+    assert code == 2 and "too costly" in err and time.monotonic() - t0 < 5
+    code, _, err = _run(capsys, "gauge", "--beta", "1e-3000", "--t", "1")
+    assert code == 2 and "beta" in err
+    code, _, err = _run(capsys, "gauge", "--t", *["1"] * 65)
+    assert code == 2 and "--t" in err
+
+
+# ---------------------------------------------------------------------------- Check truth
+
+
+def test_check_has_no_truth_value():
+    A = np.eye(2)
+    chk = check_upper(A, np.zeros((2, 0)), np.zeros((0, 2)), "1/2")
+    assert chk.status == "fails" and not chk.holds
+    with pytest.raises(TypeError, match="read .status"):
+        assert chk  # the old behaviour: passes on a false claim
+    with pytest.raises(TypeError):
+        bool(check_lower(A, {"kind": "nonzero", "rank": 1}, "1/2"))
+    # the record of a bracket still serialises every end (no truthiness inside)
+    res = certify.check_bracket(A, "1/2", {"kind": "factors", "rank": 0, "U": np.zeros((2, 0)),
+                                           "V": np.zeros((0, 2))}, None)
+    assert res.to_json()["upper_check"]["status"] == "fails"
+
+
+# ---------------------------------------------------------------------------- signals
+
+
+def test_closed_pipe_exits_141_quietly(tmp_path):
+    build_store(tmp_path / "s", n_ops=3)
+    for argv in (["check", str(tmp_path / "s")],
+                 ["grid", "--r", "1", "--eps", "1/4", "--L", *map(str, range(2, 40)), "--json"]):
+        proc = subprocess.Popen([*CLI, *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                env=_env())
+        assert proc.stdout is not None and proc.stderr is not None
+        # as `| head` does once it has read enough; closing before the command writes its
+        # first line (it is still importing) makes the race with a short output impossible
+        proc.stdout.close()
+        err = proc.stderr.read().decode()
+        assert proc.wait(timeout=120) == 141, err
+        assert "Traceback" not in err and "BrokenPipe" not in err and err.count("\n") <= 1
+
+
+def test_ctrl_c_during_parallel_audit_prints_one_line(tmp_path):
+    build_store(tmp_path / "s", n_ops=6)
+    driver = (
+        "import sys, time\n"
+        "import softrank.audit.journal as J\n"
+        "orig = J.Journal.append\n"
+        "def slow(*a, **k):\n"  # a slow parent: the workers wait idle on their queue
+        "    time.sleep(0.3)\n"
+        "    return orig(*a, **k)\n"
+        "J.Journal.append = slow\n"
+        "from softrank.cli import main\n"
+        f"sys.exit(main(['audit', {str(tmp_path / 's')!r}, '--out', {str(tmp_path / 'o')!r},"
+        " '--jobs', '2', '--no-figures', '--no-progress']))\n")
+    proc = subprocess.Popen([sys.executable, "-c", driver], env=_env(), start_new_session=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    journal = tmp_path / "o" / "journal.jsonl"
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and proc.poll() is None:
+            if journal.exists() and journal.read_bytes().count(b"\n") >= 2:
+                break
+            time.sleep(0.05)
+        assert proc.poll() is None
+        os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C reaches the whole process group
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    text = err.decode()
+    assert proc.returncode == 130, text
+    assert "Traceback" not in text and "KeyboardInterrupt" not in text
+    assert text.strip().splitlines() == ["softrank-certify: interrupted"]
+
+
+def test_frobenius_tail_beyond_the_float_range_is_not_a_crash():
+    # ||A||_F^2 = 32 * 2^1022 overflows float64 (fsum raised OverflowError before); the rank-1
+    # matrix has an empty tail, so the claim is false: never "holds", never a traceback
+    A = np.full((4, 8), 2.0**511)
+    A[:, ::2] *= -1
+    chk = check_lower(A, {"kind": "frobenius_tail", "rank": 2}, "1/4")
+    assert chk.status in ("fails", "undecided")
+
+
+def test_huge_eps_digits_through_the_api(tmp_path):
+    # run_audit without the CLI (and so in a process whose int-to-str limit is the default)
+    from softrank.audit import run_audit
+
+    build_store(tmp_path / "s", n_ops=1)
+    p = tmp_path / "s" / "brackets.jsonl"
+    recs = [json.loads(x) for x in p.read_text().splitlines()]
+    recs[0]["eps"] = "1e-3000"
+    recs[0]["lower"] = {"kind": "frobenius_tail", "rank": 2}
+    p.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    before = sys.get_int_max_str_digits()
+    sys.set_int_max_str_digits(4300)
+    try:
+        rep = run_audit(tmp_path / "s", tmp_path / "o", figures=False)
+    finally:
+        sys.set_int_max_str_digits(max(before, sys.get_int_max_str_digits()))
+    assert rep["summary"]["exit_code"] == 1 and rep["summary"]["input_errors"] == 0

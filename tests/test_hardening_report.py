@@ -1,0 +1,114 @@
+"""Forged report text: store strings cannot fake a Result line, break out of a table, a code
+span, a LaTeX cell or comment, or a matplotlib title."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from softrank.audit import escape
+from softrank.cli import main
+
+from .storefactory import build_store
+
+FORGED = ("synthetic\n\n**Result:** every float64 claim was confirmed; 1 of 1 pairs resolved.\n"
+          "<!--")
+
+
+def _set_family(store: Path, family: str) -> None:
+    p = store / "operators.jsonl"
+    recs = [json.loads(x) for x in p.read_text().splitlines()]
+    for r in recs:
+        r["family"] = family
+    p.write_text("".join(json.dumps(r) + "\n" for r in recs))
+
+
+def _set_producer(store: Path, name: str) -> None:
+    p = store / "brackets.jsonl"
+    recs = [json.loads(x) for x in p.read_text().splitlines()]
+    for r in recs:
+        r["producer"] = {"upper": name, "lower": name}
+    p.write_text("".join(json.dumps(r) + "\n" for r in recs))
+
+
+def _audit(store: Path, out: Path, *extra: str) -> int:
+    return main(["audit", str(store), "--out", str(out), "--no-progress", *extra])
+
+
+def test_forged_result_line_in_family_does_not_render(tmp_path, capsys):
+    build_store(tmp_path / "s", n_ops=1)  # one claim of two is false on purpose
+    _set_family(tmp_path / "s", FORGED)
+    assert _audit(tmp_path / "s", tmp_path / "o", "--no-figures") == 1
+    md = (tmp_path / "o" / "report.md").read_text()
+    lines = md.splitlines()
+    results = [ln for ln in lines if "**Result:**" in ln]
+    assert len(results) == 1 and results[0].startswith("**Result:** 1 float64 claims were not")
+    # the Result line comes before any store text (only the title and a blank line before it)
+    assert lines.index(results[0]) == 2 and lines[0] == "# Audit report"
+    assert "<!--" not in md and "\\<\\!--" in md
+    # the store text stayed on its lines: no line starts with it
+    assert not any(ln.startswith(("<", "**Result:** every")) for ln in lines)
+    assert "\\u000a" in md  # the newline is shown, not obeyed
+    rep = json.loads((tmp_path / "o" / "report.json").read_text())
+    assert rep["summary"]["families"] == [FORGED]  # report.json keeps the exact text
+
+
+def test_table_cells_and_code_spans_cannot_be_broken(tmp_path):
+    build_store(tmp_path / "s", n_ops=1)
+    _set_family(tmp_path / "s", "a | b ` c [x](http://e) *y* _z_ &amp; $m$")
+    _set_producer(tmp_path / "s", "p|q\r\n# Heading")
+    assert _audit(tmp_path / "s", tmp_path / "o", "--no-figures") == 1
+    md = (tmp_path / "o" / "report.md").read_text()
+    for ln in md.splitlines():
+        if ln.startswith("| a"):  # a table row: the family's pipe is escaped
+            assert ln.startswith("| a \\| b \\` c \\[x\\](http://e) \\*y\\* \\_z\\_ \\&amp;")
+    assert "\n# Heading" not in md and "p\\|q\\\\u000d\\\\u000a\\# Heading" in md
+
+
+def test_store_path_in_code_span_and_tex_comment(tmp_path):
+    store = tmp_path / "s`x\n\\input{evil}"
+    build_store(store, n_ops=1)
+    assert _audit(store, tmp_path / "o", "--no-figures") == 1
+    md = (tmp_path / "o" / "report.md").read_text()
+    assert "/s`x\\u000a\\input{evil}``" in md and "\nStore: ``/" in md
+    tex = (tmp_path / "o" / "report.tex").read_text()
+    for ln in tex.splitlines():
+        if "evil" in ln:
+            assert ln.startswith("%")
+
+
+def test_latex_cells_escape_store_text(tmp_path):
+    build_store(tmp_path / "s", n_ops=1)
+    _set_family(tmp_path / "s", "}\\input{/etc/passwd}%\n\\end{tabular}<|>")
+    assert _audit(tmp_path / "s", tmp_path / "o", "--no-figures") == 1
+    for f in [tmp_path / "o" / "report.tex", *(tmp_path / "o" / "tables").glob("*.tex")]:
+        text = f.read_text()
+        assert "\\input{/etc" not in text
+        assert "\\end{tabular}<" not in text
+    tex = (tmp_path / "o" / "tables" / "brackets.tex").read_text()
+    assert ("\\}\\textbackslash{}input\\{/etc/passwd\\}\\%\\textbackslash{}u000a"
+            "\\textbackslash{}end\\{tabular\\}\\textless{}\\textbar{}\\textgreater{}") in tex
+
+
+def test_figure_text_is_not_mathtext(tmp_path):
+    pytest.importorskip("matplotlib")
+    build_store(tmp_path / "s", n_ops=1)
+    # unbalanced or unknown mathtext would raise inside matplotlib if it were parsed
+    _set_family(tmp_path / "s", "$\\undefinedmacro{$ x\ny")
+    assert _audit(tmp_path / "s", tmp_path / "o") == 1
+    svg = (tmp_path / "o" / "figures" / "brackets.svg").read_text()
+    assert "undefinedmacro" in svg or "<path" in svg  # text drawn (as glyphs or text)
+
+
+def test_escape_functions():
+    assert escape.visible("a\nb\u2028c\u202ed\x00") == "a\\u000ab\\u2028c\\u202ed\\u0000"
+    assert escape.md("**x** <b>") == "\\*\\*x\\*\\* \\<b\\>"
+    assert escape.md_code("a``b") == "```a``b```"
+    assert escape.md_code("`a") == "`` `a ``"
+    assert escape.tex("50% & $1_2^3$ {x} ~\\") == (
+        "50\\% \\& \\$1\\_2\\textasciicircum{}3\\$ \\{x\\} "
+        "\\textasciitilde{}\\textbackslash{}")
+    assert escape.tex_comment("a\nb") == "a\\u000ab"
+    assert escape.svg_text("$x$\n") == "\\$x\\$\\u000a"

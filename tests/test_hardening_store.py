@@ -1,0 +1,306 @@
+"""Hostile stores: the JSON reader, file paths and array headers refuse before any harm."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import struct
+import zipfile
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from certify import InputError
+from softrank.cli import main
+from witnesses import jsonexact, npzsafe, open_store
+
+from .storefactory import build_store
+
+
+def _lines(path: Path) -> list[dict]:
+    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+
+
+def _write(path: Path, recs: list[dict]) -> None:
+    path.write_text("".join(json.dumps(r) + "\n" for r in recs))
+
+
+def _run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+# ---------------------------------------------------------------------------- JSON reader
+
+
+def test_duplicate_keys_are_refused():
+    with pytest.raises(ValueError, match="duplicate key 'eps'"):
+        jsonexact.loads('{"eps": "0.5", "eps": "0.1"}')
+
+
+def test_deep_nesting_is_refused_without_recursion_error():
+    text = "[" * 3000 + "]" * 3000
+    with pytest.raises(ValueError, match="nesting deeper"):
+        jsonexact.loads(text)
+    # brackets inside strings do not count
+    assert jsonexact.loads(json.dumps({"s": "[" * 3000})) == {"s": "[" * 3000}
+    assert jsonexact.nesting_depth('{"a": [[1], {"b": [2]}]}') == 4
+
+
+def test_huge_integers_and_numbers_are_refused():
+    with pytest.raises(ValueError, match="too many digits"):
+        jsonexact.loads("1" * 5000)
+    with pytest.raises(ValueError, match="too many digits"):
+        jsonexact.loads("1e-5000")
+
+
+def test_raw_line_separator_does_not_split_a_record(tmp_path):
+    build_store(tmp_path / "s", n_ops=1)
+    p = tmp_path / "s" / "operators.jsonl"
+    recs = _lines(p)
+    recs[0]["family"] = "a\u2028b\u2029c"
+    p.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in recs))
+    assert "\u2028" in p.read_text()
+    r = open_store(tmp_path / "s")
+    assert r.operators[0].family == "a\u2028b\u2029c"
+
+
+def test_duplicate_key_in_store_is_an_input_error(tmp_path, capsys):
+    build_store(tmp_path / "s", n_ops=1)
+    p = tmp_path / "s" / "brackets.jsonl"
+    line = p.read_text().splitlines()[0]
+    p.write_text(line[:-1] + ', "eps": "0.999"}\n')
+    code, _, err = _run(capsys, "check", str(tmp_path / "s"))
+    assert code == 2 and "duplicate key" in err and "brackets.jsonl" in err
+
+
+def test_deeply_nested_record_is_an_input_error(tmp_path, capsys):
+    build_store(tmp_path / "s", n_ops=1)
+    p = tmp_path / "s" / "brackets.jsonl"
+    recs = _lines(p)
+    text = json.dumps(recs[0])[:-1] + ', "claims": {"x": ' + "[" * 3000 + "]" * 3000 + "}}"
+    p.write_text(text + "\n")
+    code, _, err = _run(capsys, "check", str(tmp_path / "s"))
+    assert code == 2 and "nesting" in err and "line 1" in err
+
+
+@pytest.mark.parametrize("version", ["1.0", "true", '"1"'])
+def test_version_must_be_the_integer_one(tmp_path, version):
+    build_store(tmp_path / "s", n_ops=1)
+    p = tmp_path / "s" / "store.json"
+    p.write_text(p.read_text().replace('"version": 1', f'"version": {version}'))
+    with pytest.raises(InputError, match="unsupported version") as e:
+        open_store(tmp_path / "s")
+    assert e.value.field == "version"
+
+
+@pytest.mark.parametrize("value", [5, None, "A", [1], {"A": 1}, ["A", "A"]])
+def test_bad_operator_arrays_field(tmp_path, capsys, value):
+    build_store(tmp_path / "s", n_ops=1)
+    p = tmp_path / "s" / "operators.jsonl"
+    recs = _lines(p)
+    recs[0]["arrays"] = value
+    _write(p, recs)
+    code, _, err = _run(capsys, "check", str(tmp_path / "s"))
+    assert code == 2 and "line 1.arrays" in err and "operators.jsonl" in err
+
+
+@pytest.mark.parametrize("kind", [["factors"], {"a": 1}, 3, None])
+def test_unhashable_or_bad_kind(tmp_path, capsys, kind):
+    build_store(tmp_path / "s", n_ops=1)
+    p = tmp_path / "s" / "brackets.jsonl"
+    recs = _lines(p)
+    recs[0]["upper"]["kind"] = kind
+    _write(p, recs)
+    code, _, err = _run(capsys, "check", str(tmp_path / "s"))
+    assert code == 2 and "upper.kind" in err
+
+
+def test_beta_error_names_the_file(tmp_path):
+    build_store(tmp_path / "s", n_ops=1)
+    p = tmp_path / "s" / "operators.jsonl"
+    recs = _lines(p)
+    recs[0]["beta"] = "abc"
+    _write(p, recs)
+    with pytest.raises(InputError) as e:
+        open_store(tmp_path / "s")
+    assert e.value.source and e.value.source.endswith("operators.jsonl")
+    assert e.value.field == "line 1.beta"
+
+
+# ---------------------------------------------------------------------------- paths
+
+
+@pytest.mark.parametrize("bad", ["../../elsewhere/x.npz", "/etc/passwd", "arrays/../store.json",
+                                 "arrays/./x.npz", "x.npz", "arrays\\x.npz", "arrays/",
+                                 "C:/x.npz", "arrays//x.npz"])
+def test_paths_outside_arrays_are_refused_before_opening(tmp_path, bad):
+    build_store(tmp_path / "s", n_ops=1)
+    p = tmp_path / "s" / "brackets.jsonl"
+    recs = _lines(p)
+    recs[0]["file"] = bad
+    _write(p, recs)
+    with pytest.raises(InputError, match="refused") as e:
+        open_store(tmp_path / "s")
+    assert e.value.field == "line 1.file"
+
+
+def test_sha_mismatch_on_foreign_file_leaks_nothing(tmp_path, capsys):
+    # the attack: point a record at a file elsewhere and read its digest prefix in the error
+    build_store(tmp_path / "s", n_ops=1)
+    secret = tmp_path / "secret.npz"
+    secret.write_bytes(b"PK top secret")
+    p = tmp_path / "s" / "operators.jsonl"
+    recs = _lines(p)
+    recs[0]["file"] = "../secret.npz"
+    _write(p, recs)
+    code, _, err = _run(capsys, "check", str(tmp_path / "s"))
+    digest = hashlib.sha256(secret.read_bytes()).hexdigest()
+    assert code == 2 and digest[:12] not in err and "refused" in err
+
+
+def test_symlink_leaving_the_store_is_refused(tmp_path, capsys):
+    build_store(tmp_path / "s", n_ops=1)
+    arrays = tmp_path / "s" / "arrays"
+    rec = _lines(tmp_path / "s" / "operators.jsonl")[0]
+    target = tmp_path / "outside.npz"
+    (tmp_path / "s" / rec["file"]).rename(target)
+    os.symlink(target, tmp_path / "s" / rec["file"])
+    code, _, err = _run(capsys, "check", str(tmp_path / "s"))
+    assert code == 2 and "outside the store" in err
+    # a symlink inside arrays/ pointing inside arrays/ is fine
+    (tmp_path / "s" / rec["file"]).unlink()
+    target.rename(arrays / "real.npz")
+    os.symlink(arrays / "real.npz", tmp_path / "s" / rec["file"])
+    assert open_store(tmp_path / "s").operators[0].load()["A"].shape == (8, 8)
+
+
+def test_arrays_folder_symlinked_elsewhere_is_refused(tmp_path):
+    build_store(tmp_path / "s", n_ops=1)
+    (tmp_path / "s" / "arrays").rename(tmp_path / "elsewhere")
+    os.symlink(tmp_path / "elsewhere", tmp_path / "s" / "arrays")
+    with pytest.raises(InputError, match="outside the store"):
+        open_store(tmp_path / "s")
+
+
+# ---------------------------------------------------------------------------- npz headers
+
+
+def _npy_header(shape, descr="<f8") -> bytes:
+    d = repr({"descr": descr, "fortran_order": False, "shape": tuple(shape)}).encode()
+    pad = 64 - (10 + len(d) + 1) % 64
+    d = d + b" " * pad + b"\n"
+    return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(d)) + d
+
+
+def _zip(members: dict[str, bytes], compress=zipfile.ZIP_DEFLATED) -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", compression=compress) as zf:
+        for name, data in members.items():
+            zf.writestr(name, data)
+    return buf.getvalue()
+
+
+def _replace_operator_file(store: Path, data: bytes) -> None:
+    p = store / "operators.jsonl"
+    recs = _lines(p)
+    (store / recs[0]["file"]).write_bytes(data)
+    recs[0]["sha256"] = hashlib.sha256(data).hexdigest()
+    _write(p, recs)
+
+
+def test_tiny_npz_declaring_a_huge_shape_is_refused_before_allocation(tmp_path, capsys):
+    data = _zip({"A.npy": _npy_header((200000, 200000))})
+    assert len(data) < 400
+    build_store(tmp_path / "s", n_ops=1)
+    _replace_operator_file(tmp_path / "s", data)
+    code, _, err = _run(capsys, "check", str(tmp_path / "s"))
+    assert code == 2 and "header declares" in err and ".npz" in err
+
+
+def test_declared_shape_must_match_the_record(tmp_path, capsys):
+    X = np.zeros((9, 8))
+    data = _zip({"A.npy": _npy_header(X.shape) + X.tobytes()})
+    build_store(tmp_path / "s", n_ops=1)
+    _replace_operator_file(tmp_path / "s", data)
+    code, _, err = _run(capsys, "check", str(tmp_path / "s"))
+    assert code == 2 and "differs from record shape" in err
+
+
+def test_bad_dtype_in_operator_file_is_blamed_on_the_operator_file(tmp_path, capsys):
+    X = np.zeros((8, 8), dtype=np.int64)
+    data = _zip({"A.npy": _npy_header(X.shape, "<i8") + X.tobytes()})
+    build_store(tmp_path / "s", n_ops=1)
+    op_file = _lines(tmp_path / "s" / "operators.jsonl")[0]["file"]
+    _replace_operator_file(tmp_path / "s", data)
+    code, _, err = _run(capsys, "check", str(tmp_path / "s"))
+    assert code == 2 and "dtype" in err and op_file in err
+    assert all(op_file in line for line in err.splitlines() if "dtype" in line)
+
+
+@pytest.mark.parametrize("descr", ["|O", "[('a', '<f8')]", "<U4", "|V8", "<M8[s]"])
+def test_object_structured_and_exotic_dtypes_are_refused(tmp_path, descr):
+    hdr = _npy_header((1,), descr) if descr[0] != "[" else \
+        _npy_header((1,), "<f8").replace(b"'<f8'", descr.encode())
+    with pytest.raises(InputError, match="refused|header"):
+        npzsafe.read_npz_bytes(_zip({"A.npy": hdr + b"\0" * 16}), "x.npz")
+
+
+def test_deflate_bomb_is_refused_from_the_directory(tmp_path, monkeypatch):
+    monkeypatch.setattr(npzsafe, "RATIO_FLOOR", 1 << 16)
+    zeros = np.zeros((1000, 1000))
+    data = _zip({"A.npy": _npy_header(zeros.shape) + zeros.tobytes()})
+    assert len(data) < len(zeros.tobytes()) // 500
+    with pytest.raises(InputError, match="decompression bomb"):
+        npzsafe.read_npz_bytes(data, "bomb.npz")
+
+
+def test_size_cap_applies_to_declared_sizes(tmp_path, monkeypatch):
+    X = np.ones((64, 64))
+    data = _zip({"A.npy": _npy_header(X.shape) + X.tobytes()})
+    monkeypatch.setenv("SOFTRANK_MAX_ARRAY_BYTES", str(10_000))
+    with pytest.raises(InputError, match="cap"):
+        npzsafe.read_npz_bytes(data, "big.npz")
+    monkeypatch.setenv("SOFTRANK_MAX_ARRAY_BYTES", str(1 << 20))
+    out = npzsafe.read_npz_bytes(data, "big.npz")
+    assert np.array_equal(out["A"], X) and out["A"].flags.writeable
+
+
+def test_corrupt_member_data_is_an_input_error():
+    X = np.arange(64.0).reshape(8, 8)
+    raw = _zip({"A.npy": _npy_header(X.shape) + X.tobytes()}, compress=zipfile.ZIP_STORED)
+    i = raw.find(X.tobytes()[8:16])
+    bad = raw[:i] + b"\xff" * 8 + raw[i + 8:]  # CRC no longer matches
+    with pytest.raises(InputError, match="CRC"):
+        npzsafe.read_npz_bytes(bad, "crc.npz")
+
+
+def test_member_names_must_be_distinct_npy(tmp_path):
+    X = np.ones((2, 2))
+    for members in ({"A.txt": b"x"}, {"dir/A.npy": _npy_header(X.shape) + X.tobytes()}):
+        with pytest.raises(InputError, match="distinct"):
+            npzsafe.read_npz_bytes(_zip(members), "n.npz")
+
+
+def test_bracket_array_shapes_checked_against_ranks(tmp_path, capsys):
+    build_store(tmp_path / "s", n_ops=1)
+    p = tmp_path / "s" / "brackets.jsonl"
+    recs = _lines(p)
+    recs[0]["upper"]["rank"] = 10**9  # U would be 8 x 10^9 if allocated from the record
+    _write(p, recs)
+    code, _, err = _run(capsys, "check", str(tmp_path / "s"))
+    assert code == 2 and "upper.U" in err and "differs" in err
+
+
+def test_valid_store_still_reads_exactly(tmp_path):
+    exp = build_store(tmp_path / "s", n_ops=1)
+    r = open_store(tmp_path / "s")
+    for br in r.brackets:
+        up, lo = br.load()
+        assert up["U"].shape == (8, exp[br.id]["rank"]) and lo == {"kind": "nonzero", "rank": 1}
+        assert br.eps == Fraction(exp[br.id]["eps"])

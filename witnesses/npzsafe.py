@@ -1,0 +1,204 @@
+"""Reading .npz archives from untrusted stores: every size is checked before it is allocated.
+
+``numpy.load`` trusts an archive: an npy header declaring shape (200000, 200000) makes it try
+to allocate the whole array, and a deflate bomb is inflated before anyone compares its shape
+with the record.  :func:`read_npz` instead
+
+1. refuses a file larger than the cap before reading it, and checks its sha256;
+2. reads the zip central directory (names, declared sizes, compression) without inflating
+   anything, and refuses too many members, names that are not ``<name>.npy``, declared sizes
+   above the cap and compression ratios no float data reaches;
+3. inflates only the first bytes of each member to read its npy header with
+   ``numpy.lib.format``'s header readers, refuses object, structured and exotic dtypes, a data
+   length that disagrees with the member's declared size, and asks the caller's ``expect``
+   whether this name, dtype and shape are what the record says;
+4. only then allocates each array (exactly the declared number of bytes) and fills it.
+
+Nothing here unpickles; every refusal is an :class:`certify.errors.InputError` naming the file
+and the array.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import math
+import os
+import zipfile
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from numpy.lib import format as npformat
+
+from certify.errors import InputError
+
+DEFAULT_MAX_BYTES = 4 << 30  # 4 GiB of declared array data per file
+MAX_MEMBERS = 64
+MAX_RATIO = 1000  # float data never deflates 1000:1; a bomb does
+RATIO_FLOOR = 64 << 20  # below this any ratio is allowed (identity-like or sparse matrices)
+MAX_HEADER = 10_000  # numpy's own default limit for npy header length
+_DTYPE_KINDS = "fiub"
+
+
+def max_bytes() -> int:
+    """Returns the cap on declared array bytes per file: ``SOFTRANK_MAX_ARRAY_BYTES`` if set
+    (a positive integer), else 4 GiB."""
+    raw = os.environ.get("SOFTRANK_MAX_ARRAY_BYTES", "")
+    try:
+        v = int(raw)
+    except ValueError:
+        return DEFAULT_MAX_BYTES
+    return v if v > 0 else DEFAULT_MAX_BYTES
+
+
+@dataclass(frozen=True)
+class MemberHeader:
+    """What a member's npy header declares (before any array memory is allocated)."""
+
+    name: str
+    dtype: np.dtype
+    shape: tuple[int, ...]
+    fortran_order: bool
+    offset: int  # bytes of magic + header before the data
+    nbytes: int
+
+
+# expect(name, dtype, shape) -> None to accept, or a reason string to refuse
+Expect = Callable[[str, np.dtype, tuple[int, ...]], str | None]
+
+
+def read_npz(path: Path, expected_sha: str | None, *, expect: Expect | None = None,
+             field_name: str = "file", cap: int | None = None) -> dict[str, np.ndarray]:
+    """Returns the arrays of the .npz file ``path`` after the checks of this module's doc.
+
+    ``expected_sha`` (hex) is compared with the file's sha256 when given.  ``expect`` vets
+    each member's name, dtype and shape before allocation.  ``cap`` bounds the file size and
+    the total declared array bytes (default :func:`max_bytes`).
+    """
+    src = str(path)
+    cap = max_bytes() if cap is None else cap
+    if not path.is_file():
+        raise InputError("array file is missing", field=field_name, source=src)
+    size = path.stat().st_size
+    if size > cap:
+        raise InputError(f"file of {size} bytes exceeds the cap of {cap} bytes "
+                         "(SOFTRANK_MAX_ARRAY_BYTES)", field=field_name, source=src)
+    data = path.read_bytes()
+    if expected_sha is not None:
+        got = hashlib.sha256(data).hexdigest()
+        if got != expected_sha:
+            raise InputError(f"sha256 mismatch (record says {expected_sha[:12]}..., file has "
+                             f"{got[:12]}...): file changed or corrupt", field="sha256",
+                             source=src)
+    return read_npz_bytes(data, src, expect=expect, field_name=field_name, cap=cap)
+
+
+def read_npz_bytes(data: bytes, src: str, *, expect: Expect | None = None,
+                   field_name: str = "file", cap: int | None = None) -> dict[str, np.ndarray]:
+    """Like :func:`read_npz` for archive bytes already in memory (``src`` names them)."""
+    cap = max_bytes() if cap is None else cap
+    if not data.startswith(b"PK"):
+        raise InputError("not an .npz archive (pickles and other formats are never loaded)",
+                         field=field_name, source=src)
+    try:
+        zf = zipfile.ZipFile(io.BytesIO(data))
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, ValueError) as err:
+        raise InputError(f"corrupt npz archive: {err}", field=field_name, source=src) from None
+    with zf:
+        infos = _vet_directory(zf, src, field_name, cap)
+        headers = [_read_header(zf, info, src, expect) for info in infos]
+        return {h.name: _read_member(zf, info, h, src) for info, h in zip(infos, headers,
+                                                                          strict=True)}
+
+
+def _vet_directory(zf: zipfile.ZipFile, src: str, field_name: str, cap: int
+                   ) -> list[zipfile.ZipInfo]:
+    infos = zf.infolist()
+    if len(infos) > MAX_MEMBERS:
+        raise InputError(f"{len(infos)} members (at most {MAX_MEMBERS})", field=field_name,
+                         source=src)
+    seen: set[str] = set()
+    total = 0
+    for info in infos:
+        name = info.filename
+        if not name.endswith(".npy") or "/" in name or name[:-4] in seen or not name[:-4]:
+            raise InputError(f"member {name[:80]!r} is not a distinct <name>.npy",
+                             field=field_name, source=src)
+        seen.add(name[:-4])
+        if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+            raise InputError(f"member {name[:80]!r}: unsupported compression "
+                             f"{info.compress_type}", field=field_name, source=src)
+        if info.flag_bits & 0x1:
+            raise InputError(f"member {name[:80]!r} is encrypted", field=field_name,
+                             source=src)
+        total += info.file_size
+        if total > cap:
+            raise InputError(f"declared array data exceeds the cap of {cap} bytes "
+                             "(SOFTRANK_MAX_ARRAY_BYTES)", field=field_name, source=src)
+        if info.file_size > RATIO_FLOOR and info.file_size > MAX_RATIO * max(
+                1, info.compress_size):
+            raise InputError(f"member {name[:80]!r} inflates {info.compress_size} bytes to "
+                             f"{info.file_size} (ratio above {MAX_RATIO}: refused as a "
+                             "decompression bomb)", field=field_name, source=src)
+    return infos
+
+
+def _read_header(zf: zipfile.ZipFile, info: zipfile.ZipInfo, src: str,
+                 expect: Expect | None) -> MemberHeader:
+    name = info.filename[:-4]
+    try:
+        with zf.open(info) as fh:
+            version = npformat.read_magic(fh)
+            if version == (1, 0):
+                shape, fortran, dtype = npformat.read_array_header_1_0(
+                    fh, max_header_size=MAX_HEADER)
+            elif version == (2, 0):
+                shape, fortran, dtype = npformat.read_array_header_2_0(
+                    fh, max_header_size=MAX_HEADER)
+            else:
+                raise ValueError(f"unsupported npy format version {version}")
+            offset = fh.tell()
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile, zlib.error, SyntaxError,
+            TypeError, RecursionError) as err:
+        raise InputError(f"bad npy header: {str(err)[:200]}", field=name, source=src) from None
+    if dtype.hasobject or dtype.fields is not None or dtype.subdtype is not None or \
+            dtype.kind not in _DTYPE_KINDS or dtype.itemsize == 0:
+        raise InputError(f"dtype {dtype.str!r} refused (numeric arrays only; never pickles)",
+                         field=name, source=src)
+    shape = tuple(shape)
+    if len(shape) > 8 or not all(isinstance(s, int) and s >= 0 for s in shape):
+        raise InputError(f"bad shape {shape!r:.80}", field=name, source=src)
+    nbytes = math.prod(shape) * dtype.itemsize
+    if offset + nbytes != info.file_size:
+        raise InputError(f"header declares {nbytes} data bytes but the member holds "
+                         f"{info.file_size - offset}", field=name, source=src)
+    if expect is not None:
+        why = expect(name, dtype, shape)
+        if why:
+            raise InputError(why, field=name, source=src)
+    return MemberHeader(name, dtype, shape, bool(fortran), offset, nbytes)
+
+
+def _read_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, h: MemberHeader, src: str
+                 ) -> np.ndarray:
+    buf = bytearray(h.nbytes)
+    try:
+        with zf.open(info) as fh:
+            fh.read(h.offset)
+            view = memoryview(buf)
+            got = 0
+            while got < h.nbytes:
+                n = fh.readinto(view[got:])
+                if not n:
+                    break
+                got += n
+            if got != h.nbytes or fh.read(1):
+                raise ValueError("member data length differs from its header")
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile, zlib.error) as err:
+        raise InputError(f"corrupt array data: {str(err)[:200]}", field=h.name,
+                         source=src) from None
+    arr = np.frombuffer(buf, dtype=h.dtype)
+    return arr.reshape(h.shape, order="F" if h.fortran_order else "C")
