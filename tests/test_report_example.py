@@ -18,6 +18,7 @@ from statistics import median
 import pytest
 
 from softrank.audit import run_audit
+from softrank.audit.escape import md as md_escape
 from softrank.cli import main
 
 from .reporthelpers import example_subset, tamper_witness
@@ -117,7 +118,8 @@ def test_intervals_and_closure_recomputed_from_report_json(audits):
         lo, hi = (Fraction(x) * 100 for x in row["intervals"]["closed_share"])
         a, b = (Fraction(x) for x in cells[7].strip("[]").split(", "))
         assert abs(a - lo) <= Fraction(1, 20) and abs(b - hi) <= Fraction(1, 20)
-        assert "| " + " | ".join(cells) + " |" in md
+        # cells are escaped as literal Markdown text ([ and ] included)
+        assert "| " + " | ".join(md_escape(c) for c in cells) + " |" in md
     assert "seed 7, 400 resamples" in md
     tex = (out / "report.tex").read_text()
     assert "seed 7, 400 resamples" in tex and r"tab:audit-intervals" in tex
