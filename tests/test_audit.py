@@ -422,7 +422,8 @@ class Boom(Exception):
 
 
 @pytest.mark.parametrize("jobs", [1, 2])
-def test_injected_failure_then_resume_gives_the_same_report(known, plain_ref, tmp_path, jobs):
+def test_injected_failure_then_resume_gives_the_same_report(known, plain_ref, tmp_path, jobs,
+                                                             capsys):
     store, truth, _, _ = known
     ref = plain_ref
     out = tmp_path / "out"
@@ -441,6 +442,7 @@ def test_injected_failure_then_resume_gives_the_same_report(known, plain_ref, tm
     rep = run_audit(store, out, jobs=jobs, budgets=BUDGETS, figures=False,
                     on_record=lambda r: again.append(r["bracket"]))
     assert rep[VOLATILE_KEY]["resumed_records"] == 5
+    assert f"resuming: 5 of {len(truth)} brackets done" in capsys.readouterr().err
     assert sorted(again) == sorted(set(truth) - set(seen))  # nothing redone, nothing lost
     assert read_report(out) == read_report(ref)
     # a third run finds everything journaled and only rewrites the report

@@ -146,6 +146,10 @@ def run_audit(store: str | Path, out: str | Path, *, jobs: int = 1,
                   file=sys.stderr)
         sample = journal.sample(seed, sample_size(len(journal.records)))
         todo = [i for i in ids if i not in journal.records]
+        if len(todo) < len(ids):
+            print(f"softrank-certify: resuming: {len(ids) - len(todo)} of {len(ids)} brackets "
+                  f"done in {journal.path} ({len(sample)} of them rechecked as a sample)",
+                  file=sys.stderr)
         runner: Any = None
         for _attempt in (1, 2):
             if todo or sample:
