@@ -25,6 +25,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tier", choices=["auto", "float64", "arb", "exact"], default="auto",
                    help="force one arithmetic tier (default: auto, escalating only where thin)")
     p.add_argument("--quiet", action="store_true", help="no per-bracket lines, summary only")
+    p.add_argument("--scheduler", metavar="ADDRESS", default=None,
+                   help="run on a Dask cluster (extra [dask]); workers must see STORE at the "
+                        "same path (start them with --nthreads 1)")
 
 
 def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
@@ -74,7 +77,8 @@ def run(args: argparse.Namespace) -> int:
     records: list[dict[str, Any]] = []
     bar = tqdm(total=total, unit="bracket", disable=args.json or total < 20 or not
                sys.stderr.isatty(), file=sys.stderr)
-    for rec in iter_checks(args.store, jobs=args.jobs, tier=args.tier):
+    for rec in iter_checks(args.store, jobs=args.jobs, tier=args.tier,
+                           scheduler=args.scheduler):
         records.append(rec)
         bar.update(1)
         if not args.json and not args.quiet:
