@@ -72,6 +72,18 @@ def test_audit_on_cluster_equals_serial(client, store, tmp_path):
     assert sorted(rep["records"], key=lambda r: r["bracket"]) == serial
 
 
+def test_check_command_with_a_scheduler_address(client, store, capsys):
+    import json
+
+    from softrank.cli import main
+
+    path, serial = store
+    code = main(["check", str(path), "--json", "--scheduler", client.scheduler.address])
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["records"] == serial  # sorted by bracket id, like the serial run
+    assert code in (0, 1)
+
+
 def test_killed_worker_mid_run_still_completes_identically(client, store):
     path, serial = store
     before = client.run(os.getpid)
