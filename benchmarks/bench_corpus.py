@@ -11,8 +11,10 @@ Then, in one process, it times
               the float64 decoder inequality (what an unvalidated recheck does);
   validated : ``softrank.runner.iter_checks`` (chi charged, every rounding accounted for)
               with 1 worker and with 2 worker processes;
-and prints the ratio validated / plain, brackets per second, the 2-worker speed-up, and the
-load average before and after each timing (numbers on a loaded machine are not comparable).
+and prints the ratio validated / plain, brackets per second, the 2-worker speed-up, CPU seconds
+(this process plus its workers: robust on a busy machine, and total CPU at 2 workers against
+1 worker shows the parallel overhead), and the load average before and after each timing
+(wall times on a loaded machine are not comparable).
 
 Run: ``.venv/bin/python benchmarks/bench_corpus.py --operators 200``  (reduced size) or
 without ``--operators`` for the full corpus.
@@ -23,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import time
 from fractions import Fraction
 from pathlib import Path
@@ -35,6 +38,13 @@ DECODER_BUDGET = 1.0 - 1e-6
 
 def _load() -> str:
     return "/".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def _cpu() -> float:
+    """CPU seconds of this process and of its finished children (the worker processes)."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
 def _attention(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -180,21 +190,21 @@ def main() -> None:
           f"eps {', '.join(EPS)}; cpus {os.cpu_count()}")
     plain_recheck(path)  # warm the page cache, so both timings read from memory
     la0 = _load()
-    t0 = time.perf_counter()
+    c0, t0 = _cpu(), time.perf_counter()
     n = plain_recheck(path)
-    t_plain = time.perf_counter() - t0
+    t_plain, c_plain = time.perf_counter() - t0, _cpu() - c0
     print(f"plain float64      : {n} brackets {t_plain:8.2f} s  {n / t_plain:8.0f} brackets/s"
-          f"   load {la0} -> {_load()}")
+          f"   cpu {c_plain:7.2f} s   load {la0} -> {_load()}")
     times = {}
     for jobs in (int(w) for w in args.workers.split(",")):
         la0 = _load()
-        t0 = time.perf_counter()
+        c0, t0 = _cpu(), time.perf_counter()
         n, info = validated(path, jobs)
-        t = time.perf_counter() - t0
+        t, c = time.perf_counter() - t0, _cpu() - c0
         times[jobs] = t
         print(f"validated {jobs} worker{'s' if jobs > 1 else ' '}: {n} brackets {t:8.2f} s  "
-              f"{n / t:8.0f} brackets/s  ratio to plain {t / t_plain:5.2f}   "
-              f"load {la0} -> {_load()}   {json.dumps(info)}")
+              f"{n / t:8.0f} brackets/s  ratio to plain {t / t_plain:5.2f}   cpu {c:7.2f} s "
+              f"(ratio {c / c_plain:5.2f})   load {la0} -> {_load()}   {json.dumps(info)}")
     if 1 in times and 2 in times:
         print(f"2-worker speed-up over 1 worker: {times[1] / times[2]:.2f}x")
 
