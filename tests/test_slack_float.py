@@ -201,11 +201,25 @@ def test_inputs_outside_the_float_tier_use_arb():
     rng = np.random.default_rng(5)
     L = rng.standard_normal((5, 5))
     A = softmax64(L).astype(np.float32)
-    for rec in ({"A": A, "logits": L * 2.0**1001},  # beyond the tier's range
+    for rec in ({"A": A.astype(np.float64) * 2.0**1001, "logits": L},  # beyond its range
                 {"A": A, "logits": L, "beta": Fraction(1, 2**1200)}):
         s = charged_slack(rec)
         ref = operator_slack(rec)
         assert s.detail.get("tier") is None and (s.chi, s.chi_lo) == (ref.chi, ref.chi_lo)
+
+
+def test_overflowing_arguments_are_small_and_still_enclosed():
+    """L - M overflows float64 (entries near +-MAX): the float tier classes those entries as
+    exp <= 2^-1000 and its enclosure still contains the arb one."""
+    big = np.finfo(np.float64).max
+    L = np.array([[big, -big, 0.0, big * 0.5], [1.0, 2.0, -big, 3.0], [0.0, 0.0, 0.0, -1.0]])
+    A = np.array([[1.0, 0.0, 0.0, 0.0], [0.09, 0.24, 0.0, 0.67], [0.3, 0.3, 0.3, 0.1]],
+                 dtype=np.float32)
+    for beta in (Fraction(1), Fraction(3, 7)):
+        rec = {"A": A, "logits": L, "beta": beta}
+        s, ref = charged_slack(rec), operator_slack(rec)
+        assert s.detail["tier"] == "float64"
+        assert s.chi_lo <= ref.chi_lo <= ref.chi <= s.chi <= 2 * ref.chi_lo
     # exactly renormalised dyadic block: chi_true = 0, which no float bound is within 2x of
     P = np.array([[1.0, 1.0, 2.0], [4.0, 0.0, 4.0]])
     s = charged_slack({"A": P / P.sum(axis=1, keepdims=True), "block": P})
