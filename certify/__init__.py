@@ -29,7 +29,7 @@ from .errors import InputError
 from .lower import check_lower
 from .rationals import parse_eps, to_rational
 from .result import Check, Enclosure
-from .slack import Slack, operator_slack
+from .slack import Slack, charged_slack, operator_slack
 from .svd import SingularValues, singular_values
 from .upper import check_upper, exact_error
 
@@ -43,6 +43,7 @@ __all__ = [
     "to_rational",
     "Slack",
     "operator_slack",
+    "charged_slack",
     "SingularValues",
     "singular_values",
     "check_lower",

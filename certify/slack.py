@@ -7,8 +7,11 @@ P_ij / sum_j P_ij of a nonnegative block).  :func:`operator_slack` returns a rig
 bound chi on ||A_record - A_hat||_row1; the checks charge it by shifting eps
 (upper claims at eps - chi, lower claims at eps + chi).
 
-Every exp, sum and quotient is a python-flint arb ball; the precision starts at 128 bits and
-doubles until the ball of chi is narrow (relative 2**-30, or absolutely below 2**-100).
+Two tiers.  :func:`operator_slack` computes every exp, sum and quotient as a python-flint arb
+ball; the precision starts at 128 bits and doubles until the ball of chi is narrow (relative
+2**-30, or absolutely below 2**-100).  :func:`charged_slack` first tries the float64 tier
+(vectorised numpy with a-priori rounding bounds, :mod:`certify.expbound`) and keeps its
+enclosure when that proves chi <= 2 chi_true; otherwise it returns the arb enclosure.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from flint import arb
 from . import arbutil
 from .arrays import as_matrix
 from .errors import InputError
+from .expbound import ALPHA0, ALPHA1, TINY, FloatTierError, U, exp_nonpos, gamma
 from .rationals import float_down, float_up, to_rational
 
 Kind = Literal["logits", "block", "A"]
@@ -77,6 +81,94 @@ def operator_slack(record: Mapping[str, Any], *, source: str | None = None) -> S
     if kind == "A":
         return Slack(chi=Fraction(0), chi_lo=Fraction(0), kind="A", precision=0,
                      detail={"rows": A.shape[0]})
+    return _arb_slack(A, kind, X, beta)
+
+
+MAX_RATIO = 2  # charged_slack keeps the float64 enclosure only when chi <= MAX_RATIO chi_lo
+
+
+def charged_slack(record: Mapping[str, Any], *, source: str | None = None) -> Slack:
+    """Returns an enclosure [chi_lo, chi] of chi_true = ||A_record - A_hat||_row1 with
+    chi <= 2 chi_true (chi = 0 when A alone is the record).
+
+    Same records, same contract and same errors as :func:`operator_slack`.  The float64
+    tier (``detail["tier"] == "float64"``, ``precision`` 53) is kept when its own enclosure
+    has chi <= 2 chi_lo; otherwise (float64-stored A, whose chi_true is of the order of
+    float64 rounding itself, chi_true = 0, or inputs the float tier refuses) the result is
+    the arb enclosure of :func:`operator_slack`.
+    """
+    A, kind, X, beta = _validate(record, source)
+    if kind == "A":
+        return Slack(chi=Fraction(0), chi_lo=Fraction(0), kind="A", precision=0,
+                     detail={"rows": A.shape[0]})
+    try:
+        lo, hi, arg = _float_bounds(A, kind, X, beta)
+    except FloatTierError:
+        lo = hi = None
+    if lo is not None and hi is not None and lo > 0 and hi <= MAX_RATIO * lo:
+        detail: dict[str, Any] = {"rows": A.shape[0], "tier": "float64", "argmax_row": arg}
+        if kind == "logits":
+            detail["beta"] = str(beta)
+            detail["masked_entries"] = int(np.isneginf(X).sum())
+        return Slack(chi=_round_up(hi), chi_lo=_round_down(lo), kind=kind, precision=53,
+                     detail=detail)
+    return _arb_slack(A, kind, X, beta)
+
+
+_BIG = 2.0**1000  # entries beyond this could overflow; the float tier refuses them
+
+
+def _float_bounds(A: np.ndarray, kind: Kind, X: np.ndarray, beta: Fraction
+                  ) -> tuple[Fraction, Fraction, int]:
+    """Returns (lo, hi, row) with lo <= chi_true <= hi, from float64 arithmetic whose every
+    rounding is charged (proofs_notes/slack.md, "float64 tier"); ``row`` maximises the
+    computed row sums.  Raises FloatTierError for inputs outside the tier's proof.
+    """
+    m, N = A.shape
+    if N >= 2**20 or np.abs(A).max() > _BIG:
+        raise FloatTierError("outside the float tier's range")
+    with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+        if kind == "logits":
+            # an overflowing L - M or beta (L - M) rounds to -inf or -MAX in every rounding
+            # mode, which exp_nonpos classes as small, correctly: the exact value is below -MAX
+            x = X - X.max(axis=1, keepdims=True)  # exact max; rounding charged via T1
+            if beta != 1:
+                if not Fraction(1, 2**1000) < beta < 2**1000:
+                    raise FloatTierError("beta outside the float tier's range")
+                bf = float(beta)  # correctly rounded: relative error <= 2^-53
+                if abs(Fraction(bf) - beta) > U * beta:
+                    raise FloatTierError("beta rounding")
+                x *= bf
+            e, _small = exp_nonpos(x)
+            S = e.sum(axis=1, keepdims=True)
+            extra = 2 * ((ALPHA0 + ALPHA1 * Fraction(368, 1000) * N)
+                         / (1 - ALPHA0 - ALPHA1 * 700) + N * TINY)
+        else:
+            if X.max() > _BIG:
+                raise FloatTierError("block outside the float tier's range")
+            e = X
+            S = X.sum(axis=1, keepdims=True)
+            extra = Fraction(0)
+            if not (S > 0).all():
+                raise FloatTierError("block row sum not positive")
+        e = e / S
+        e -= A
+        np.abs(e, out=e)
+        t = e.sum(axis=1)
+    if not np.isfinite(t).all():
+        raise FloatTierError("non-finite row sum")
+    g = gamma(N - 1)
+    err = extra + (U + g) / (1 - g) + N * Fraction(1, 2**1074)
+    arg = int(np.argmax(t))
+    tmax = Fraction(float(t[arg]))
+    gN = gamma(N)
+    hi = tmax / (1 - gN) + err
+    lo = max(Fraction(0), tmax / (1 + gN) - err)
+    return lo, hi, arg
+
+
+def _arb_slack(A: np.ndarray, kind: Kind, X: np.ndarray | None, beta: Fraction) -> Slack:
+    """The arb tier of :func:`operator_slack` on validated input."""
     tried: list[int] = []
     lo = hi = None
     arg = 0
@@ -244,4 +336,4 @@ def _dyadic(man: int, exp: int) -> Fraction:
     return Fraction(man * 2**exp) if exp >= 0 else Fraction(man, 2**-exp)
 
 
-__all__ = ["Slack", "operator_slack"]
+__all__ = ["Slack", "charged_slack", "operator_slack"]

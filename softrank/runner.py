@@ -20,40 +20,71 @@ from witnesses import BracketRecord, StoreReader, open_store
 from .workers import allow_long_integers, init_worker
 
 
-def operator_chi(reader: StoreReader, op_id: str, arrays: dict[str, Any]) -> Fraction:
-    """Returns the slack chi charged for an operator (0 when the stored A is the record)."""
+def _operator_record(reader: StoreReader, op_id: str, arrays: dict[str, Any]
+                     ) -> dict[str, Any] | None:
+    """Returns the record for ``certify``'s slack functions (None when A is the record)."""
     op = reader.operator(op_id)
     if op.record_kind == "A":
-        return Fraction(0)
+        return None
     record: dict[str, Any] = dict(arrays)
     if op.beta is not None:
         record["beta"] = op.beta
+    return record
+
+
+def operator_chi(reader: StoreReader, op_id: str, arrays: dict[str, Any], *,
+                 tight: bool = False) -> Fraction:
+    """Returns the slack chi charged for an operator (0 when the stored A is the record).
+
+    By default the float64-first ``certify.charged_slack`` (chi <= 2 chi_true); with
+    ``tight`` the arb enclosure of ``certify.operator_slack`` (chi within 2^-30 relative).
+    """
+    record = _operator_record(reader, op_id, arrays)
+    if record is None:
+        return Fraction(0)
+    fn = certify.operator_slack if tight else certify.charged_slack
     try:
-        return certify.operator_slack(record).chi
+        return fn(record).chi
     except InputError as err:
-        raise err.at(source=str(op.path), field_prefix="operator") from None
+        raise err.at(source=str(reader.operator(op_id).path), field_prefix="operator") from None
 
 
 class _OperatorCache:
-    """Keeps the last operator's arrays and chi: brackets of one operator are adjacent."""
+    """Keeps the last operator's arrays and chi: brackets of one operator are adjacent.
+
+    ``get`` returns the cheap charged chi; ``tighten`` the arb chi, computed at most once per
+    operator and only when a caller found that the charged chi changes an outcome.
+    """
 
     def __init__(self, reader: StoreReader):
         self.reader = reader
         self.key: str | None = None
         self.value: tuple[dict[str, Any], Fraction] | None = None
+        self.tight: Fraction | None = None
 
     def get(self, op_id: str) -> tuple[dict[str, Any], Fraction]:
         if op_id != self.key:
             arrays = self.reader.operator(op_id).load()
             self.value = (arrays, operator_chi(self.reader, op_id, arrays))
-            self.key = op_id
+            self.key, self.tight = op_id, None
         assert self.value is not None
         return self.value
+
+    def tighten(self, op_id: str) -> Fraction:
+        arrays, chi = self.get(op_id)
+        if self.tight is None:
+            self.tight = min(chi, operator_chi(self.reader, op_id, arrays, tight=True))
+        return self.tight
 
 
 def check_record(reader: StoreReader, br: BracketRecord, cache: _OperatorCache, *,
                  tier: str = "auto") -> dict[str, Any]:
-    """Returns the JSON-safe record of checking one bracket (or of its input error)."""
+    """Returns the JSON-safe record of checking one bracket (or of its input error).
+
+    The charged chi is the float64-first one; when it changes an outcome (compared with
+    chi = 0) the arb chi replaces it, so every outcome is the one the arb chi gives (see
+    ``_needs_plain``).
+    """
     allow_long_integers()  # in any process (API use, Dask workers): long exact claim strings
     op = reader.operator(br.operator)
     base: dict[str, Any] = {
@@ -65,31 +96,45 @@ def check_record(reader: StoreReader, br: BracketRecord, cache: _OperatorCache, 
     try:
         arrays, chi = cache.get(op.id)
         upper, lower = br.load()
-        result = certify.check_bracket(arrays["A"], br.eps, upper, lower, tier=tier, chi=chi,
+        A = arrays["A"]
+        result = certify.check_bracket(A, br.eps, upper, lower, tier=tier, chi=chi,
                                        source=str(br.path))
-        changed = _ends_changed_by_chi(arrays["A"], br, upper, lower, tier, result)
+        changed: list[str] = []
+        if _needs_plain(result):
+            plain = certify.check_bracket(A, br.eps, upper, lower, tier=tier, chi=0,
+                                          source=str(br.path))
+            if _verdict(plain) != _verdict(result):
+                tight = cache.tighten(op.id)
+                if tight < chi:
+                    result = certify.check_bracket(A, br.eps, upper, lower, tier=tier,
+                                                   chi=tight, source=str(br.path))
+            changed = [e for e in ("upper", "lower")
+                       if getattr(plain, f"{e}_outcome") != getattr(result, f"{e}_outcome")]
     except InputError as err:
         return {**base, "error": str(err)}
     return {**base, **result.to_json(), "chi_changed": changed}
 
 
-def _ends_changed_by_chi(A: Any, br: BracketRecord, upper: Any, lower: Any, tier: str,
-                         result: certify.BracketCheck) -> list[str]:
-    """Returns the ends whose outcome would differ had the slack chi not been charged.
+def _verdict(r: certify.BracketCheck) -> tuple[Any, ...]:
+    return (r.upper, r.lower, r.upper_outcome, r.lower_outcome)
 
-    Only ends not confirmed can differ (chi only moves thresholds against the claim), so the
-    second check runs only for those, and only when chi > 0.
+
+def _needs_plain(result: certify.BracketCheck) -> bool:
+    """False when no chi in [0, result.chi] can give a different verdict.
+
+    Every check is monotone in chi: a claim confirmed at chi stays confirmed at any smaller
+    chi (its threshold eps -+ chi only gets easier), including the nonzero fallback.  So with
+    both claims confirmed or absent and no failed fallback there is nothing to compare.
+    Otherwise the caller compares with chi = 0: a verdict equal at 0 and at chi is the
+    verdict at every chi in between (a refutation at 0 persists, and an undecided
+    enclosure that straddles both thresholds straddles every one between).
     """
     if result.chi == 0:
-        return []
-    ends = [e for e in ("upper", "lower")
-            if getattr(result, f"{e}_outcome") not in ("confirmed", "absent")]
-    if not ends:
-        return []
-    plain = certify.check_bracket(A, br.eps, upper, lower, tier=tier, chi=0,
-                                  source=str(br.path))
-    return [e for e in ends
-            if getattr(plain, f"{e}_outcome") != getattr(result, f"{e}_outcome")]
+        return False
+    confirmed = (result.upper_outcome in ("confirmed", "absent")
+                 and result.lower_outcome in ("confirmed", "absent"))
+    return not confirmed or (result.nonzero_check is not None
+                             and not result.nonzero_check.holds)
 
 
 _WORKER: dict[str, Any] = {}  # per-process: the opened store, so chunks do not re-read it
@@ -104,24 +149,48 @@ def _check_ids(store_path: str, ids: Sequence[str], tier: str) -> list[dict[str,
     return [check_record(reader, by_id[i], cache, tier=tier) for i in ids]
 
 
+def operator_chunks(brackets: Iterable[BracketRecord]) -> list[list[str]]:
+    """Returns the ids of ``brackets`` cut into one chunk per operator, in operator order.
+
+    A chunk is the unit a worker runs: all brackets of an operator in one chunk means its
+    arrays are loaded (decompressed) and its chi computed exactly once in the whole run,
+    and a killed worker loses at most one operator's work.
+    """
+    groups: dict[str, list[str]] = {}
+    for b in sorted(brackets, key=lambda b: (b.operator, b.id)):
+        groups.setdefault(b.operator, []).append(b.id)
+    return list(groups.values())
+
+
 def iter_checks(store_path: str | Path, ids: Iterable[str] | None = None, *, jobs: int = 1,
-                tier: str = "auto", chunk: int = 8) -> Iterator[dict[str, Any]]:
+                tier: str = "auto", scheduler: Any = None
+                ) -> Iterator[dict[str, Any]]:
     """Yields one record per bracket of the store (all, or ``ids``) as each finishes.
 
-    With ``jobs > 1`` chunks of brackets (grouped by operator) run in worker processes; the
-    order of the yielded records is then the order of completion.
+    With ``jobs > 1`` operators (all their brackets as one task) run in worker processes;
+    with ``scheduler`` (a Dask scheduler address or ``distributed.Client``) they run on
+    that cluster.  The order of the yielded records is then the order of completion.
     """
     reader = open_store(store_path)
     id_set = None if ids is None else set(ids)
     wanted = [b for b in reader.brackets if id_set is None or b.id in id_set]
     wanted.sort(key=lambda b: (b.operator, b.id))
+    if scheduler is not None:
+        from .audit.executors import DaskExecutor
+        from .audit.journal import store_digest
+
+        path = str(Path(store_path).resolve())
+        executor = DaskExecutor(scheduler)
+        chunks = operator_chunks(wanted)
+        yield from executor.run((path, store_digest(path)), chunks, tier)
+        return
     store_path = str(store_path)
     if jobs <= 1:
         cache = _OperatorCache(reader)
         for br in wanted:
             yield check_record(reader, br, cache, tier=tier)
         return
-    chunks = [[b.id for b in wanted[i:i + chunk]] for i in range(0, len(wanted), chunk)]
+    chunks = operator_chunks(wanted)
     with ProcessPoolExecutor(max_workers=jobs, initializer=init_worker,
                              initargs=(os.getpid(),)) as pool:
         pending = {pool.submit(_check_ids, store_path, c, tier) for c in chunks}

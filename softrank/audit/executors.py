@@ -2,8 +2,8 @@
 
 Every executor yields one record per requested bracket id (from
 ``softrank.runner.check_record``), in completion order; the caller journals and sorts.
-Work is cut into chunks of brackets of the same operator, so a worker loads each operator's
-arrays (and computes its slack chi) once per chunk.
+Work is cut into one chunk per operator, so a worker loads each operator's arrays (and
+computes its slack chi) once in the whole run.
 
 Workers open the store themselves from its path: on a cluster, every worker must see the
 store at that path (a shared file system).
@@ -11,7 +11,6 @@ store at that path (a shared file system).
 
 from __future__ import annotations
 
-import math
 import os
 import threading
 from collections.abc import Iterator, Sequence
@@ -21,7 +20,7 @@ from typing import Any, Protocol
 from certify.errors import InputError
 from witnesses import StoreReader, open_store
 
-from ..runner import _OperatorCache, check_record
+from ..runner import _OperatorCache, check_record, operator_chunks
 from ..workers import init_worker
 from .journal import store_digest
 
@@ -61,29 +60,14 @@ def check_chunk(store: StoreRef, ids: Sequence[str], tier: str) -> list[dict[str
 
 def plan_chunks(reader: StoreReader, ids: Sequence[str], workers: int,
                 max_chunk: int = 16) -> list[list[str]]:
-    """Returns ``ids`` cut into chunks that never mix operators.
+    """Returns ``ids`` cut into one chunk per operator (``runner.operator_chunks``).
 
-    Chunks hold at most ``max_chunk`` brackets and are small enough that every worker gets
-    several (about 4 per worker), which keeps the pool busy and bounds the work a kill throws
-    away.
+    Every requested bracket of an operator is in the same chunk, so its arrays are loaded
+    and its chi computed once in the whole run.  ``workers`` and ``max_chunk`` are kept for
+    callers of the earlier signature and no longer change the plan.
     """
     wanted = set(ids)
-    ordered = sorted((b for b in reader.brackets if b.id in wanted),
-                     key=lambda b: (b.operator, b.id))
-    if not ordered:
-        return []
-    size = max(1, min(max_chunk, math.ceil(len(ordered) / (4 * max(1, workers)))))
-    chunks: list[list[str]] = []
-    current: list[str] = []
-    current_op = None
-    for b in ordered:
-        if current and (b.operator != current_op or len(current) >= size):
-            chunks.append(current)
-            current = []
-        current.append(b.id)
-        current_op = b.operator
-    chunks.append(current)
-    return chunks
+    return operator_chunks(b for b in reader.brackets if b.id in wanted)
 
 
 class Executor(Protocol):

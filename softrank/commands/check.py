@@ -29,6 +29,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="force one arithmetic tier (default: auto, escalating only where thin)")
     p.add_argument("--export", metavar="BUNDLE", default=None,
                    help="also write a replay bundle (see the export command) from this run")
+    p.add_argument("--scheduler", metavar="ADDRESS", default=None,
+                   help="run on a Dask cluster (extra [dask]); workers must see STORE at the "
+                        "same path (start them with --nthreads 1)")
 
 
 def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
@@ -80,7 +83,8 @@ def run(args: argparse.Namespace) -> int:
                or not sys.stderr.isatty(), file=sys.stderr)
     if args.verbose and not args.json:
         print(LEGEND)
-    for rec in iter_checks(args.store, jobs=args.jobs, tier=args.tier):
+    for rec in iter_checks(args.store, jobs=args.jobs, tier=args.tier,
+                           scheduler=args.scheduler):
         records.append(rec)
         bar.update(1)
         if args.verbose and not args.json:

@@ -1,0 +1,101 @@
+"""The Dask executor on a LocalCluster of 2 worker processes: records identical to the serial
+run, also when a worker is killed mid-run (its chunks are rescheduled)."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from softrank import runner
+from softrank.audit import run_audit
+from witnesses import Store
+
+from .helpers import softmax_rows, tsvd_witness
+
+distributed = pytest.importorskip("distributed")
+
+
+def build(path: Path, n_ops: int = 6, size: int = 24) -> None:
+    """float64-stored softmax operators with logits (their chi needs arb: slow enough that a
+    kill lands mid-run) and float32-stored ones (float64 chi tier), two eps each."""
+    rng = np.random.default_rng(1)
+    with Store.create(path) as st:
+        for o in range(n_ops):
+            L = rng.standard_normal((size, size)) * 2
+            A = softmax_rows(L)
+            if o % 2:
+                A = A.astype(np.float32)
+            oid = st.add_operator(A, family="f", logits=L, id=f"op{o}")
+            U, V = tsvd_witness(A.astype(np.float64), size // 2)
+            for eps in ("0.05", "0.3"):
+                st.add_bracket(oid, eps, {"kind": "factors", "rank": size // 2, "U": U, "V": V},
+                               {"kind": "nonzero", "rank": 1}, id=f"{oid}-{eps}")
+
+
+@pytest.fixture(scope="module")
+def client():
+    from distributed import Client, LocalCluster
+
+    cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                           dashboard_address=None, silence_logs=50)
+    c = Client(cluster)
+    try:
+        yield c
+    finally:
+        c.close()
+        cluster.close()
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    path = tmp_path_factory.mktemp("dask") / "s"
+    build(path)
+    serial = sorted(runner.iter_checks(str(path)), key=lambda r: r["bracket"])
+    return path, serial
+
+
+def test_local_cluster_equals_serial(client, store):
+    path, serial = store
+    recs = sorted(runner.iter_checks(str(path), scheduler=client), key=lambda r: r["bracket"])
+    assert recs == serial
+    assert len(recs) == 12 and all("error" not in r for r in recs)
+
+
+def test_audit_on_cluster_equals_serial(client, store, tmp_path):
+    path, serial = store
+    rep = run_audit(path, tmp_path / "o", scheduler=client, figures=False)
+    assert rep["run"]["executor"] == "dask" and rep["run"]["workers"] == 2
+    assert sorted(rep["records"], key=lambda r: r["bracket"]) == serial
+
+
+def test_check_command_with_a_scheduler_address(client, store, capsys):
+    import json
+
+    from softrank.cli import main
+
+    path, serial = store
+    code = main(["check", str(path), "--json", "--scheduler", client.scheduler.address])
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["records"] == serial  # sorted by bracket id, like the serial run
+    assert code in (0, 1)
+
+
+def test_killed_worker_mid_run_still_completes_identically(client, store):
+    path, serial = store
+    before = client.run(os.getpid)
+    got = []
+    killed = None
+    for rec in runner.iter_checks(str(path), scheduler=client):
+        got.append(rec)
+        if killed is None:
+            assert len(got) < len(serial)  # mid-run: most of the work is still to come
+            addr, killed = sorted(before.items())[0]
+            os.kill(killed, signal.SIGKILL)
+    assert sorted(got, key=lambda r: r["bracket"]) == serial
+    client.wait_for_workers(2, timeout=60)
+    after = client.run(os.getpid)
+    assert killed not in after.values()  # the worker really died (its nanny restarted it)
