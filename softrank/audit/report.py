@@ -85,7 +85,8 @@ def build_report(records: list[dict[str, Any]], *, store: dict[str, Any], tier: 
         "store": store, "options": {"tier": tier, "budgets": budgets},
         "definitions": DEFINITIONS, "environment": environment, "methods": methods,
         "summary": summary,
-        "tables": tables.build_tables(groups, budgets, tables.summarize_producers(records)),
+        "tables": {**tables.build_tables(groups, budgets, tables.summarize_producers(records)),
+                   **tables.block_tables(records, budgets)},
         "groups": groups, "pairs": pairs, "not_confirmed": changed,
         "errors": [{"bracket": r["bracket"], "error": r["error"]} for r in records
                    if not tables.ok(r)],
