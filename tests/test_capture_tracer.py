@@ -96,7 +96,8 @@ def test_mask_threshold_and_small_masks():
 
 @pytest.mark.parametrize(("step", "why"), [
     (lambda s: s.exp(), "exp"),
-    (lambda s: s * torch.ones_like(s), "by a tensor"),
+    (lambda s: s * torch.full((1, 1, 1, 6), 2.0), "by a tensor"),
+    (lambda s: s * torch.ones_like(s), "two score tensors"),  # derived from the scores
     (lambda s: s.double(), "float32 needed"),
     (lambda s: s + s, "two score tensors"),
 ])
