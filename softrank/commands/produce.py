@@ -162,6 +162,9 @@ def iter_model(args: argparse.Namespace) -> Iterator[OperatorInput]:
     widths = sorted(set(args.block_widths or []))
     if any(w < 1 for w in widths):
         raise InputError("block widths must be >= 1", field="block-widths")
+    if widths and args.texts and widths[-1] > (args.decoder_tokens or args.tokens):
+        raise InputError(f"block width {widths[-1]} exceeds the causal pass of "
+                         f"{args.decoder_tokens or args.tokens} tokens", field="block-widths")
     inputs: list[Any] = read_texts(args.texts) if args.texts else read_images(args.images)
     src = args.texts or args.images
     chosen = range(len(inputs)) if args.text_index is None else args.text_index
