@@ -161,7 +161,7 @@ def make_tracer() -> Any:
             if name in _DIV and pos == 0 and not kwargs:
                 s = _scalar(other)
                 return (("divide", s), None) if s is not None else (None, f"{name} by a tensor")
-            if name in _ADD and not kwargs.get("alpha", 1) != 1 and "out" not in kwargs:
+            if name in _ADD and kwargs.get("alpha", 1) == 1 and "out" not in kwargs:
                 if isinstance(other, torch.Tensor):
                     return ("add", other.detach()), None
                 s = _scalar(other)
@@ -191,6 +191,8 @@ def canonical_scale(s: float, d: int, *, divide: bool = False) -> float:
     ``1 / np.sqrt(d)`` when the model's multiplier (s, or 1/s for a division) equals it to
     float32 precision (the model applies its scale in float32 in any case); else s or 1/s.
     """
+    if divide and s == 0:
+        raise ValueError("scores divided by zero")
     mult = 1.0 / s if divide else s
     c = 1.0 / np.sqrt(d)
     if abs(mult - c) <= c * 2.0 ** -23:

@@ -358,7 +358,11 @@ class Capture:
                     raise InputError(f"indices {bad} out of range 0..{n - 1}", field=name)
             for li in ls:
                 call, P = matched[li]
-                replay = Replay(call)
+                try:
+                    replay = Replay(call)
+                except ValueError as err:
+                    raise CaptureRefused(f"{kind + ' ' if kind else ''}layer {li}: {err}",
+                                         field="model") from None
                 probs = P[0].detach().numpy()
                 for hi in hs:
                     yield self._head(replay, probs[hi], kind, li, hi, index, source)
