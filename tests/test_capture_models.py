@@ -149,16 +149,6 @@ def test_unreplayable_step_is_refused(models, monkeypatch):
         list(cap.capture(TEXT, tokens=TOKENS))
 
 
-def test_hub_id_is_refused_with_advice(tmp_path, capsys):
-    texts = tmp_path / "t.txt"
-    texts.write_text(TEXT + "\n")
-    rc = main(["produce", str(tmp_path / "st"), "--model", "someorg/some-model", "--texts",
-               str(texts), "--quiet"])
-    err = capsys.readouterr().err
-    assert rc == 2 and "local folders only" in err and "save_pretrained" in err
-    assert not (tmp_path / "st").exists()
-
-
 E2E = {
     "gpt2": ["--texts", "--block-widths", "4", "16"],
     "llama": ["--texts", "--block-widths", "8"],

@@ -126,3 +126,13 @@ def test_block_width_summary_counts_exactly():
     table = T.block_tables(records, [4, 8])["block_widths"]
     assert table["rows"][0] == ["f", "0.25", "8", "9 x 8", "4", "2", "0.0%", "50.0%", "50.0%"]
     assert T.block_tables([r for r in records if r["record_kind"] != "block"], [4]) == {}
+
+
+def test_hub_id_is_refused_with_advice(tmp_path, capsys):
+    texts = tmp_path / "t.txt"
+    texts.write_text("some text\n")
+    rc = main(["produce", str(tmp_path / "st"), "--model", "someorg/some-model", "--texts",
+               str(texts), "--quiet"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "local folders only" in err and "save_pretrained" in err
+    assert not (tmp_path / "st").exists()

@@ -202,9 +202,9 @@ class Capture:
     """
 
     def __init__(self, model: str = "minilm", *, tolerance: float = CAPTURE_TOLERANCE):
+        self.path = model_path(model)  # a hub id is refused before torch is needed
         torch, transformers = _require_extra()
         self.torch = torch
-        self.path = model_path(model)
         self.name = model
         self.tolerance = float(tolerance)
         try:
