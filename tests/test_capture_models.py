@@ -149,6 +149,15 @@ def test_unreplayable_step_is_refused(models, monkeypatch):
         list(cap.capture(TEXT, tokens=TOKENS))
 
 
+def test_blocks_of_a_non_causal_model_are_refused_before_writing(models, tmp_path, capsys):
+    texts = tmp_path / "t.txt"
+    texts.write_text(TEXT + "\n")
+    rc = main(["produce", str(tmp_path / "st"), "--model", str(models["bert"]), "--texts",
+               str(texts), "--tokens", str(TOKENS), "--block-widths", "4", "--quiet"])
+    assert rc == 2 and "no causal self-attention" in capsys.readouterr().err
+    assert not (tmp_path / "st").exists()
+
+
 E2E = {
     "gpt2": ["--texts", "--block-widths", "4", "16"],
     "llama": ["--texts", "--block-widths", "8"],

@@ -182,27 +182,24 @@ def iter_model(args: argparse.Namespace) -> Iterator[OperatorInput]:
         raise InputError("a vision model reads --images, not --texts", field="texts")
     family = args.family or (args.model if args.model == "minilm" else
                              Path(args.model).resolve().name)
-    causal_seen = False
-    for ti in chosen:
+    def heads_of(ti: int, layers: Any, heads: Any) -> Iterator[Any]:
         if args.images:
-            heads = cap.capture_image(inputs[ti], layers=args.layers, heads=args.heads,
-                                      index=ti)
-        else:
-            heads = cap.capture(inputs[ti], tokens=args.tokens, layers=args.layers,
-                                heads=args.heads, text_index=ti,
-                                decoder_tokens=args.decoder_tokens)
-        for h in heads:
+            return cap.capture_image(inputs[ti], layers=layers, heads=heads, index=ti)
+        return cap.capture(inputs[ti], tokens=args.tokens, layers=layers, heads=heads,
+                           text_index=ti, decoder_tokens=args.decoder_tokens)
+
+    # refuse blocks of a model without causal self-attention before anything is written
+    if widths and chosen and not any(h.causal for h in heads_of(chosen[0], [0], [0])):
+        raise InputError("--block-widths: the model has no causal self-attention (common-"
+                         "prefix blocks are defined for causal heads only)", field="block-widths")
+    for ti in chosen:
+        for h in heads_of(ti, args.layers, args.heads):
             oid = f"{family}.{h.id}.{h.tag}"
             # encoder-decoder stacks (enc / dec / cross) are reported as separate families
             fam = f"{family}-{h.kind}" if h.kind else family
             yield OperatorInput(oid, fam, h.A, h.logits, dict(h.meta), Q=h.Q, K=h.K)
-            if not (widths and h.causal):
-                continue
-            causal_seen = True
-            yield from _blocks(h, oid, fam, widths)
-    if widths and not causal_seen:
-        raise InputError("--block-widths: no captured head is causal self-attention",
-                         field="block-widths")
+            if widths and h.causal:
+                yield from _blocks(h, oid, fam, widths)
 
 
 def _blocks(h: Any, oid: str, family: str, widths: list[int]) -> Iterator[OperatorInput]:
