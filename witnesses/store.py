@@ -44,6 +44,7 @@ LOWER_ARRAYS: dict[str, tuple[str, ...]] = {
 }
 UPPER_ARRAYS: dict[str, tuple[str, ...]] = {"factors": ("U", "V")}
 OPERATOR_SOURCES = ("logits", "block")  # optional operator-of-record data beside A
+OPERATOR_FACTORS = ("Q", "K")  # optional per-head queries (m x d) and keys (N x d), together
 
 
 def sha256_file(path: Path) -> str:
@@ -152,9 +153,12 @@ class OperatorRecord:
         return "A"
 
     def load(self) -> dict[str, np.ndarray]:
-        """Returns {"A": ..., and "logits" or "block" if present}, shapes checked."""
+        """Returns {"A": ..., and "logits" or "block", "Q" and "K" if present}, shapes checked."""
         path = safe_member_path(self.root, self.file, "operator.file", str(self.root))
-        shapes = {name: self.shape for name in self.arrays}
+        m, N = self.shape
+        shapes: dict[str, tuple[int | None, ...]] = {name: self.shape for name in self.arrays}
+        if "Q" in shapes:  # m x d and N x d: d is not in the record, only capped
+            shapes["Q"], shapes["K"] = (m, None), (N, None)
         arrs = load_npz(path, self.sha256, expect=_operator_expect(shapes))
         src = str(self.path)
         for name in self.arrays:
@@ -164,6 +168,8 @@ class OperatorRecord:
             if name in arrs and tuple(arrs[name].shape) != self.shape:
                 raise InputError(f"shape {arrs[name].shape} differs from record shape "
                                  f"{self.shape}", field=f"operator.{name}", source=src)
+        if "Q" in self.arrays:
+            _check_factors(arrs["Q"], arrs["K"], self.shape, src)
         return {k: arrs[k] for k in self.arrays}
 
     def to_json(self) -> dict[str, Any]:
@@ -291,9 +297,11 @@ def _parse_operator(rec: Any, src: str, line: int, root: Path) -> OperatorRecord
         raise InputError("arrays must be a list of distinct names", field=f"{where}.arrays",
                          source=src)
     arrays = tuple(arrays_raw)
-    if "A" not in arrays or not set(arrays) <= {"A", *OPERATOR_SOURCES}:
-        raise InputError(f"arrays must contain A and optionally one of {OPERATOR_SOURCES}",
-                         field=f"{where}.arrays", source=src)
+    if "A" not in arrays or not set(arrays) <= {"A", *OPERATOR_SOURCES, *OPERATOR_FACTORS}:
+        raise InputError(f"arrays must contain A and optionally one of {OPERATOR_SOURCES} "
+                         f"and {OPERATOR_FACTORS}", field=f"{where}.arrays", source=src)
+    if ("Q" in arrays) != ("K" in arrays):
+        raise InputError("Q and K come together", field=f"{where}.arrays", source=src)
     if sum(a in arrays for a in OPERATOR_SOURCES) > 1:
         raise InputError("at most one of logits / block", field=f"{where}.arrays", source=src)
     beta = rec.get("beta")
@@ -422,14 +430,24 @@ def open_store(path: str | Path) -> StoreReader:
     return StoreReader(root, header, operators, brackets)
 
 
-def _operator_expect(shapes: Mapping[str, tuple[int, ...]]) -> Any:
+#: Largest width d accepted for the Q (m x d) and K (N x d) operator arrays.
+MAX_FACTOR_WIDTH = 16384
+
+
+def _operator_expect(shapes: Mapping[str, tuple[int | None, ...]]) -> Any:
+    """``None`` in an expected shape is a dimension the record does not fix (the width d of Q
+    and K), accepted up to MAX_FACTOR_WIDTH."""
     def expect(name: str, dtype: np.dtype, shape: tuple[int, ...]) -> str | None:
         if name not in shapes:
             return f"unexpected array {name!r} (the record lists {sorted(shapes)})"
         if dtype.kind != "f" or dtype.itemsize not in (4, 8):
             return f"dtype {dtype.str} refused: operator arrays are float64 or float32"
-        if tuple(shape) != shapes[name]:
-            return f"shape {tuple(shape)} differs from record shape {shapes[name]}"
+        want = shapes[name]
+        if len(shape) != len(want) or any(
+                w is not None and s != w for s, w in zip(shape, want, strict=True)):
+            return f"shape {tuple(shape)} differs from record shape {want}"
+        if any(w is None and s > MAX_FACTOR_WIDTH for s, w in zip(shape, want, strict=True)):
+            return f"width {tuple(shape)} exceeds {MAX_FACTOR_WIDTH}"
         return None
     return expect
 
@@ -510,11 +528,14 @@ class Store:
 
     def add_operator(self, A: np.ndarray, *, family: str, id: str | None = None,
                      logits: np.ndarray | None = None, block: np.ndarray | None = None,
-                     beta: object = None, meta: Mapping[str, Any] | None = None) -> str:
+                     beta: object = None, meta: Mapping[str, Any] | None = None,
+                     Q: np.ndarray | None = None, K: np.ndarray | None = None) -> str:
         """Stores operator A (m x N; float64 or float32 kept as given) and returns its id.
 
         ``logits`` (operator of record = exact row softmax of beta * logits) or ``block``
-        (operator of record = exact row renormalisation) may accompany A.
+        (operator of record = exact row renormalisation) may accompany A, and so may the
+        head's queries ``Q`` (m x d) and keys ``K`` (N x d) with the scale folded in
+        (logits ~= Q K^T; data for the reports, never the operator of record).
         """
         oid = id or f"op{len(self._operators):05d}"
         if not _ID.match(oid) or oid in self._op_shapes:
@@ -529,6 +550,11 @@ class Store:
                 arrays[name] = X
         if logits is not None and block is not None:
             raise InputError("give logits or block, not both", field="block")
+        if (Q is None) != (K is None):
+            raise InputError("give Q and K together", field="Q")
+        if Q is not None:
+            arrays["Q"], arrays["K"] = _stored_float(Q, "Q"), _stored_float(K, "K")
+            _check_factors(arrays["Q"], arrays["K"], A.shape, None)
         if beta is not None and logits is None:
             raise InputError("beta needs logits", field="beta")
         rel, sha = self._write_arrays(oid, arrays)
@@ -604,6 +630,20 @@ class Store:
 
     def close(self) -> None:
         self.flush()
+
+
+def _check_factors(Q: np.ndarray, K: np.ndarray, shape: tuple[int, ...], src: str | None
+                   ) -> None:
+    """Checks Q (m x d) and K (N x d) against an operator of shape (m, N): float, finite."""
+    for name, X, rows in (("Q", Q, shape[0]), ("K", K, shape[1])):
+        if X.ndim != 2 or X.shape[0] != rows or X.dtype not in (np.float64, np.float32):
+            raise InputError(f"must be a float {rows} x d array, got {X.dtype} {X.shape}",
+                             field=f"operator.{name}", source=src)
+        if not np.isfinite(X).all():
+            raise InputError("NaN or Inf entries", field=f"operator.{name}", source=src)
+    if Q.shape[1] != K.shape[1]:
+        raise InputError(f"Q {Q.shape} and K {K.shape} differ in their column count d",
+                         field="operator.K", source=src)
 
 
 def _stored_float(X: Any, name: str, *, allow_neg_inf: bool = False, ndim: int | None = 2

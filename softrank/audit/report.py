@@ -99,6 +99,7 @@ def build_report(records: list[dict[str, Any]], *, store: dict[str, Any], tier: 
     intervals = stats.interval_rows(pairs, seed=seed, resamples=resamples)
     per_layer = stats.layer_rows(pairs, layers or {})
     table_set = tables.build_tables(groups, budgets, tables.summarize_producers(records))
+    table_set.update(tables.block_tables(records, budgets))
     table_set.update(tables.interval_tables(intervals, settings))
     if per_layer:
         table_set["layers"] = tables.layer_table(per_layer)

@@ -558,3 +558,55 @@ def latex_fit(body: str) -> str:
         rf"\sbox{{\{FIT_BOX}}}{{%", body + "%", "}",
         rf"\ifdim\wd\{FIT_BOX}>\linewidth\resizebox{{\linewidth}}{{!}}{{\usebox{{\{FIT_BOX}}}}}%",
         rf"\else\usebox{{\{FIT_BOX}}}\fi"])
+
+
+# ---------------------------------------------------------------------------- block widths
+
+
+def summarize_block_widths(records: list[dict[str, Any]], budgets: Sequence[int]
+                           ) -> list[dict[str, Any]]:
+    """Returns one exact row per (family, eps, block width N) over the (operator, eps) pairs
+    of ``block`` records (common-prefix blocks of causal heads; N = the block's key count).
+
+    Keys: family, eps, width, shapes, operators (pairs), budgets {k: {verdict: count}}.  Rows
+    are sorted by (family, eps, width).
+    """
+    blocks = [r for r in records if r.get("record_kind") == "block"]
+    groups: dict[tuple[str, str, int], list[dict[str, Any]]] = defaultdict(list)
+    for p in group_pairs(blocks, budgets):
+        groups[(p["family"], p["eps"], int(p["shape"][1]))].append(p)
+    rows = []
+    for (fam, eps, width), ps in sorted(groups.items(),
+                                        key=lambda kv: (kv[0][0], eps_key(kv[0][1]), kv[0][2])):
+        row: dict[str, Any] = {"family": fam, "eps": eps, "width": width, "operators": len(ps),
+                               "shapes": [list(s) for s in sorted({tuple(p["shape"])
+                                                                   for p in ps})],
+                               "budgets": {}}
+        for k in budgets:
+            c = Counter(p["budgets"][str(k)] for p in ps)
+            row["budgets"][str(k)] = {v: c.get(v, 0) for v in VERDICTS}
+        rows.append(row)
+    return rows
+
+
+def block_tables(records: list[dict[str, Any]], budgets: Sequence[int]) -> dict[str, Any]:
+    """Returns {"block_widths": table} (budget shares by block width N) when the records hold
+    ``block`` operators, else {}; same table layout as ``build_tables``."""
+    rows = summarize_block_widths(records, budgets)
+    if not rows:
+        return {}
+    cells = []
+    for g in rows:
+        n = g["operators"]
+        for k in budgets:
+            c = g["budgets"][str(k)]
+            cells.append([g["family"], fmt_eps(g["eps"]), str(g["width"]), fmt_shape(g["shapes"]),
+                          str(k), str(n),
+                          *(fmt_share(_q(Fraction(c[v], n))) for v in VERDICTS)])
+    return {"block_widths": {
+        "title": "Common-prefix blocks by width N: share of (operator, eps) pairs feasible / "
+                 "impossible / unresolved at each budget",
+        "columns": ["Family", "eps", "Width N", "Shape", "Budget k", "Operators", "Feasible",
+                    "Impossible", "Unresolved"], "left": 2,
+        "rows": cells,
+    }}

@@ -1,10 +1,12 @@
 """``softrank-certify produce OUT_STORE``: build or extend a store with producer brackets.
 
 Sources: ``--npz FILE...`` (attention probabilities or logits, 2-D or stacked 3-D arrays) or
-``--model minilm --texts FILE`` (needs the [models] extra).  Producers are untrusted: this
-command only writes what they claim; ``softrank-certify check`` decides.  Resumable: an
-existing store is opened and every (operator, eps, upper producer) bracket already in it is
-skipped.
+``--model minilm|FOLDER --texts FILE`` / ``--model FOLDER --images FILE.npz`` (needs the [models]
+extra; any local Hugging Face model whose eager attention can be traced, see
+witnesses/capture.py).  ``--block-widths`` adds the common-prefix blocks of causal heads.
+Producers are untrusted: this command only writes what they claim; ``softrank-certify
+check`` decides.  Resumable: an existing store is opened and every (operator, eps, upper
+producer) bracket already in it is skipped.
 """
 
 from __future__ import annotations
@@ -45,7 +47,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     src.add_argument("--npz", nargs="+", metavar="FILE",
                      help=".npz files of attention matrices or logits (2-D, or 3-D stacks)")
     src.add_argument("--model", metavar="NAME",
-                     help="'minilm' (packaged all-MiniLM-L6-v2) or a local model folder")
+                     help="'minilm' (packaged all-MiniLM-L6-v2) or a local Hugging Face model "
+                          "folder (read offline; hub ids are not downloaded)")
     p.add_argument("--npz-kind", choices=["auto", "probs", "logits"], default="auto",
                    help="what the npz arrays hold (auto: names starting with 'logits', or "
                         "arrays with negative entries or rows not summing to 1, are logits)")
@@ -55,6 +58,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--layers", type=int, nargs="+", metavar="L", help="layers (default all)")
     p.add_argument("--heads", type=int, nargs="+", metavar="H", help="heads (default all)")
     p.add_argument("--tokens", type=int, default=64, help="sequence length (default 64)")
+    p.add_argument("--images", metavar="FILE",
+                   help=".npz of images (one 3-D array each) for a vision model")
+    p.add_argument("--decoder-tokens", type=int, metavar="M",
+                   help="encoder-decoder models: decoder length (the first M tokens of the "
+                        "text; default --tokens); cross attention is M x --tokens")
+    p.add_argument("--block-widths", type=int, nargs="+", metavar="N",
+                   help="causal heads: also store the common-prefix block of each width N "
+                        "(queries N-1..T-1 on keys 0..N-1, a `block` record)")
+    p.add_argument("--capture-tolerance", type=float, default=None, metavar="TOL",
+                   help="refuse a captured head whose float64 softmax differs from the "
+                        "model's probabilities by more than TOL in some entry (default 1e-5)")
     p.add_argument("--eps", nargs="+", default=list(DEFAULT_EPS), metavar="EPS",
                    help="tolerances, exact rationals such as 0.25 or 1/4 (default 0.15 0.25 0.35)")
     p.add_argument("--producers", nargs="+", metavar="NAME",
@@ -73,6 +87,9 @@ class OperatorInput:
     A: np.ndarray
     logits: np.ndarray | None
     meta: dict[str, Any] = field(default_factory=dict)
+    block: np.ndarray | None = None
+    Q: np.ndarray | None = None
+    K: np.ndarray | None = None
 
 
 def _is_logits(name: str, X: np.ndarray, kind: str) -> bool:
@@ -136,30 +153,71 @@ def _npz_operator(p: Path, name: str, M: np.ndarray, kind: str, family: str) -> 
 
 
 def iter_model(args: argparse.Namespace) -> Iterator[OperatorInput]:
-    from witnesses.models import Capture, read_texts
+    from witnesses.models import CAPTURE_TOLERANCE, Capture, read_images, read_texts
 
-    if not args.texts:
-        raise InputError("--model needs --texts FILE", field="texts")
+    if bool(args.texts) == bool(args.images):
+        raise InputError("--model needs --texts FILE (language models) or --images FILE "
+                         "(vision models)", field="texts")
     if args.tokens < 2:
         raise InputError("--tokens must be at least 2", field="tokens")
-    texts = read_texts(args.texts)
-    chosen = range(len(texts)) if args.text_index is None else args.text_index
-    bad = [i for i in chosen if not 0 <= i < len(texts)]
+    widths = sorted(set(args.block_widths or []))
+    if any(w < 1 for w in widths):
+        raise InputError("block widths must be >= 1", field="block-widths")
+    if widths and args.texts and widths[-1] > (args.decoder_tokens or args.tokens):
+        raise InputError(f"block width {widths[-1]} exceeds the causal pass of "
+                         f"{args.decoder_tokens or args.tokens} tokens", field="block-widths")
+    inputs: list[Any] = read_texts(args.texts) if args.texts else read_images(args.images)
+    src = args.texts or args.images
+    chosen = range(len(inputs)) if args.text_index is None else args.text_index
+    bad = [i for i in chosen if not 0 <= i < len(inputs)]
     if bad:
-        raise InputError(f"text indices {bad} out of range 0..{len(texts) - 1}",
-                         field="text-index", source=args.texts)
+        raise InputError(f"text indices {bad} out of range 0..{len(inputs) - 1}",
+                         field="text-index", source=src)
+    tol = CAPTURE_TOLERANCE if args.capture_tolerance is None else args.capture_tolerance
+    if not tol > 0:
+        raise InputError("--capture-tolerance must be > 0", field="capture-tolerance")
     if args.quiet:
         # read by transformers and huggingface_hub at import: silences their loading bars
         os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
         os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
         os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
-    cap = Capture(args.model)
-    family = args.family or (args.model if args.model == "minilm" else Path(args.model).name)
+    cap = Capture(args.model, tolerance=tol)
+    if args.images and not cap.vision:
+        raise InputError("--images needs a vision model (pixel_values input)", field="images")
+    if args.texts and cap.vision:
+        raise InputError("a vision model reads --images, not --texts", field="texts")
+    family = args.family or (args.model if args.model == "minilm" else
+                             Path(args.model).resolve().name)
+    def heads_of(ti: int, layers: Any, heads: Any) -> Iterator[Any]:
+        if args.images:
+            return cap.capture_image(inputs[ti], layers=layers, heads=heads, index=ti)
+        return cap.capture(inputs[ti], tokens=args.tokens, layers=layers, heads=heads,
+                           text_index=ti, decoder_tokens=args.decoder_tokens)
+
+    # refuse blocks of a model without causal self-attention before anything is written
+    if widths and chosen and not any(h.causal for h in heads_of(chosen[0], [0], [0])):
+        raise InputError("--block-widths: the model has no causal self-attention (common-"
+                         "prefix blocks are defined for causal heads only)", field="block-widths")
     for ti in chosen:
-        for h in cap.capture(texts[ti], tokens=args.tokens, layers=args.layers, heads=args.heads,
-                             text_index=ti):
-            yield OperatorInput(f"{family}.{h.id}.T{args.tokens}", family, h.A, h.logits,
-                                dict(h.meta))
+        for h in heads_of(ti, args.layers, args.heads):
+            oid = f"{family}.{h.id}.{h.tag}"
+            # encoder-decoder stacks (enc / dec / cross) are reported as separate families
+            fam = f"{family}-{h.kind}" if h.kind else family
+            yield OperatorInput(oid, fam, h.A, h.logits, dict(h.meta), Q=h.Q, K=h.K)
+            if widths and h.causal:
+                yield from _blocks(h, oid, fam, widths)
+
+
+def _blocks(h: Any, oid: str, family: str, widths: list[int]) -> Iterator[OperatorInput]:
+    from witnesses.models import causal_block
+
+    for w in widths:
+        block, A = causal_block(h, w)
+        meta = {**h.meta, "block_of": oid, "block_width": w, "masked_keys": 0,
+                "block_rows": f"{w - 1}..{h.A.shape[0] - 1}"}
+        Q = None if h.Q is None else np.ascontiguousarray(h.Q[w - 1:])
+        K = None if h.K is None else np.ascontiguousarray(h.K[:w])
+        yield OperatorInput(f"{oid}.N{w}", family, A, None, meta, block=block, Q=Q, K=K)
 
 
 def _work(job: tuple[str, np.ndarray, np.ndarray | None, list[Fraction], list[str], list[str],
@@ -191,8 +249,10 @@ def run(args: argparse.Namespace) -> int:
     if len(set(names)) != len(names):
         raise InputError("duplicate producer names", field="producers")
     uppers, lowers = _split_producers(names)
-    if args.model is None and (args.texts or args.layers or args.heads or args.text_index):
-        raise InputError("--texts/--text-index/--layers/--heads need --model", field="model")
+    if args.model is None and (args.texts or args.layers or args.heads or args.text_index
+                               or args.images or args.block_widths or args.decoder_tokens):
+        raise InputError("--texts/--images/--text-index/--layers/--heads/--block-widths/"
+                         "--decoder-tokens need --model", field="model")
     root = Path(args.store)
     source = iter_npz(args.npz, args.npz_kind, args.family) if args.npz else iter_model(args)
     # read the first operator before touching the output: bad input leaves no empty store
@@ -220,7 +280,7 @@ def run(args: argparse.Namespace) -> int:
             A, logits = np.asarray(arrs["A"], dtype=np.float64), arrs.get("logits")
         else:
             store.add_operator(op.A, family=op.family, id=op.id, logits=op.logits,
-                               meta=op.meta)
+                               block=op.block, Q=op.Q, K=op.K, meta=op.meta)
             existing.add(op.id)
             new_ops += 1
             A, logits = op.A, op.logits

@@ -1,0 +1,138 @@
+"""Without torch: Q / K operator arrays in stores, block records end to end, the block-width
+budget table of the audit."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from certify.errors import InputError
+from softrank.audit import tables as T
+from softrank.cli import main
+from witnesses import Store, open_store
+from witnesses.models import Head, causal_block, softmax64
+
+
+def _scores(m: int, N: int, d: int, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    Q, K = rng.standard_normal((m, d)), rng.standard_normal((N, d))
+    return Q, K, Q @ K.T
+
+
+def test_store_keeps_q_and_k_with_the_operator(tmp_path):
+    Q, K, S = _scores(6, 9, 4)
+    with Store.create(tmp_path / "st") as st:
+        st.add_operator(softmax64(S), family="f", id="op", logits=S, Q=Q, K=K)
+    op = open_store(tmp_path / "st").operator("op")
+    assert op.arrays == ("A", "logits", "Q", "K") and op.record_kind == "logits"
+    arrs = op.load()
+    assert np.array_equal(arrs["Q"], Q) and np.array_equal(arrs["K"], K)
+
+
+@pytest.mark.parametrize(("Q", "K", "match"), [
+    (np.zeros((6, 4)), None, "together"),
+    (np.zeros((5, 4)), np.zeros((9, 4)), "6 x d"),
+    (np.zeros((6, 4)), np.zeros((9, 3)), "column count"),
+    (np.zeros((6, 4)), np.full((9, 4), np.inf), "NaN or Inf"),
+])
+def test_store_refuses_bad_q_k(tmp_path, Q, K, match):
+    _, _, S = _scores(6, 9, 4)
+    st = Store.create(tmp_path / "st")
+    with pytest.raises(InputError, match=match):
+        st.add_operator(softmax64(S), family="f", id="op", logits=S, Q=Q, K=K)
+
+
+def _rewrite_record(root, **changes):
+    path = root / "operators.jsonl"
+    rec = json.loads(path.read_text())
+    rec.update(changes)
+    path.write_text(json.dumps(rec) + "\n")
+
+
+def test_reader_refuses_q_without_k_and_mismatched_shapes(tmp_path):
+    Q, K, S = _scores(6, 9, 4)
+    with Store.create(tmp_path / "st") as st:
+        st.add_operator(softmax64(S), family="f", id="op", logits=S, Q=Q, K=K)
+    _rewrite_record(tmp_path / "st", arrays=["A", "logits", "Q"])
+    with pytest.raises(InputError, match="Q and K come together"):
+        open_store(tmp_path / "st")
+    with Store.create(tmp_path / "st2") as st:  # K with too few rows, written by hand
+        st.add_operator(softmax64(S), family="f", id="op")
+    arr = tmp_path / "st2" / "arrays" / "op.npz"
+    np.savez(arr, A=softmax64(S), Q=Q, K=K[:8])
+    _rewrite_record(tmp_path / "st2", arrays=["A", "Q", "K"],
+                    sha256=hashlib.sha256(arr.read_bytes()).hexdigest())
+    with pytest.raises(InputError, match="operator.K"):
+        open_store(tmp_path / "st2").operator("op").load()
+
+
+def _causal_head(T_: int = 12, seed: int = 1) -> Head:
+    Q, K, S = _scores(T_, T_, 3, seed)
+    S = S.copy()
+    S[np.triu(np.ones((T_, T_), dtype=bool), 1)] = -np.inf
+    return Head(text_index=0, layer=0, head=0, logits=S, A=softmax64(S), model_probs=None,
+                Q=Q, K=K, causal=True)
+
+
+def test_block_records_check_and_audit(tmp_path, capsys):
+    """Blocks and Q / K written like produce does; check and audit accept them (exit 0) and
+    the audit's block-width table counts them per width."""
+    from witnesses.producers.pipeline import produce_operator
+
+    h = _causal_head()
+    st = Store.create(tmp_path / "st")
+    ops = [("full", h.A, {"logits": h.logits, "Q": h.Q, "K": h.K}, h.logits)]
+    for N in (3, 6):
+        block, A = causal_block(h, N)
+        ops.append((f"b{N}", A, {"block": block, "Q": h.Q[N - 1:], "K": h.K[:N]}, None))
+    for oid, A, extra, logits in ops:
+        st.add_operator(A, family="toy", id=oid, **extra)
+        res = produce_operator(oid, A, [Fraction(1, 4)],
+                               ["alt_l1"], ["keyset"], logits=logits)
+        for b in res.brackets:
+            st.add_bracket(oid, b.eps, b.upper, b.lower, producer=b.producer, id=b.id)
+    st.close()
+    assert main(["check", str(tmp_path / "st")]) == 0
+    out = tmp_path / "audit"
+    assert main(["audit", str(tmp_path / "st"), "--out", str(out), "--jobs", "1",
+                 "--budgets", "2,4"]) == 0
+    rep = json.loads((out / "report.json").read_text())
+    rows = rep["tables"]["block_widths"]["rows"]
+    assert [r[:5] for r in rows] == [["toy", "0.25", "3", "10 x 3", "2"],
+                                     ["toy", "0.25", "3", "10 x 3", "4"],
+                                     ["toy", "0.25", "6", "7 x 6", "2"],
+                                     ["toy", "0.25", "6", "7 x 6", "4"]]
+    assert {r["record_kind"] for r in rep["records"]} == {"logits", "block"}
+
+
+def _rec(op, kind, shape, lower, upper, eps="1/4", family="f"):
+    return {"bracket": f"{op}.b", "operator": op, "family": family, "eps": eps,
+            "shape": list(shape), "record_kind": kind, "lower": lower, "upper": upper}
+
+
+def test_block_width_summary_counts_exactly():
+    records = [_rec("a", "block", (9, 8), 3, 5), _rec("b", "block", (9, 8), 9, 9),
+               _rec("c", "block", (5, 12), 1, 1), _rec("d", "logits", (16, 16), 2, 20),
+               _rec("e", "block", (9, 8), 7, 7, family="g")]
+    rows = T.summarize_block_widths(records, [4, 8])
+    assert [(r["family"], r["width"], r["operators"]) for r in rows] == [
+        ("f", 8, 2), ("f", 12, 1), ("g", 8, 1)]
+    assert rows[0]["budgets"]["4"] == {"feasible": 0, "impossible": 1, "unresolved": 1}
+    assert rows[0]["budgets"]["8"] == {"feasible": 1, "impossible": 1, "unresolved": 0}
+    table = T.block_tables(records, [4, 8])["block_widths"]
+    assert table["rows"][0] == ["f", "0.25", "8", "9 x 8", "4", "2", "0.0%", "50.0%", "50.0%"]
+    assert T.block_tables([r for r in records if r["record_kind"] != "block"], [4]) == {}
+
+
+def test_hub_id_is_refused_with_advice(tmp_path, capsys):
+    texts = tmp_path / "t.txt"
+    texts.write_text("some text\n")
+    rc = main(["produce", str(tmp_path / "st"), "--model", "someorg/some-model", "--texts",
+               str(texts), "--quiet"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "local folders only" in err and "save_pretrained" in err
+    assert not (tmp_path / "st").exists()
