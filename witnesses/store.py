@@ -45,6 +45,7 @@ LOWER_ARRAYS: dict[str, tuple[str, ...]] = {
 }
 UPPER_ARRAYS: dict[str, tuple[str, ...]] = {"factors": ("U", "V")}
 OPERATOR_SOURCES = ("logits", "block")  # optional operator-of-record data beside A
+NATIVE_ARRAYS = ("Q", "K")  # optional per-head queries (m x d) and keys (N x d), scale folded in
 
 
 def sha256_file(path: Path) -> str:
@@ -136,6 +137,8 @@ class OperatorRecord:
             if name in arrs and tuple(arrs[name].shape) != self.shape:
                 raise InputError(f"shape {arrs[name].shape} differs from record shape "
                                  f"{self.shape}", field=f"operator.{name}", source=src)
+        if "Q" in self.arrays:
+            _check_native(arrs["Q"], arrs["K"], self.shape, src)
         return {k: arrs[k] for k in self.arrays}
 
     def to_json(self) -> dict[str, Any]:
@@ -239,9 +242,11 @@ def _parse_operator(rec: Any, src: str, line: int, root: Path) -> OperatorRecord
         raise InputError(f"shape must be two positive integers, got {shape!r}",
                          field=f"{where}.shape", source=src)
     arrays = tuple(rec.get("arrays", ["A"]))
-    if "A" not in arrays or not set(arrays) <= {"A", *OPERATOR_SOURCES}:
-        raise InputError(f"arrays must contain A and optionally one of {OPERATOR_SOURCES}",
-                         field=f"{where}.arrays", source=src)
+    if "A" not in arrays or not set(arrays) <= {"A", *OPERATOR_SOURCES, *NATIVE_ARRAYS}:
+        raise InputError(f"arrays must contain A and optionally one of {OPERATOR_SOURCES} "
+                         f"and {NATIVE_ARRAYS}", field=f"{where}.arrays", source=src)
+    if ("Q" in arrays) != ("K" in arrays):
+        raise InputError("Q and K come together", field=f"{where}.arrays", source=src)
     if sum(a in arrays for a in OPERATOR_SOURCES) > 1:
         raise InputError("at most one of logits / block", field=f"{where}.arrays", source=src)
     beta = rec.get("beta")
@@ -435,7 +440,8 @@ class Store:
 
     def add_operator(self, A: np.ndarray, *, family: str, id: str | None = None,
                      logits: np.ndarray | None = None, block: np.ndarray | None = None,
-                     beta: object = None, meta: Mapping[str, Any] | None = None) -> str:
+                     beta: object = None, meta: Mapping[str, Any] | None = None,
+                     Q: np.ndarray | None = None, K: np.ndarray | None = None) -> str:
         """Stores operator A (m x N; float64 or float32 kept as given) and returns its id.
 
         ``logits`` (operator of record = exact row softmax of beta * logits) or ``block``
@@ -456,6 +462,11 @@ class Store:
             raise InputError("give logits or block, not both", field="block")
         if beta is not None and logits is None:
             raise InputError("beta needs logits", field="beta")
+        if (Q is None) != (K is None):
+            raise InputError("give Q and K together", field="Q" if Q is None else "K")
+        if Q is not None:
+            arrays["Q"], arrays["K"] = _stored_float(Q, "Q"), _stored_float(K, "K")
+            _check_native(arrays["Q"], arrays["K"], A.shape, None)
         rel, sha = self._write_arrays(oid, arrays)
         rec: dict[str, Any] = {"id": oid, "family": family, "shape": list(A.shape), "file": rel,
                                "sha256": sha, "arrays": list(arrays)}
@@ -529,6 +540,20 @@ class Store:
 
     def close(self) -> None:
         self.flush()
+
+
+def _check_native(Q: np.ndarray, K: np.ndarray, shape: tuple[int, ...], src: str | None
+                  ) -> None:
+    """Checks optional Q (m x d) and K (N x d): floats, finite, rows matching A's shape."""
+    for name, P, rows in (("Q", Q, shape[0]), ("K", K, shape[1])):
+        if P.dtype not in (np.float64, np.float32) or P.ndim != 2 or P.shape[0] != rows:
+            raise InputError(f"must be a float {rows} x d matrix, got {P.dtype} {P.shape}",
+                             field=f"operator.{name}", source=src)
+        if not np.all(np.isfinite(P)):
+            raise InputError("NaN or Inf entries", field=f"operator.{name}", source=src)
+    if Q.shape[1] != K.shape[1]:
+        raise InputError(f"Q has {Q.shape[1]} columns, K has {K.shape[1]}",
+                         field="operator.K", source=src)
 
 
 def _stored_float(X: Any, name: str, *, allow_neg_inf: bool = False, ndim: int | None = 2

@@ -11,6 +11,7 @@ from tqdm import tqdm
 
 from witnesses import jsonexact, open_store
 
+from ..intrinsic_check import format_result, iter_intrinsic_checks, summarize_intrinsic
 from ..runner import default_jobs, iter_checks
 
 NAME = "check"
@@ -82,11 +83,27 @@ def run(args: argparse.Namespace) -> int:
     bar.close()
     records.sort(key=lambda r: r["bracket"])
     summary = summarize(records)
+    # intrinsic witnesses (intrinsic.jsonl), when the store has them
+    intrinsic = list(iter_intrinsic_checks(reader))
+    for res in intrinsic:
+        if not args.json and not args.quiet:
+            print(format_result(res))
+    isum = summarize_intrinsic(intrinsic) if intrinsic else None
     if args.json:
-        print(jsonexact.dumps({"store": str(args.store), "summary": summary,
-                               "records": records}, indent=1))
+        doc = {"store": str(args.store), "summary": summary, "records": records}
+        if isum is not None:
+            doc.update(intrinsic_summary=isum, intrinsic=intrinsic)
+        print(jsonexact.dumps(doc, indent=1))
     else:
         print(_summary_text(summary))
+        if isum is not None:
+            print(f"{isum['records']} intrinsic records checked; input errors {isum['errors']}")
+    if isum is not None and isum["errors"]:
+        for res in intrinsic:
+            if "error" in res:
+                print(f"softrank-certify: input error: {res['error']}", file=sys.stderr)
+        if not summary["errors"]:
+            return 2
     if summary["errors"]:
         for r in records:
             if "error" in r:

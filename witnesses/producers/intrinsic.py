@@ -418,7 +418,11 @@ def kappa_witness(X: np.ndarray, Y: np.ndarray, *, budget: float = DEFAULT_BUDGE
     if r == 1:
         G, a, c = r1_gauge(X, Y)
         up = float(np.ptp(X[:, 0]) * np.ptp(Y[:, 0]) / 4)
-        out.update(G=G, a=a, c=c, kappa_upper=up, kappa_lower=rect_val, gauge_iters=0)
+        lw, uw = np.zeros(X.shape[0]), np.zeros(Y.shape[0])
+        lw[[int(np.argmax(X[:, 0])), int(np.argmin(X[:, 0]))]] += 0.5
+        uw[[int(np.argmax(Y[:, 0])), int(np.argmin(Y[:, 0]))]] += 0.5
+        out.update(G=G, a=a, c=c, lam=lw, mu=uw, kappa_upper=up,
+                   kappa_lower=max(rect_val, dual_value(X, Y, lw, uw)), gauge_iters=0)
         return out
     state: dict[str, Any] = {}
     t0 = time.monotonic()
@@ -446,7 +450,8 @@ def kappa_witness(X: np.ndarray, Y: np.ndarray, *, budget: float = DEFAULT_BUDGE
     bx_l, by_l = bx.weights, by.weights
     if dual_value(X, Y, bx_l, by_l) > low:
         lw, uw, low = bx_l, by_l, dual_value(X, Y, bx_l, by_l)
-    out.update(G=G, a=bx.centre, c=by.centre, kappa_upper=float(up), gauge_iters=int(res.nit),
+    out.update(G=G, a=bx.centre, c=by.centre, lam=lw, mu=uw, kappa_upper=float(up),
+               gauge_iters=int(res.nit),
                gauge_seconds=round(time.monotonic() - t0, 4))
     if low > rect_val:
         M, D1, D2 = psd_dual(X, Y, lw, uw)
@@ -474,7 +479,7 @@ def rank_witness(C: np.ndarray, r: int, *, budget: float = DEFAULT_BUDGET) -> Ra
     kw = kappa_witness(X, Y, budget=budget)
     arrays: dict[str, np.ndarray] = {"X": X, "Y": Y, "b": tw["b"], "cycle": tw["cycle"],
                                      "cycle_rows": tw["cycle_rows"]}
-    for k in ("G", "a", "c", "rects", "M", "D1", "D2"):
+    for k in ("G", "a", "c", "rects", "lam", "mu", "M", "D1", "D2"):
         if k in kw:
             arrays[k] = np.asarray(kw[k])
     q_up, q_lo = tw["q_upper"], tw["q_lower"]
