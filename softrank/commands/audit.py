@@ -62,6 +62,10 @@ def run(args: argparse.Namespace) -> int:
                        progress=not args.no_progress and not args.json and sys.stderr.isatty(),
                        figures=not args.no_figures, command=command)
     s = report["summary"]
+    from ..audit.intrinsic import write_intrinsic
+
+    intrinsic = write_intrinsic(args.store, args.out, report["pairs"],
+                                figures=not args.no_figures)
     if args.json:
         print(jsonexact.dumps({"out": str(args.out), "summary": s,
                                "run": report["run"]}, indent=1))
@@ -71,6 +75,11 @@ def run(args: argparse.Namespace) -> int:
               f"{s['claims_not_confirmed']}; input errors: {s['input_errors']}")
         print(f"report written to {args.out}/report.md (also report.tex, report.json, "
               f"figures/)")
+        if intrinsic is not None:
+            print(f"{intrinsic['records']} intrinsic records checked ({intrinsic['errors']} "
+                  f"input errors): {args.out}/intrinsic.md")
     for e in report["errors"]:
         print(f"softrank-certify: input error: {e['error']}", file=sys.stderr)
+    if intrinsic is not None and intrinsic["errors"] and int(s["exit_code"]) < 2:
+        return 2
     return int(s["exit_code"])
