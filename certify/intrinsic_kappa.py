@@ -17,8 +17,9 @@ import math
 from fractions import Fraction
 
 import numpy as np
-from flint import fmpz_mat
+from flint import arb, fmpq, fmpz_mat
 
+from .arbutil import endpoints, precision
 from .arrays import as_matrix
 from .dyadic import to_int_matrix
 from .errors import InputError
@@ -228,14 +229,94 @@ def _exact_inner(M: np.ndarray, X: np.ndarray, Y: np.ndarray) -> Fraction:
     return Fraction(tr) * Fraction(2) ** (em + ex + ey)
 
 
+# ----------------------------------------------------------------------------- variance dual
+def kappa_lower_variance(X: object, Y: object, lam: object, mu: object) -> Bracket:
+    """Returns a bracket [lo, None] with lo <= kappa(X Y^T), from weights ``lam`` on the rows
+    of X and ``mu`` on the rows of Y (nonnegative, not all zero; normalised exactly).
+
+    With l = lam / sum lam, u = mu / sum mu and B = diag(l)^{1/2} (I - 1 l^T) T (I - u 1^T)
+    diag(u)^{1/2}, every factorisation T = X' Y'^T has rad(X')^2 >= Var_l(X'),
+    rad(Y')^2 >= Var_u(Y') and ||B||_* <= sqrt(Var_l(X') Var_u(Y')), so kappa >= ||B||_*
+    (proofs_notes/intrinsic_kappa_lower.md).  ||B||_* >= tr(W^T B) / ||W||_2 for the W = U V^T
+    of a float SVD, evaluated in arb.  The minimum-enclosing-ball dual weights of an optimal
+    gauge make the bound tight.
+    """
+    Xa, Ya = factors(X, Y)
+    lv = vector(lam, "lam", Xa.shape[0])
+    mv = vector(mu, "mu", Ya.shape[0])
+    for name, w in (("lam", lv), ("mu", mv)):
+        if (w < 0).any() or not (w > 0).any():
+            raise InputError("weights must be >= 0 and not all zero", field=name)
+    rows = [int(i) for i in np.nonzero(lv)[0]]
+    cols = [int(j) for j in np.nonzero(mv)[0]]
+    lq = _normalised(lv[rows])
+    uq = _normalised(mv[cols])
+    xt = _centred(Xa[rows], lq)
+    yt = _centred(Ya[cols], uq)
+    with precision(128):
+        sl = [_ball(q).sqrt() for q in lq]
+        su = [_ball(q).sqrt() for q in uq]
+        Bt = [[sum((p * q for p, q in zip(xi, yj, strict=True)), Fraction(0)) for yj in yt]
+              for xi in xt]
+        B = [[sl[i] * _ball(Bt[i][j]) * su[j] for j in range(len(cols))]
+             for i in range(len(rows))]
+        Bf = np.array([[float(v.mid()) for v in row] for row in B])
+        if not np.isfinite(Bf).all():
+            return Bracket("kappa", Fraction(0), None, "arb", {"lower": "variance dual"})
+        U, _, Vt = np.linalg.svd(Bf, full_matrices=False)
+        W = U @ Vt
+        Wb = [[arb(float(v)) for v in row] for row in W.tolist()]
+        tr = sum((Wb[i][j] * B[i][j] for i in range(len(rows)) for j in range(len(cols))),
+                 arb(0))
+        # the smaller Gram matrix of W = U V^T is close to the identity: its max row sum
+        # bounds ||W||_2^2 sharply (the larger one is a projection, whose row sums are not)
+        if len(rows) <= len(cols):
+            vecs = Wb
+        else:
+            vecs = [list(col) for col in zip(*Wb, strict=True)]
+        gram = [[sum((p * q for p, q in zip(va, vb, strict=True)), arb(0)) for vb in vecs]
+                for va in vecs]
+        norm2 = max(sum((abs(v) for v in row), arb(0)) for row in gram)  # >= ||W||_2^2
+        val = tr / norm2.sqrt()
+        try:
+            lo = endpoints(val)[0]
+        except ValueError:
+            lo = Fraction(0)
+    return Bracket("kappa", max(lo, Fraction(0)), None, "arb",
+                   {"lower": "variance dual", "support": [len(rows), len(cols)]})
+
+
+def _ball(q: Fraction) -> arb:
+    return arb(fmpq(q.numerator, q.denominator))
+
+
+def _normalised(w: np.ndarray) -> list[Fraction]:
+    q = [Fraction(float(x)) for x in w]
+    s = sum(q, Fraction(0))
+    return [x / s for x in q]
+
+
+def _centred(P: np.ndarray, w: list[Fraction]) -> list[list[Fraction]]:
+    rows = [[Fraction(float(x)) for x in row] for row in P.tolist()]
+    mean = [sum((wi * row[k] for wi, row in zip(w, rows, strict=True)), Fraction(0))
+            for k in range(P.shape[1])]
+    return [[x - mk for x, mk in zip(row, mean, strict=True)] for row in rows]
+
+
 # ----------------------------------------------------------------------------- combined
 def kappa_bracket(X: object, Y: object, *, G: object = None, a: object = None,
                   c: object = None, rects: object = None, M: object = None,
-                  D1: object = None, D2: object = None) -> Bracket:
+                  D1: object = None, D2: object = None, lam: object = None,
+                  mu: object = None) -> Bracket:
     """Returns a bracket that contains kappa(X Y^T): the gauge upper bound and the best of
-    the rectangle and PSD lower bounds (rectangles and (M, D1, D2) optional)."""
+    the rectangle, variance-dual (lam, mu) and PSD (M, D1, D2) lower bounds (all optional)."""
     up_b = kappa_upper(X, Y, G, a, c)
     lows = []
+    if lam is not None or mu is not None:
+        if lam is None or mu is None:
+            raise InputError("the variance dual needs lam and mu together",
+                             field="mu" if mu is None else "lam")
+        lows.append(kappa_lower_variance(X, Y, lam, mu))
     if rects is not None:
         lows.append(kappa_lower_rectangles(X, Y, rects))
     if M is not None or D1 is not None or D2 is not None:
