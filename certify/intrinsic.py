@@ -9,7 +9,8 @@ stored numbers; see the module of each function for its contract):
 * :func:`kappa_bracket` (:func:`kappa_upper`, :func:`kappa_lower_rectangles`,
   :func:`kappa_lower_psd`) - kappa(X Y^T) from a gauge, rectangles and a PSD dual;
 * :func:`radius_bracket`, :func:`native_size` - enclosing radii and Gamma = beta rad Q rad K;
-* :func:`profile` - (1 + kappa/(eps - tau)^2)^{r/2} and its logarithm when tau < eps.
+* :func:`profile` - (1 + kappa/(eps - tau)^2)^{r/2} and its logarithm when tau < eps;
+* :func:`check_intrinsic` - all of the above for one stored record (witness arrays by name).
 """
 
 from __future__ import annotations
@@ -20,10 +21,12 @@ from .interaction import (
     interaction_from_operator,
     interaction_from_positive,
 )
+from .intrinsic_check import WITNESS_KEYS, IntrinsicCheck, check_intrinsic
 from .intrinsic_kappa import (
     kappa_bracket,
     kappa_lower_psd,
     kappa_lower_rectangles,
+    kappa_lower_variance,
     kappa_upper,
 )
 from .intrinsic_profile import ProfileResult, profile
@@ -32,7 +35,11 @@ from .intrinsic_result import Bracket
 from .intrinsic_tau import TauResult, tau_bracket
 
 __all__ = [
+    "WITNESS_KEYS",
     "Bracket",
+    "IntrinsicCheck",
+    "check_intrinsic",
+    "kappa_lower_variance",
     "Interaction",
     "ProfileResult",
     "TauResult",
