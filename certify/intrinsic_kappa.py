@@ -17,7 +17,7 @@ import math
 from fractions import Fraction
 
 import numpy as np
-from flint import arb, fmpq, fmpz_mat
+from flint import arb, arb_mat, fmpq, fmpq_mat, fmpz_mat
 
 from .arbutil import endpoints, precision
 from .arrays import as_matrix
@@ -249,34 +249,27 @@ def kappa_lower_variance(X: object, Y: object, lam: object, mu: object) -> Brack
             raise InputError("weights must be >= 0 and not all zero", field=name)
     rows = [int(i) for i in np.nonzero(lv)[0]]
     cols = [int(j) for j in np.nonzero(mv)[0]]
-    lq = _normalised(lv[rows])
-    uq = _normalised(mv[cols])
-    xt = _centred(Xa[rows], lq)
-    yt = _centred(Ya[cols], uq)
+    Tt = _centred_product(Xa[rows], lv[rows], Ya[cols], mv[cols])  # exact fmpq_mat
+    s1, s2 = len(rows), len(cols)
     with precision(128):
-        sl = [_ball(q).sqrt() for q in lq]
-        su = [_ball(q).sqrt() for q in uq]
-        Bt = [[sum((p * q for p, q in zip(xi, yj, strict=True)), Fraction(0)) for yj in yt]
-              for xi in xt]
-        B = [[sl[i] * _ball(Bt[i][j]) * su[j] for j in range(len(cols))]
-             for i in range(len(rows))]
-        Bf = np.array([[float(v.mid()) for v in row] for row in B])
+        ls = [_ball(q).sqrt() for q in _normalised(lv[rows])]
+        us = [_ball(q).sqrt() for q in _normalised(mv[cols])]
+        B = arb_mat(Tt)
+        for i in range(s1):
+            for j in range(s2):
+                B[i, j] = ls[i] * B[i, j] * us[j]
+        Bf = np.array([[float(B[i, j].mid()) for j in range(s2)] for i in range(s1)])
         if not np.isfinite(Bf).all():
             return Bracket("kappa", Fraction(0), None, "arb", {"lower": "variance dual"})
         U, _, Vt = np.linalg.svd(Bf, full_matrices=False)
-        W = U @ Vt
-        Wb = [[arb(float(v)) for v in row] for row in W.tolist()]
-        tr = sum((Wb[i][j] * B[i][j] for i in range(len(rows)) for j in range(len(cols))),
-                 arb(0))
+        W = arb_mat((U @ Vt).tolist())
+        P = W.transpose() * B  # s2 x s2, trace = tr(W^T B)
+        tr = sum((P[k, k] for k in range(s2)), arb(0))
         # the smaller Gram matrix of W = U V^T is close to the identity: its max row sum
         # bounds ||W||_2^2 sharply (the larger one is a projection, whose row sums are not)
-        if len(rows) <= len(cols):
-            vecs = Wb
-        else:
-            vecs = [list(col) for col in zip(*Wb, strict=True)]
-        gram = [[sum((p * q for p, q in zip(va, vb, strict=True)), arb(0)) for vb in vecs]
-                for va in vecs]
-        norm2 = max(sum((abs(v) for v in row), arb(0)) for row in gram)  # >= ||W||_2^2
+        gram = W * W.transpose() if s1 <= s2 else W.transpose() * W
+        k = gram.nrows()
+        norm2 = max(sum((abs(gram[a, b]) for b in range(k)), arb(0)) for a in range(k))
         val = tr / norm2.sqrt()
         try:
             lo = endpoints(val)[0]
@@ -296,11 +289,21 @@ def _normalised(w: np.ndarray) -> list[Fraction]:
     return [x / s for x in q]
 
 
-def _centred(P: np.ndarray, w: list[Fraction]) -> list[list[Fraction]]:
-    rows = [[Fraction(float(x)) for x in row] for row in P.tolist()]
-    mean = [sum((wi * row[k] for wi, row in zip(w, rows, strict=True)), Fraction(0))
-            for k in range(P.shape[1])]
-    return [[x - mk for x, mk in zip(row, mean, strict=True)] for row in rows]
+def _centred_product(Xs: np.ndarray, lw: np.ndarray, Ys: np.ndarray,
+                     uw: np.ndarray) -> fmpq_mat:
+    """Returns (I - 1 l^T) Xs Ys^T (I - u 1^T) exactly (l, u = weights normalised)."""
+    def centred(P: np.ndarray, w: np.ndarray) -> fmpq_mat:
+        Pi, e = to_int_matrix(P)
+        Wi, ew = to_int_matrix(w.reshape(1, -1))
+        tot = sum(int(x) for x in Wi.entries())
+        mean = Wi * Pi  # 1 x r: (sum_i w_i P_i) 2^-(e + ew) ... scaled below
+        k = P.shape[0]
+        ones = fmpz_mat(k, 1, [1] * k)
+        # P - 1 (w^T P / sum w) = (tot Pi - 1 (Wi Pi)) 2^e / tot  (the 2^ew cancels)
+        num = Pi * tot - ones * mean
+        return fmpq_mat(num) * fmpq(2) ** e / tot if e >= 0 else \
+            fmpq_mat(num) * fmpq(1, 2 ** -e) / tot
+    return centred(Xs, lw) * centred(Ys, uw).transpose()
 
 
 # ----------------------------------------------------------------------------- combined
