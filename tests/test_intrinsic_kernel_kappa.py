@@ -217,3 +217,18 @@ def test_bad_radius_input() -> None:
     with pytest.raises(InputError) as e:
         radius_bracket(np.ones((3, 2)), weights=[0.0, 0.0, 0.0])
     assert e.value.field == "weights_q"
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_tampered_gauge_on_grid_never_below_kappa(seed: int) -> None:
+    g = grid_family(2, 5, "1/4")
+    X, Y, a, c, _ = _grid_witness(g)
+    exact = Fraction(int(sympy.simplify(g.kappa / g.s))) * len(g.points) ** 2
+    rng = np.random.default_rng(seed)
+    G = np.eye(2) + rng.standard_normal((2, 2)) * 10.0 ** rng.integers(-12, 0)
+    a2 = a @ G + rng.standard_normal(2) * 10.0 ** rng.integers(-12, 0)
+    c2 = c @ np.linalg.inv(G) + rng.standard_normal(2) * 10.0 ** rng.integers(-12, 0)
+    ub = kappa_upper(X, Y, G, a2, c2)
+    assert ub.hi >= exact
+    # the exact witness itself is tight
+    assert kappa_upper(X, Y, None, a, c).hi <= exact * TOL

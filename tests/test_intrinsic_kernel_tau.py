@@ -171,3 +171,23 @@ def test_bad_factors() -> None:
     with pytest.raises(InputError) as e:
         tau_bracket(C, Xn, Y)
     assert e.value.field == "X"
+
+
+def test_operator_prefers_logits_then_block() -> None:
+    from certify.interaction import interaction_from_operator
+
+    rng = np.random.default_rng(5)
+    H = rng.standard_normal((4, 6))
+    block = np.exp(H) * 3.0  # row renormalisation cancels the scale
+    A = block / block.sum(axis=1, keepdims=True)
+    assert interaction_from_operator(A, logits=H).source == "logits"
+    Cb = interaction_from_operator(A, block=block)
+    assert Cb.source == "block"
+    ex = _exact_C(H, Fraction(1))
+    # log(block) = H + log 3 up to the rounding of exp: within 1e-14 of the exact C
+    assert max(abs(ex[i][j] - Fraction(float(Cb.mid[i, j]))) for i in range(4)
+               for j in range(6)) < Fraction(1, 10**13)
+    assert interaction_from_operator(A).source == "A"
+    with pytest.raises(InputError) as e:
+        interaction_from_operator()
+    assert e.value.field == "A"
