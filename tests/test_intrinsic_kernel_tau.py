@@ -191,3 +191,34 @@ def test_operator_prefers_logits_then_block() -> None:
     with pytest.raises(InputError) as e:
         interaction_from_operator()
     assert e.value.field == "A"
+
+
+def test_attention_source_arb_tier() -> None:
+    rng = np.random.default_rng(8)
+    H = rng.standard_normal((6, 5))
+    A = np.exp(H)
+    A /= A.sum(axis=1, keepdims=True)
+    C = interaction_from_positive(A)
+    U, s, Vt = np.linalg.svd(C.mid)
+    X, Y = U[:, :2] * s[:2], Vt[:2].T.copy()
+    b, cyc, rows = tau_witness(C.mid - X @ Y.T)
+    f = tau_bracket(C, X, Y, b=b, cycle=cyc, cycle_rows=rows, tier="float64")
+    a = tau_bracket(C, X, Y, b=b, cycle=cyc, cycle_rows=rows, tier="arb")
+    assert a.q.tier == "arb" and f.q.tier == "float64"
+    # both contain q: they intersect, and the arb bracket is at least as narrow
+    assert max(a.q.lo, f.q.lo) <= min(a.q.hi, f.q.hi)
+    assert a.q.hi - a.q.lo <= f.q.hi - f.q.lo
+    assert a.q.ratio <= 1 + Fraction(1, 10**12)
+
+
+def test_claim_status_three_valued() -> None:
+    _, C, X, Y = _case(4, 6, 5, 2)
+    b, cyc, rows = tau_witness(C.mid - X @ Y.T)
+    q = tau_bracket(C, X, Y, b=b, cycle=cyc, cycle_rows=rows).q
+    assert q.claim_status(hi=q.hi * 2) == "holds"
+    assert q.claim_status(lo=q.lo / 2, hi=q.hi * 2) == "holds"
+    assert q.claim_status(hi=q.lo / 2) == "fails"
+    assert q.claim_status(lo=q.hi * 2) == "fails"
+    assert q.claim_status(hi=(q.lo + q.hi) / 2) == "undecided"
+    js = q.to_json()
+    assert Fraction(js["lo"]) == q.lo and Fraction(js["hi"]) == q.hi
