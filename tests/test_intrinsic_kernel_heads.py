@@ -139,3 +139,27 @@ def test_check_intrinsic_record() -> None:
     with pytest.raises(InputError) as e:
         check_intrinsic(C, {**wit, "lam": np.full(64, np.nan)}, "1/4", 2)
     assert e.value.field == "lam"
+
+
+def test_tiny_tau_needs_the_arb_tier() -> None:
+    # grid r = 2, L = 8 (exact factorisation, tau = 0) with one logit moved by d = 2^-36:
+    # E = beta d P e_i e_j^T P, whose q is beta d / 2 exactly (offsets
+    # b = beta d (1/2 - 1/m)(e_j - 1/n), cycle j -> l -> j); the float enclosure of C is far
+    # too coarse (its radius is ~1e-13 against q ~ 5e-12): the arb tier must close it
+    pts = np.array(grid_family(2, 8, "1/4").points, dtype=float)
+    H = 2 * pts @ pts.T - (pts * pts).sum(axis=1)[None, :]
+    i, j, l = 5, 9, 30
+    d = 2.0**-36
+    H[i, j] += d
+    beta = 0.75
+    C = interaction_from_logits(H, beta)
+    X = pts - pts.mean(axis=0)
+    b = beta * d * (0.5 - 1 / 64) * (np.eye(64)[j] - 1 / 64)
+    q = Fraction(beta) * Fraction(d) / 2
+    f = tau_bracket(C, X, 2 * beta * X, b=b, cycle=[j, l], cycle_rows=[i, 0],
+                    tier="float64")
+    assert f.q.contains(q) and f.q.ratio > 1 + Fraction(1, 10**6)  # float64 is not enough
+    res = tau_bracket(C, X, 2 * beta * X, b=b, cycle=[j, l], cycle_rows=[i, 0])
+    assert res.q.tier == "arb" and res.q.contains(q)
+    assert res.q.ratio <= 1 + Fraction(1, 10**9)
+    assert res.tau.lo > Fraction(1, 10**12) and res.tau.ratio <= 1 + Fraction(1, 10**6)
