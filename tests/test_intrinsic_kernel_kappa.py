@@ -14,6 +14,7 @@ from certify.intrinsic_kappa import (
     kappa_bracket,
     kappa_lower_psd,
     kappa_lower_rectangles,
+    kappa_lower_variance,
     kappa_upper,
 )
 from certify.intrinsic_profile import profile
@@ -232,3 +233,35 @@ def test_tampered_gauge_on_grid_never_below_kappa(seed: int) -> None:
     assert ub.hi >= exact
     # the exact witness itself is tight
     assert kappa_upper(X, Y, None, a, c).hi <= exact * TOL
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_every_lower_below_every_upper(seed: int) -> None:
+    # any proved lower bound (rectangles, variance dual with arbitrary weights, PSD dual from
+    # arbitrary weights) must lie below any proved upper bound (arbitrary gauges and centres)
+    rng = np.random.default_rng(300 + seed)
+    r = 2 + seed % 2
+    X, Y = rng.standard_normal((7, r)), rng.standard_normal((6, r)) * 2
+    lows = [kappa_lower_rectangles(X, Y, rng.integers(0, 6, size=(10, 4))).lo]
+    for _ in range(3):
+        lam = rng.random(7) * (rng.random(7) < 0.7) + 1e-3
+        mu = rng.random(6) * (rng.random(6) < 0.7) + 1e-3
+        lows.append(kappa_lower_variance(X, Y, lam, mu).lo)
+        # PSD dual from the same weights: M = diag(l) X~ Y~^T diag(u) centred is a valid
+        # direction; D1 = l, D2 = u scaled up to make it PSD (the kernel checks, not us)
+        l, u = lam / lam.sum(), mu / mu.sum()
+        Xt, Yt = X - l @ X, Y - u @ Y
+        M = (l[:, None] * (Xt @ Yt.T)) * u[None, :]
+        M = np.round(M * 2.0**30) / 2.0**30
+        M[:, -1] = -M[:, :-1].sum(axis=1)
+        M[-1, :-1] = -M[:-1, :-1].sum(axis=0)
+        M[-1, -1] = -M[-1, :-1].sum()
+        s = np.abs(M).sum() * 2
+        lows.append(kappa_lower_psd(X, Y, M, l * s + 1e-12, u * s + 1e-12).lo)
+    ups = []
+    for _ in range(3):
+        G = rng.standard_normal((r, r)) + 2 * np.eye(r)
+        ups.append(kappa_upper(X, Y, G).hi)
+        ups.append(kappa_upper(X, Y, G, rng.standard_normal(r), rng.standard_normal(r)).hi)
+    assert max(lows) <= min(ups)
+    assert max(lows) > 0
