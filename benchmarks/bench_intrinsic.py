@@ -11,7 +11,11 @@ float prototypes in tests/ and are not timed. Timed:
   oscillation of E - b, the cycle mean, the two radii, the nuclear norm of the weighted
   covariance product).
 
-Target: checked <= 2 s. Run: ``.venv/bin/python benchmarks/bench_intrinsic.py [--reps N]``.
+``--real L H`` uses layer L, head H of MiniLM on the joined example texts, truncated to 256
+tokens, instead (needs the [models] extra).
+
+Target: checked <= 2 s. Run: ``.venv/bin/python benchmarks/bench_intrinsic.py [--reps N]
+[--real 2 5]``.
 """
 
 from __future__ import annotations
@@ -102,9 +106,19 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--n", type=int, default=256)
+    ap.add_argument("--real", type=int, nargs=2, metavar=("LAYER", "HEAD"))
     args = ap.parse_args()
     rng = np.random.default_rng(0)
-    H = head(args.n, 32, rng)
+    if args.real:
+        from witnesses.models import Capture, read_texts
+
+        root = Path(__file__).resolve().parent.parent
+        text = " ".join(read_texts(root / "examples" / "minilm_texts.txt"))
+        H = next(Capture("minilm").capture(text, tokens=args.n, layers=[args.real[0]],
+                                           heads=[args.real[1]])).logits
+        print(f"# MiniLM layer {args.real[0]} head {args.real[1]}, {args.n} tokens")
+    else:
+        H = head(args.n, 32, rng)
     wits = witnesses(H)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"# one {args.n} x {args.n} head, r in {RANKS}, cpus={os.cpu_count()}, "
