@@ -82,7 +82,7 @@ def capture_qk(tokens: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     return out
 
 
-def bracket_store(out: Path, tokens: int) -> Path:
+def bracket_store(out: Path, tokens: int, producers: list[str]) -> Path:
     """Returns a store with rank brackets at eps = 0.25 for the 72 heads of text 0."""
     from softrank.cli import main as cli_main
 
@@ -93,10 +93,22 @@ def bracket_store(out: Path, tokens: int) -> Path:
         return store
     rc = cli_main(["produce", str(store), "--model", "minilm", "--texts", str(TEXTS),
                    "--text-index", "0", "--tokens", str(tokens), "--eps", "0.25",
-                   "--producers", "alt_l1", *LOWERS, "--quiet"])
+                   "--producers", *producers, "--quiet"])
     if rc not in (0, 1):
         raise SystemExit(f"produce failed with exit code {rc}")
     return store
+
+
+def drop_ranks(store: Path, ranks: list[int]) -> None:
+    """Removes the rank records of ``ranks`` (and the cached results) so they are redone."""
+    from witnesses.intrinsic_store import INTRINSIC_FILE
+
+    path = store / INTRINSIC_FILE
+    if path.is_file():
+        keep = [ln for ln in path.read_text().splitlines()
+                if json.loads(ln).get("rank") not in ranks]
+        path.write_text("".join(ln + "\n" for ln in keep))
+    (store / "intrinsic_results.json").unlink(missing_ok=True)
 
 
 def produce_witnesses(store: Path, ranks: list[int], budget: float) -> None:
@@ -124,14 +136,34 @@ def produce_witnesses(store: Path, ranks: list[int], budget: float) -> None:
                   file=sys.stderr, flush=True)
 
 
-def check_witnesses(store: Path) -> list[dict[str, Any]]:
-    from softrank.intrinsic_check import iter_intrinsic_checks
+def _check_ops(job: tuple[str, list[str]]) -> list[dict[str, Any]]:
+    from softrank.intrinsic_check import _eps_of, _Operators, check_record
+    from witnesses import open_store
+    from witnesses.intrinsic_store import read_intrinsic
+
+    store, op_ids = job
+    reader = open_store(store)
+    ops, eps = _Operators(reader), _eps_of(reader)
+    recs = [r for r in read_intrinsic(reader) if r.operator in set(op_ids)]
+    return [check_record(r, ops, eps.get(r.operator, [])) for r in recs]
+
+
+def check_witnesses(store: Path, jobs: int = 1) -> list[dict[str, Any]]:
+    """Returns the kernel's results for every intrinsic record (cached in the store folder)."""
+    from concurrent.futures import ProcessPoolExecutor
+
     from witnesses import open_store
 
     cache = store / "intrinsic_results.json"
     if cache.is_file():
         return json.loads(cache.read_text())
-    res = list(iter_intrinsic_checks(open_store(store)))
+    op_ids = [o.id for o in open_store(store).operators]
+    chunks = [(str(store), op_ids[i::jobs]) for i in range(jobs)]
+    if jobs == 1:
+        res = _check_ops(chunks[0])
+    else:
+        with ProcessPoolExecutor(max_workers=jobs) as ex:
+            res = [r for part in ex.map(_check_ops, chunks) for r in part]
     errs = [r for r in res if "error" in r]
     if errs:
         raise SystemExit(f"input errors: {errs[:3]}")
@@ -338,6 +370,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ranks", type=int, nargs="+", default=[1, 2, 4, 8])
     ap.add_argument("--rank-c", type=int, default=32, help="rank of C (= d_head)")
     ap.add_argument("--boot", type=int, default=2000)
+    ap.add_argument("--jobs", type=int, default=1, help="processes for the kernel checks")
+    ap.add_argument("--redo-ranks", type=int, nargs="+", default=[],
+                    help="drop and regenerate the stored witnesses of these ranks")
+    ap.add_argument("--producers", nargs="+", default=["alt_l1", *LOWERS],
+                    help="bracket producers for T != 64 (default: alt_l1 and every lower "
+                         "producer, about 1.5 min per head at T = 128 on a busy core)")
     ap.add_argument("--stage", choices=["all", "witnesses"], default="all")
     args = ap.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -346,13 +384,15 @@ def main(argv: list[str] | None = None) -> int:
     studies = []
     for T in args.tokens:
         t0 = time.monotonic()
-        store = bracket_store(out, T)
+        store = bracket_store(out, T, args.producers)
         print(f"T={T}: brackets ready ({time.monotonic() - t0:.0f}s)", file=sys.stderr)
+        if args.redo_ranks:
+            drop_ranks(store, args.redo_ranks)
         produce_witnesses(store, sorted(set(args.ranks) | {args.rank_c}), args.budget)
         print(f"T={T}: witnesses ready ({time.monotonic() - t0:.0f}s)", file=sys.stderr)
         if args.stage == "witnesses":
             continue
-        res = check_witnesses(store)
+        res = check_witnesses(store, args.jobs)
         gam = gamma_per_head(store, T)
         brk = validated(store)
         print(f"T={T}: checked ({time.monotonic() - t0:.0f}s)", file=sys.stderr)
