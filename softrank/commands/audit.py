@@ -76,6 +76,10 @@ def run(args: argparse.Namespace) -> int:
                        figures=not args.no_figures, command=command,
                        bootstrap_seed=args.seed, bootstrap_resamples=args.resamples)
     s = report["summary"]
+    from ..audit.intrinsic import write_intrinsic
+
+    intrinsic = write_intrinsic(args.store, args.out, report["pairs"],
+                                figures=not args.no_figures)
     if args.json:
         print(jsonexact.dumps({"out": str(args.out), "summary": s,
                                "assumptions": report["assumptions"], "run": report["run"]},
@@ -86,6 +90,11 @@ def run(args: argparse.Namespace) -> int:
               f"{s['claims_not_confirmed']}; input errors: {s['input_errors']}")
         also = "report.tex, report.json" + (", figures/" if report["figures"] else "")
         print(f"report written to {args.out}/report.md (also {also})")
+        if intrinsic is not None:
+            print(f"{intrinsic['records']} intrinsic records checked ({intrinsic['errors']} "
+                  f"input errors): {args.out}/intrinsic.md")
     for e in report["errors"]:
         print(f"softrank-certify: input error: {e['error']}", file=sys.stderr)
+    if intrinsic is not None and intrinsic["errors"] and int(s["exit_code"]) < 2:
+        return 2
     return int(s["exit_code"])

@@ -13,6 +13,7 @@ from witnesses import jsonexact, open_store
 
 from ..assumptions import assumptions
 from ..audit.tables import group_pairs
+from ..intrinsic_check import format_result, iter_intrinsic_checks, summarize_intrinsic
 from ..numfmt import sci
 from ..runner import default_jobs, iter_checks
 
@@ -92,15 +93,32 @@ def run(args: argparse.Namespace) -> int:
     bar.close()
     records.sort(key=lambda r: r["bracket"])
     summary = summarize(records)
+    # intrinsic witnesses (intrinsic.jsonl), when the store has them
+    intrinsic = list(iter_intrinsic_checks(reader))
+    for res in intrinsic:
+        if not args.json and not args.quiet:
+            print(format_result(res))
+    isum = summarize_intrinsic(intrinsic) if intrinsic else None
     if args.json:
-        print(jsonexact.dumps({"store": str(args.store), "summary": summary,
-                               "assumptions": assumptions(), "records": records}, indent=1))
+        doc = {"store": str(args.store), "summary": summary, "assumptions": assumptions(),
+               "records": records}
+        if isum is not None:
+            doc.update(intrinsic_summary=isum, intrinsic=intrinsic)
+        print(jsonexact.dumps(doc, indent=1))
     else:
         print(_summary_text(summary, records))
+        if isum is not None:
+            print(f"{isum['records']} intrinsic records checked; input errors {isum['errors']}")
     if args.export:
         from .export import export_records
 
         export_records(args.store, records, args.export, as_json=False)
+    if isum is not None and isum["errors"]:
+        for res in intrinsic:
+            if "error" in res:
+                print(f"softrank-certify: input error: {res['error']}", file=sys.stderr)
+        if not summary["errors"]:
+            return 2
     if summary["errors"]:
         for r in records:
             if "error" in r:

@@ -35,6 +35,8 @@ from witnesses.producers import BUILTINS, get_producer
 from witnesses.producers._common import one_blas_thread
 from witnesses.producers.pipeline import OperatorResult, bracket_id, produce_operator
 
+from .. import intrinsic_produce
+
 NAME = "produce"
 HELP = "run (untrusted) producers on attention operators and write their brackets to a store"
 DEFAULT_EPS = ("0.15", "0.25", "0.35")
@@ -78,6 +80,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--family", help="family label for the operators (default: model or file)")
     p.add_argument("--description", default="", help="store description (new stores)")
     p.add_argument("--json", action="store_true", help="print a JSON summary")
+    intrinsic_produce.add_arguments(p)
 
 
 @dataclass
@@ -260,6 +263,14 @@ def run(args: argparse.Namespace) -> int:
     if first is None:
         raise InputError("no operators in the input", field="npz" if args.npz else "texts")
     source = itertools.chain([first], source)
+    ranks = None
+    if args.intrinsic_ranks:
+        # every operator is validated for the intrinsic witnesses before anything is written
+        ranks = intrinsic_produce.validate_ranks(args.intrinsic_ranks)
+        source = list(source)
+        for op in source:
+            intrinsic_produce.precheck(op.id, op.A, op.logits, ranks)
+        source = iter(source)
     store = Store.open(root) if (root / "store.json").is_file() else Store.create(
         root, description=args.description or "brackets from softrank-certify produce")
     existing = set(store.operator_ids)
@@ -305,6 +316,9 @@ def run(args: argparse.Namespace) -> int:
         store.close()
     summary = {"store": str(root), "operators_added": new_ops, "operators_processed":
                len(jobs), "brackets_written": written, "producer_failures": failures}
+    if ranks:
+        summary.update(intrinsic_produce.produce_intrinsic(
+            root, sorted(seen), ranks, budget=args.intrinsic_budget, jobs=args.jobs))
     if args.json:
         from witnesses import jsonexact
 
@@ -312,6 +326,8 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(f"{root}: {new_ops} operators added, {len(jobs)} processed, {written} brackets "
               f"written ({len(failures)} producer failures)")
+        if ranks:
+            print(f"{root}: {summary['intrinsic_records_written']} intrinsic records written")
         for f in failures[:20]:
             print(f"  producer failure: {f}", file=sys.stderr)
     return 1 if failures else 0

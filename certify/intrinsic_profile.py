@@ -1,0 +1,71 @@
+"""The profile (1 + kappa/(eps - tau)^2)^{r/2} and its logarithm, as validated intervals.
+
+Both are increasing in kappa and in tau on tau < eps, so a bracket follows from the lower
+ends and from the upper ends (proofs_notes/intrinsic_profile.md).  The profile applies only
+when tau < eps: proved tau_hi < eps gives "applicable", proved tau_lo >= eps "not applicable",
+anything else "undecided".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any, Literal
+
+from flint import arb, fmpq
+
+from .arbutil import endpoints, precision
+from .errors import InputError
+from .intrinsic_result import Bracket
+from .rationals import parse_eps
+
+Applicability = Literal["applicable", "not applicable", "undecided"]
+
+
+@dataclass(frozen=True)
+class ProfileResult:
+    """``status`` says whether tau < eps is proved; ``profile`` and ``log_profile`` are
+    brackets (None unless applicable; ``hi`` None when kappa has no proved upper bound)."""
+
+    status: Applicability
+    r: int
+    eps: Fraction
+    profile: Bracket | None
+    log_profile: Bracket | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"status": self.status, "r": self.r, "eps": str(self.eps),
+                "profile": self.profile.to_json() if self.profile else None,
+                "log_profile": self.log_profile.to_json() if self.log_profile else None}
+
+
+def _ball(q: Fraction) -> arb:
+    return arb(fmpq(q.numerator, q.denominator))
+
+
+def _log_profile(kappa: Fraction, gap: Fraction, r: int) -> arb:
+    return _ball(Fraction(r, 2)) * (1 + _ball(kappa) / (_ball(gap) ** 2)).log()
+
+
+def profile(kappa: Bracket, tau: Bracket, eps: object, r: int) -> ProfileResult:
+    """Returns the applicability of the profile and brackets that contain
+    (1 + kappa/(eps - tau)^2)^{r/2} and (r/2) log(1 + kappa/(eps - tau)^2)."""
+    e = parse_eps(eps)
+    if isinstance(r, bool) or not isinstance(r, int) or r < 1:
+        raise InputError(f"must be an integer >= 1, got {r!r}", field="r")
+    if tau.lo >= e:
+        return ProfileResult("not applicable", r, e, None, None)
+    if tau.hi is None or tau.hi >= e:
+        return ProfileResult("undecided", r, e, None, None)
+    with precision(128):
+        llo = endpoints(_log_profile(kappa.lo, e - tau.lo, r))[0]
+        lhi = (endpoints(_log_profile(kappa.hi, e - tau.hi, r))[1]
+               if kappa.hi is not None else None)
+        plo = endpoints(_ball(llo).exp())[0]
+        phi = endpoints(_ball(lhi).exp())[1] if lhi is not None else None
+    llo = max(llo, Fraction(0))
+    plo = max(plo, Fraction(1))
+    detail = {"kappa": [str(kappa.lo), str(kappa.hi)], "tau": [str(tau.lo), str(tau.hi)]}
+    return ProfileResult("applicable", r, e,
+                         Bracket("profile", plo, phi, "arb", detail),
+                         Bracket("log_profile", llo, lhi, "arb", detail))

@@ -1,0 +1,149 @@
+"""Check the intrinsic records of a store with the trusted kernel (``certify.intrinsic``).
+
+One result dict per record: the proved brackets for q, tau, kappa (rank records) or Gamma
+(native records), and the profile at every eps of the record (default: the eps values of the
+operator's brackets).  Records flow one way: store -> kernel -> these dicts -> reports.
+An input error becomes ``{"id": ..., "error": ...}`` and never a bracket.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+from certify import intrinsic as K
+from certify.errors import InputError
+from witnesses.intrinsic_store import IntrinsicRecord, read_intrinsic
+from witnesses.store import StoreReader
+
+_KAPPA_KEYS = ("G", "a", "c", "rects", "M", "D1", "D2", "lam", "mu")
+
+
+def _eps_of(reader: StoreReader) -> dict[str, list[Fraction]]:
+    out: dict[str, set[Fraction]] = {}
+    for b in reader.brackets:
+        out.setdefault(b.operator, set()).add(b.eps)
+    return {k: sorted(v) for k, v in out.items()}
+
+
+class _Operators:
+    """Loads each operator once and builds its interaction lazily (errors kept per op)."""
+
+    def __init__(self, reader: StoreReader):
+        self.reader = reader
+        self._arrays: dict[str, dict[str, np.ndarray]] = {}
+        self._C: dict[str, Any] = {}
+
+    def arrays(self, op_id: str) -> dict[str, np.ndarray]:
+        if op_id not in self._arrays:
+            self._arrays = {op_id: self.reader.operator(op_id).load()}  # keep one in memory
+        return self._arrays[op_id]
+
+    def interaction(self, op_id: str) -> Any:
+        if op_id not in self._C:
+            op = self.reader.operator(op_id)
+            arrs = self.arrays(op_id)
+            try:
+                C = K.interaction_from_operator(arrs["A"], logits=arrs.get("logits"),
+                                                block=arrs.get("block"),
+                                                beta=op.beta if op.beta is not None else 1)
+            except InputError as err:
+                raise err.at(source=str(op.path), field_prefix=op_id) from None
+            self._C = {op_id: C}
+        return self._C[op_id]
+
+
+def check_record(rec: IntrinsicRecord, ops: _Operators, eps: list[Fraction]) -> dict[str, Any]:
+    """Returns the proved brackets of one intrinsic record (raises InputError on bad input)."""
+    t0 = time.monotonic()
+    out: dict[str, Any] = {"id": rec.id, "operator": rec.operator, "kind": rec.kind,
+                           "rank": rec.rank, "shape": list(rec.shape)}
+    op = ops.reader.operator(rec.operator)
+    if rec.kind == "native":
+        arrs = ops.arrays(rec.operator)
+        if "Q" not in arrs:
+            raise InputError("a native record needs Q and K in its operator record",
+                             field=f"{rec.id}.operator", source=str(op.path))
+        w = rec.load(d=int(arrs["Q"].shape[1]))
+        beta = op.beta if op.beta is not None else 1
+        try:
+            g = K.native_size(arrs["Q"], arrs["K"], beta, centre_q=w.get("centre_q"),
+                              centre_k=w.get("centre_k"), weights_q=w.get("weights_q"),
+                              weights_k=w.get("weights_k"))
+        except InputError as err:
+            raise err.at(source=str(rec.path), field_prefix=rec.id) from None
+        out["Gamma"] = g.to_json()
+    else:
+        C = ops.interaction(rec.operator)
+        w = rec.load()
+        r = int(rec.rank)  # type: ignore[arg-type]
+        try:
+            tr = K.tau_bracket(C, w["X"], w["Y"], b=w.get("b"), cycle=w.get("cycle"),
+                               cycle_rows=w.get("cycle_rows"))
+            kb = K.kappa_bracket(w["X"], w["Y"], **{k: w[k] for k in _KAPPA_KEYS if k in w})
+            profiles = [K.profile(kb, tr.tau, e, r).to_json() for e in (rec.eps or eps)]
+        except InputError as err:
+            raise err.at(source=str(rec.path), field_prefix=rec.id) from None
+        out.update(q=tr.q.to_json(), tau=tr.tau.to_json(), kappa=kb.to_json(),
+                   profiles=profiles)
+    out["seconds"] = round(time.monotonic() - t0, 4)
+    return out
+
+
+def iter_intrinsic_checks(reader: StoreReader) -> Iterator[dict[str, Any]]:
+    """Yields one result per intrinsic record of the store (none when it has no
+    intrinsic.jsonl); input errors are yielded as {"id", "operator", "error"}."""
+    records = read_intrinsic(reader)
+    ops = _Operators(reader)
+    eps = _eps_of(reader)
+    for rec in sorted(records, key=lambda r: (r.operator, r.kind, r.rank or 0)):
+        try:
+            yield check_record(rec, ops, eps.get(rec.operator, []))
+        except InputError as err:
+            yield {"id": rec.id, "operator": rec.operator, "kind": rec.kind,
+                   "rank": rec.rank, "error": str(err)}
+
+
+def _f(s: str | None) -> float | None:
+    return None if s is None else float(Fraction(s))
+
+
+def summarize_intrinsic(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """Returns counts and the median kappa / tau bracket ratios per rank (float, for reports)."""
+    by_r: dict[int, dict[str, list[float]]] = {}
+    for res in results:
+        if "error" in res or res["kind"] != "rank":
+            continue
+        d = by_r.setdefault(int(res["rank"]), {"kappa": [], "tau": []})
+        for q in ("kappa", "tau"):
+            ratio = res[q].get("ratio")
+            if ratio is not None:
+                d[q].append(float(ratio))
+    return {
+        "records": len(results), "errors": sum("error" in r for r in results),
+        "native": sum(r.get("kind") == "native" and "error" not in r for r in results),
+        "by_rank": {str(r): {"heads": len(d["kappa"]),
+                             "median_kappa_ratio": float(np.median(d["kappa"])) if d["kappa"]
+                             else None,
+                             "max_tau_ratio": max(d["tau"]) if d["tau"] else None}
+                    for r, d in sorted(by_r.items())},
+    }
+
+
+def format_result(res: dict[str, Any]) -> str:
+    """Returns one text line for a result (floats rounded for reading only)."""
+    head = f"{res['id']:<28}"
+    if "error" in res:
+        return f"{head} INPUT ERROR: {res['error']}"
+    if res["kind"] == "native":
+        g = res["Gamma"]
+        return f"{head} Gamma in [{_f(g['lo']):.6g}, {_f(g['hi']):.6g}]"
+    t, k = res["tau"], res["kappa"]
+    kh = _f(k["hi"])
+    prof = ", ".join(f"eps={p['eps']}: {p['status']}" for p in res["profiles"])
+    return (f"{head} r={res['rank']:<3} tau in [{_f(t['lo']):.6g}, {_f(t['hi']):.6g}]  "
+            f"kappa in [{_f(k['lo']):.6g}, {'-' if kh is None else f'{kh:.6g}'}]  {prof}")

@@ -1,0 +1,210 @@
+"""Intrinsic witnesses through the store: round trip, bad input, produce -> check -> audit."""
+
+from __future__ import annotations
+
+import json
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from certify.errors import InputError
+from softrank.cli import main
+from softrank.intrinsic_check import iter_intrinsic_checks
+from witnesses import Store, open_store
+from witnesses.intrinsic_store import INTRINSIC_FILE, IntrinsicWriter, read_intrinsic
+from witnesses.models import softmax64
+from witnesses.producers import intrinsic as P
+
+
+def _logits(seed: int = 0, m: int = 12, n: int = 10) -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal((m, n)) * 2
+
+
+def _store(tmp_path: Path, *, qk: bool = False) -> tuple[Path, str]:
+    H = _logits()
+    kw = {}
+    if qk:
+        rng = np.random.default_rng(5)
+        Q, K = rng.standard_normal((12, 3)), rng.standard_normal((10, 3))
+        H = Q @ K.T
+        kw = {"Q": Q, "K": K}
+    root = tmp_path / "s"
+    with Store.create(root) as st:
+        oid = st.add_operator(softmax64(H), family="toy", logits=H, **kw)
+    return root, oid
+
+
+def _files(root: Path) -> set[str]:
+    return {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()}
+
+
+def test_round_trip_and_kernel_brackets_contain_float_claims(tmp_path):
+    root, oid = _store(tmp_path)
+    C = P.interaction_float(None, open_store(root).operator(oid).load()["logits"])
+    wit = {r: P.rank_witness(C, r, budget=0.5) for r in (1, 2)}
+    with IntrinsicWriter(open_store(root)) as w:
+        for r, rw in wit.items():
+            w.add(oid, "rank", rw.arrays, rank=r, eps=("1/4", "0.35"), claims=rw.claims)
+    recs = read_intrinsic(open_store(root))
+    assert [r.rank for r in recs] == [1, 2]
+    assert recs[0].eps == (Fraction(1, 4), Fraction(7, 20))
+    back = recs[1].load()
+    for k, v in wit[2].arrays.items():
+        assert np.array_equal(back[k], v) and back[k].dtype == v.dtype
+    results = {r["rank"]: r for r in iter_intrinsic_checks(open_store(root))}
+    for r, rw in wit.items():
+        k, t = results[r]["kappa"], results[r]["tau"]
+        lo, hi = Fraction(k["lo"]), Fraction(k["hi"])
+        assert lo <= hi and float(hi / lo) < 1 + 1e-6
+        assert float(lo) <= rw.claims["kappa_upper"] * (1 + 1e-9)
+        assert Fraction(t["lo"]) <= Fraction(t["hi"])
+        assert len(results[r]["profiles"]) == 2
+    # r = 1 closes exactly: kappa = osc(x) osc(y) / 4
+    assert float(Fraction(results[1]["kappa"]["hi"]) / Fraction(results[1]["kappa"]["lo"])) \
+        <= 1 + 1e-9
+
+
+def test_old_stores_stay_valid_and_have_no_intrinsic_records(tmp_path):
+    root, _ = _store(tmp_path)
+    assert not (root / INTRINSIC_FILE).exists()
+    assert read_intrinsic(open_store(root)) == []
+    assert list(iter_intrinsic_checks(open_store(root))) == []
+
+
+@pytest.mark.parametrize("name", ["X", "Y", "b", "G", "a", "c", "lam", "mu", "M", "D1", "D2"])
+def test_nan_in_any_witness_names_the_field_and_writes_nothing(tmp_path, name):
+    root, oid = _store(tmp_path)
+    C = P.interaction_float(None, open_store(root).operator(oid).load()["logits"])
+    arrays = dict(P.rank_witness(C, 2, budget=0.3).arrays)
+    arrays.setdefault("M", np.zeros((12, 10)))
+    arrays.setdefault("D1", np.ones(12))
+    arrays.setdefault("D2", np.ones(10))
+    bad = arrays[name].copy()
+    bad.flat[0] = np.nan
+    arrays[name] = bad
+    before = _files(root)
+    w = IntrinsicWriter(open_store(root))
+    with pytest.raises(InputError) as err:
+        w.add(oid, "rank", arrays, rank=2)
+    assert err.value.field == f"{oid}.r2.{name}"
+    assert "NaN" in str(err.value)
+    w.close()
+    assert _files(root) - before <= {INTRINSIC_FILE}
+    assert read_intrinsic(open_store(root)) == []
+
+
+def test_singular_gauge_and_too_large_rank_are_refused(tmp_path):
+    root, oid = _store(tmp_path)
+    C = P.interaction_float(None, open_store(root).operator(oid).load()["logits"])
+    arrays = dict(P.rank_witness(C, 2, budget=0.3).arrays)
+    w = IntrinsicWriter(open_store(root))
+    sing = dict(arrays, G=np.array([[1.0, 2.0], [2.0, 4.0]]))
+    with pytest.raises(InputError, match="singular") as err:
+        w.add(oid, "rank", sing, rank=2)
+    assert err.value.field.endswith(".G")
+    X, Y = P.truncate(C, 10)
+    with pytest.raises(InputError, match="larger than the factors") as err:
+        w.add(oid, "rank", {"X": np.hstack([X, X[:, :1]]), "Y": np.hstack([Y, Y[:, :1]])},
+              rank=11)
+    with pytest.raises(InputError, match="axis 1"):
+        w.add(oid, "rank", arrays, rank=3)  # X has 2 columns, r = 3 declared
+    assert not list((root / "arrays").glob("*.intrinsic.npz"))
+
+
+def test_singular_gauge_on_disk_is_an_input_error_naming_the_field(tmp_path, capsys):
+    root, oid = _store(tmp_path)
+    C = P.interaction_float(None, open_store(root).operator(oid).load()["logits"])
+    with IntrinsicWriter(open_store(root)) as w:
+        w.add(oid, "rank", P.rank_witness(C, 2, budget=0.3).arrays, rank=2)
+    rec = read_intrinsic(open_store(root))[0]
+    arrs = rec.load()
+    arrs["G"] = np.zeros((2, 2))
+    np.savez(rec.path, **arrs)  # tampered: the record's sha256 no longer matches
+    assert main(["check", str(root), "--quiet"]) == 2
+    assert "sha256" in capsys.readouterr().err
+    # a consistent record (sha updated) with a singular gauge: still refused, naming G
+    import hashlib
+
+    lines = (root / INTRINSIC_FILE).read_text().splitlines()
+    doc = json.loads(lines[0])
+    doc["sha256"] = hashlib.sha256(rec.path.read_bytes()).hexdigest()
+    (root / INTRINSIC_FILE).write_text(json.dumps(doc) + "\n")
+    assert main(["check", str(root), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert f"{oid}.r2.G" in err and "singular" in err
+
+
+def test_zero_entries_without_logits_refused_before_anything_is_written(tmp_path, capsys):
+    A = softmax64(_logits())
+    A[3, 4] = 0.0
+    A /= A.sum(axis=1, keepdims=True)
+    np.savez(tmp_path / "probs.npz", probs=A)
+    out = tmp_path / "out"
+    rc = main(["produce", str(out), "--npz", str(tmp_path / "probs.npz"), "--npz-kind",
+               "probs", "--eps", "0.25", "--producers", "tsvd", "--intrinsic-ranks", "1",
+               "--quiet"])
+    assert rc == 2
+    err = capsys.readouterr().err
+    assert "visible interaction" in err and ".A" in err
+    assert not out.exists()
+
+
+def test_rank_larger_than_factors_refused_by_produce(tmp_path, capsys):
+    np.savez(tmp_path / "l.npz", logits=_logits())
+    out = tmp_path / "out"
+    rc = main(["produce", str(out), "--npz", str(tmp_path / "l.npz"), "--eps", "0.25",
+               "--producers", "tsvd", "--intrinsic-ranks", "2", "11", "--quiet"])
+    assert rc == 2
+    assert "larger than the factors" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_q_and_k_round_trip_and_native_record(tmp_path):
+    root, oid = _store(tmp_path, qk=True)
+    op = open_store(root).operator(oid)
+    arrs = op.load()
+    assert arrs["Q"].shape == (12, 3) and arrs["K"].shape == (10, 3)
+    with pytest.raises(InputError, match="together"):
+        Store.open(root).add_operator(arrs["A"], family="toy", id="x", Q=arrs["Q"])
+    nw = P.native_witness(arrs["Q"], arrs["K"])
+    with IntrinsicWriter(open_store(root)) as w:
+        w.add(oid, "native", {k: nw[k] for k in ("centre_q", "weights_q", "centre_k",
+                                                 "weights_k")})
+    res = list(iter_intrinsic_checks(open_store(root)))
+    g = res[0]["Gamma"]
+    lo, hi = Fraction(g["lo"]), Fraction(g["hi"])
+    assert lo <= Fraction(nw["rad_q"] * nw["rad_k"]) * (1 + Fraction(1, 10**9))
+    assert float(hi / lo) < 1 + 1e-9
+
+
+def test_produce_check_audit_on_a_tiny_store(tmp_path, capsys):
+    H = np.stack([_logits(s) for s in range(2)])
+    np.savez(tmp_path / "l.npz", logits=H)
+    out = tmp_path / "s"
+    assert main(["produce", str(out), "--npz", str(tmp_path / "l.npz"), "--eps", "0.25",
+                 "--producers", "tsvd", "keyset", "--intrinsic-ranks", "1", "2",
+                 "--intrinsic-budget", "0.3", "--quiet"]) == 0
+    capsys.readouterr()
+    before = [b.id for b in open_store(out).brackets]
+    assert len(read_intrinsic(open_store(out))) == 4
+    # resume: nothing new, nothing rewritten
+    assert main(["produce", str(out), "--npz", str(tmp_path / "l.npz"), "--eps", "0.25",
+                 "--producers", "tsvd", "keyset", "--intrinsic-ranks", "1", "2",
+                 "--quiet"]) == 0
+    assert [b.id for b in open_store(out).brackets] == before
+    assert len(read_intrinsic(open_store(out))) == 4
+    capsys.readouterr()
+    assert main(["check", str(out), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["intrinsic_summary"]["records"] == 4
+    assert doc["intrinsic_summary"]["errors"] == 0
+    assert all(Fraction(r["kappa"]["lo"]) > 0 for r in doc["intrinsic"])
+    rep = tmp_path / "rep"
+    assert main(["audit", str(out), "--out", str(rep), "--no-progress"]) == 0
+    md = (rep / "intrinsic.md").read_text()
+    assert "| r |" in md and "l.logits.0" in md
+    data = json.loads((rep / "intrinsic.json").read_text())
+    assert len(data["rows"]) == 4
+    assert (rep / "figures" / "intrinsic_kappa_rank.png").is_file()
