@@ -82,8 +82,9 @@ def check_record(rec: IntrinsicRecord, ops: _Operators, eps: list[Fraction]) -> 
         w = rec.load()
         r = int(rec.rank)  # type: ignore[arg-type]
         try:
+            # r: factors whose width differs from the record's rank are refused, not checked
             tr = K.tau_bracket(C, w["X"], w["Y"], b=w.get("b"), cycle=w.get("cycle"),
-                               cycle_rows=w.get("cycle_rows"))
+                               cycle_rows=w.get("cycle_rows"), r=r)
             kb = K.kappa_bracket(w["X"], w["Y"], **{k: w[k] for k in _KAPPA_KEYS if k in w})
             profiles = [K.profile(kb, tr.tau, e, r).to_json() for e in (rec.eps or eps)]
         except InputError as err:
