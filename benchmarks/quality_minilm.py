@@ -28,7 +28,7 @@ from typing import Any
 
 from softrank.cli import main as cli_main
 
-LOWERS = ["nonzero", "frobenius_tail", "pinv_decoder", "submatrix", "keyset"]
+LOWERS = ["nonzero", "frobenius_tail", "pinv_decoder", "submatrix", "keyset", "decoder_lp"]
 TEXTS = Path(__file__).resolve().parent.parent / "examples" / "minilm_texts.txt"
 
 
@@ -97,10 +97,41 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "median_U": statistics.median(r["U"] for r in rows),
         "median_U_over_L": statistics.median(ratios),
         "resolved_share": sum(resolved(r["L"], r["U"], r["full"]) for r in rows) / len(rows),
+        "median_gap": statistics.median(r["U"] - r["L"] for r in rows),
+        "closed": sum(r["U"] == r["L"] for r in rows),
         "claims_not_confirmed": sum(r["L"] != r["L_claim"] or r["U"] != r["U_claim"]
                                     for r in rows),
         "best_lower_kind": dict(kinds),
     }
+
+
+def combine(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The validated bracket of each (operator, eps) over the records of both runs."""
+    out = {(r["operator"], r["eps"]): dict(r) for r in a}
+    for r in b:
+        key = (r["operator"], r["eps"])
+        cur = out.setdefault(key, dict(r))
+        if r["U"] < cur["U"]:
+            cur["U"], cur["U_claim"] = r["U"], r["U_claim"]
+        if r["L"] > cur["L"]:
+            cur["L"], cur["L_claim"], cur["lower_kind"] = r["L"], r["L_claim"], r["lower_kind"]
+    return list(out.values())
+
+
+def report_changes(base: list[dict[str, Any]], new: list[dict[str, Any]]) -> None:
+    """Prints the heads whose validated L or U differs between the runs."""
+    old = {(r["operator"], r["eps"]): r for r in base}
+    up = down = 0
+    for r in sorted(new, key=lambda r: (r["operator"], r["eps"])):
+        o = old.get((r["operator"], r["eps"]))
+        if o is None or (o["L"], o["U"]) == (r["L"], r["U"]):
+            continue
+        worse = r["L"] < o["L"] or r["U"] > o["U"]
+        up += not worse
+        down += worse
+        print(f"  {r['operator']} eps={r['eps']}: [{o['L']}, {o['U']}] -> [{r['L']}, {r['U']}]"
+              f"{'  WORSE' if worse else ''}")
+    print(f"  {up} heads tighter, {down} with an end worse than the baseline")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -111,22 +142,36 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--texts", default=str(TEXTS))
     ap.add_argument("--out", default="out/quality_minilm")
     ap.add_argument("--jobs", type=int, default=1)
+    ap.add_argument("--producers", nargs="+", default=None,
+                    help="producers to run (default: alt_l1 and every built-in lower one)")
+    ap.add_argument("--baseline", default=None,
+                    help="a directory of stores from an earlier run (same layout): per-head "
+                         "comparison, and the bracket of both runs' records together")
     args = ap.parse_args(argv)
+    producers = args.producers or ["alt_l1", *LOWERS]
     for T in args.tokens:
         store = Path(args.out) / f"minilm_T{T}"
         rc = cli_main(["produce", str(store), "--model", "minilm", "--texts", args.texts,
                        "--text-index", str(args.text_index), "--tokens", str(T),
-                       "--eps", *args.eps, "--producers", "alt_l1", *LOWERS,
+                       "--eps", *args.eps, "--producers", *producers,
                        "--jobs", str(args.jobs), "--quiet"])
         if rc == 2:
             return rc
         rows = validated_brackets(store, jobs=args.jobs)
-        for eps in sorted({r["eps"] for r in rows}):
-            s = summarize([r for r in rows if r["eps"] == eps])
-            print(f"T={T} eps={eps}: {s['operators']} heads, median L {s['median_L']}, "
-                  f"median U {s['median_U']}, median U/L {s['median_U_over_L']:.2f}, "
-                  f"resolved {100 * s['resolved_share']:.1f}%, claims not confirmed "
-                  f"{s['claims_not_confirmed']}, best lower kinds {s['best_lower_kind']}")
+        runs = [("this run", rows)]
+        if args.baseline:
+            base = validated_brackets(Path(args.baseline) / f"minilm_T{T}", jobs=args.jobs)
+            runs = [("baseline", base), *runs, ("both", combine(base, rows))]
+            report_changes(base, rows)
+        for label, rs in runs:
+            for eps in sorted({r["eps"] for r in rs}):
+                s = summarize([r for r in rs if r["eps"] == eps])
+                print(f"[{label}] T={T} eps={eps}: {s['operators']} heads, median L "
+                      f"{s['median_L']}, median U {s['median_U']}, median U/L "
+                      f"{s['median_U_over_L']:.2f}, median U-L {s['median_gap']}, closed "
+                      f"{s['closed']}, resolved {100 * s['resolved_share']:.1f}%, claims not "
+                      f"confirmed {s['claims_not_confirmed']}, best lower kinds "
+                      f"{s['best_lower_kind']}")
     return 0
 
 
