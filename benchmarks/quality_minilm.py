@@ -26,6 +26,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from softrank.cli import main as cli_main
 
 LOWERS = ["nonzero", "frobenius_tail", "pinv_decoder", "submatrix", "keyset", "decoder_lp"]
@@ -134,6 +136,108 @@ def report_changes(base: list[dict[str, Any]], new: list[dict[str, Any]]) -> Non
     print(f"  {up} heads tighter, {down} with an end worse than the baseline")
 
 
+def per_head(text_index: int, tokens: int, eps: str, out: Path, *, shard: int = 0,
+             shards: int = 1) -> None:
+    """Today's producers against the new ones, head by head, in one process.
+
+    For each head (every ``shards``-th from ``shard``): the alternating-l1 bisection alone
+    (``alt_l1`` before the descent) and the best of the earlier lower producers give the
+    baseline bracket; the descent below that rank and ``decoder_lp`` add records.  Every end
+    is validated by ``certify.check_bracket`` with the operator slack chi; one JSON line per
+    head goes to ``out`` (heads already there are skipped, so a run resumes).
+    """
+    import json
+    import time
+
+    from certify import check_bracket, operator_slack
+    from certify.rationals import parse_eps
+    from witnesses.models import Capture, read_texts
+    from witnesses.producers import get_producer
+    from witnesses.producers._common import one_blas_thread, row_l1, target
+    from witnesses.producers.altl1 import AlternatingL1, alt_l1
+
+    e = parse_eps(eps)
+    done = set()
+    if out.is_file():
+        done = {json.loads(line)["head"] for line in out.read_text().splitlines() if line}
+    heads = list(Capture("minilm").capture(read_texts(TEXTS)[text_index], tokens=tokens,
+                                           text_index=text_index))
+    old_lowers = [n for n in LOWERS if n != "decoder_lp"]
+
+    def lower_of(c):
+        return None if c is None else {"kind": c.kind, "rank": c.rank, **c.arrays}
+
+    def validated(A, chi, upper, lower):
+        r = check_bracket(A, e, upper, lower, chi=chi)
+        return r.upper, r.lower
+
+    with one_blas_thread():
+        for i, h in enumerate(heads):
+            if i % shards != shard or h.id in done:
+                continue
+            A, chi = h.A, operator_slack({"A": h.A, "logits": h.logits}).chi
+            full = min(A.shape)
+            t0 = time.perf_counter()
+            w = AlternatingL1(descent_budget=0).produce(A, e)
+            best = None
+            for n in old_lowers:
+                c = get_producer(n).produce(A, e)
+                if c is not None and (best is None or c.rank > best.rank):
+                    best = c
+            t_old = time.perf_counter() - t0
+            up = None if w is None else {"kind": "factors", "rank": w.rank, "U": w.U, "V": w.V}
+            U0, L0 = validated(A, chi, up, lower_of(best))
+            U0 = full if U0 is None else U0
+            L0 = 0 if L0 is None else L0
+            # the new records: the patient descent below alt_l1's rank, and decoder_lp
+            t1 = time.perf_counter()
+            U1 = U0
+            prod = AlternatingL1()
+            if w is not None:
+                k, t, end = w.rank, target(e), time.monotonic() + prod.descent_budget
+                Us, s, Vt = np.linalg.svd(A, full_matrices=False)
+                while k > 1 and time.monotonic() < end:
+                    Uk, Vk, err = alt_l1(A, k - 1, t, Us[:, :k - 1] * s[:k - 1], Vt[:k - 1],
+                                         iters=prod.descent_iters, deadline=end, patient=True)
+                    if not err <= t or not float(row_l1(A, Uk, Vk).max()) <= t:
+                        break
+                    k = k - 1
+                    u, _ = validated(A, chi, {"kind": "factors", "rank": k, "U": Uk, "V": Vk},
+                                     None)
+                    if u is not None:
+                        U1 = min(U1, u)
+            c = get_producer("decoder_lp").produce(A, e)
+            _, Ld = validated(A, chi, None, lower_of(c))
+            L1 = max(L0, Ld or 0)
+            t_new = time.perf_counter() - t1
+            rec = {"head": h.id, "full": full, "L0": L0, "U0": U0, "L1": L1, "U1": U1,
+                   "L_decoder_lp": Ld or 0, "seconds_old": round(t_old, 2),
+                   "seconds_new": round(t_new, 2)}
+            with out.open("a") as fh:
+                fh.write(json.dumps(rec) + "\n")
+            print(rec, flush=True)
+
+
+def per_head_summary(paths: list[Path]) -> dict[str, Any]:
+    """Median U - L, closed brackets and worse heads over per-head result files."""
+    import json
+
+    recs = [json.loads(line) for p in paths for line in p.read_text().splitlines() if line]
+    out: dict[str, Any] = {"heads": len(recs)}
+    for tag in ("0", "1"):
+        gaps = [r["U" + tag] - r["L" + tag] for r in recs]
+        out[f"run{tag}"] = {"median_gap": statistics.median(gaps) if gaps else None,
+                            "closed": sum(g == 0 for g in gaps),
+                            "median_L": statistics.median(r["L" + tag] for r in recs),
+                            "median_U": statistics.median(r["U" + tag] for r in recs)}
+    out["worse"] = sum(r["L1"] < r["L0"] or r["U1"] > r["U0"] for r in recs)
+    out["L_up"] = sum(r["L1"] > r["L0"] for r in recs)
+    out["U_down"] = sum(r["U1"] < r["U0"] for r in recs)
+    out["seconds_old"] = round(sum(r["seconds_old"] for r in recs), 1)
+    out["seconds_new"] = round(sum(r["seconds_new"] for r in recs), 1)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tokens", type=int, nargs="+", default=[64, 128])
@@ -147,7 +251,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--baseline", default=None,
                     help="a directory of stores from an earlier run (same layout): per-head "
                          "comparison, and the bracket of both runs' records together")
+    ap.add_argument("--per-head", metavar="FILE", nargs="+",
+                    help="compare today's producers with the new ones head by head (one "
+                         "process, JSON lines to FILE; with several FILEs only summarise)")
+    ap.add_argument("--shard", type=int, nargs=2, default=(0, 1), metavar=("I", "N"),
+                    help="with --per-head: every N-th head from the I-th")
     args = ap.parse_args(argv)
+    if args.per_head:
+        if len(args.per_head) == 1:
+            per_head(args.text_index, args.tokens[0], args.eps[0], Path(args.per_head[0]),
+                     shard=args.shard[0], shards=args.shard[1])
+        print(per_head_summary([Path(p) for p in args.per_head if Path(p).is_file()]))
+        return 0
     producers = args.producers or ["alt_l1", *LOWERS]
     for T in args.tokens:
         store = Path(args.out) / f"minilm_T{T}"
