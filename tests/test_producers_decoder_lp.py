@@ -10,8 +10,8 @@ import pytest
 
 from certify import check_lower, check_upper
 from witnesses.models import softmax64
-from witnesses.producers import get_producer
 from witnesses.producers import decoder_lp as dl
+from witnesses.producers import get_producer
 from witnesses.producers.altl1 import AlternatingL1
 from witnesses.producers.lower import KeySetDecoder
 
