@@ -15,6 +15,13 @@ upper producer and every built-in lower producer, then rechecks every bracket wi
 median validated L, U, U/L and the share of resolved brackets (U <= 2L, or U - L <= 2, or
 U - L <= full rank / 10).  Validated means: a witness or certificate the kernel does not confirm
 counts as full rank (upper) or 0 (lower).
+
+Head by head, today's producers against the new records (alt_l1's descent, decoder_lp), every
+end validated with chi, resumable, split over processes with ``--shard I N``:
+
+    .venv/bin/python benchmarks/quality_minilm.py --tokens 128 --eps 0.25 --text-index 2 \
+        --per-head out/ph0.jsonl --shard 0 2
+    .venv/bin/python benchmarks/quality_minilm.py --per-head out/ph0.jsonl out/ph1.jsonl
 """
 
 from __future__ import annotations
