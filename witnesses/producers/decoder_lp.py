@@ -14,7 +14,8 @@ objective from the start collapses to D' = 0, value 1, hence the caps).  Starts:
 configurations of ``keyset`` (p queries, p disjoint key sets) and one-key-per-query
 submatrices, grown greedily to the rank under test, and the previous rank's optimum extended
 by one query.  The rank goes up from the key-set rank until no start gets below 1 or the
-per-operator time budget runs out.
+time budget runs out (per operator and eps: ``budget`` seconds for the key-set path, as much
+again for the LPs, each LP under a HiGHS time limit).
 
 Nothing here is trusted: the certificate (D', W, X = I) is replayed by ``certify``.
 """
@@ -48,10 +49,16 @@ def value(A: np.ndarray, D: np.ndarray, W: np.ndarray, eps: float) -> float:
     return _inf(np.eye(p) - D @ (A @ W)) + _inf(D) * _inf(W) * eps
 
 
-def _lp(c, A_ub, b_ub, A_eq, b_eq) -> np.ndarray | None:
+def _lp(c, A_ub, b_ub, A_eq, b_eq, deadline: float | None = None) -> np.ndarray | None:
+    options = {}
+    if deadline is not None:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return None
+        options["time_limit"] = left  # HiGHS stops there (status 1: no solution kept)
     try:
         r = linprog(c, A_ub=A_ub, b_ub=b_ub, A_eq=A_eq, b_eq=b_eq, bounds=(0, None),
-                    method="highs")
+                    method="highs", options=options)
     except (ValueError, np.linalg.LinAlgError):
         return None
     if r.status != 0 or r.x is None or not np.all(np.isfinite(r.x)):
@@ -59,7 +66,8 @@ def _lp(c, A_ub, b_ub, A_eq, b_eq) -> np.ndarray | None:
     return r.x
 
 
-def solve_D(K: np.ndarray, cap: float | None, wt: float = 0.0) -> np.ndarray | None:
+def solve_D(K: np.ndarray, cap: float | None, wt: float = 0.0, *,
+            deadline: float | None = None) -> np.ndarray | None:
     """D' (p x m) for K = A W (m x p).
 
     cap given: each row minimises ||d_i||_1 subject to ||e_i - d_i K||_1 <= cap.
@@ -72,7 +80,7 @@ def solve_D(K: np.ndarray, cap: float | None, wt: float = 0.0) -> np.ndarray | N
         A_ub = sp.csr_matrix(np.concatenate([np.zeros(2 * m), np.ones(2 * p)])[None])
         c = np.concatenate([np.ones(2 * m), np.zeros(2 * p)])
         for i in range(p):
-            x = _lp(c, A_ub, [cap], A_eq, np.eye(p)[i])
+            x = _lp(c, A_ub, [cap], A_eq, np.eye(p)[i], deadline)
             if x is None:
                 return None
             rows.append(x[:m] - x[m:2 * m])
@@ -93,13 +101,14 @@ def solve_D(K: np.ndarray, cap: float | None, wt: float = 0.0) -> np.ndarray | N
     ])
     c = np.zeros(2 * nD + 2 * nR + 2)
     c[-2], c[-1] = 1.0, wt
-    x = _lp(c, A_ub, np.zeros(2 * p), A_eq, b_eq)
+    x = _lp(c, A_ub, np.zeros(2 * p), A_eq, b_eq, deadline)
     if x is None:
         return None
     return (x[:nD] - x[nD:2 * nD]).reshape(p, m)
 
 
-def solve_W(G: np.ndarray, cap: float | None, dt: float = 0.0) -> np.ndarray | None:
+def solve_W(G: np.ndarray, cap: float | None, dt: float = 0.0, *,
+            deadline: float | None = None) -> np.ndarray | None:
     """W (N x p) for G = D' A (p x N).
 
     cap given: minimise ||W||_inf subject to ||I - G W||_inf <= cap.
@@ -127,7 +136,7 @@ def solve_W(G: np.ndarray, cap: float | None, dt: float = 0.0) -> np.ndarray | N
                           sp.hstack([sumW, sumW, Z((N, 2 * nR)), Z((N, 1)), -ones_N])])
         b_ub = np.zeros(p + N)
         c[-2], c[-1] = 1.0, dt
-    x = _lp(c, A_ub, b_ub, A_eq, b_eq)
+    x = _lp(c, A_ub, b_ub, A_eq, b_eq, deadline)
     if x is None:
         return None
     return (x[:nW] - x[nW:2 * nW]).reshape(N, p)
@@ -166,10 +175,10 @@ def optimise(A: np.ndarray, W0: np.ndarray, eps: float, deadline: float, *,
         for _ in range(rounds):
             if time.monotonic() > deadline:
                 break
-            D = solve_D(A @ W, cap)
+            D = solve_D(A @ W, cap, deadline=deadline)
             if D is None:
                 break
-            Wn = solve_W(D @ A, cap)
+            Wn = solve_W(D @ A, cap, deadline=deadline)
             if Wn is None:
                 break
             W = Wn
@@ -185,11 +194,11 @@ def optimise(A: np.ndarray, W0: np.ndarray, eps: float, deadline: float, *,
         if best[0] <= goal or time.monotonic() > deadline:  # type: ignore[index]
             break
         v0, D, W = best  # type: ignore[misc]
-        Dn = solve_D(A @ W, None, _inf(W) * eps)
+        Dn = solve_D(A @ W, None, _inf(W) * eps, deadline=deadline)
         if Dn is not None:
             consider(Dn, W)
         D = best[1]  # type: ignore[index]
-        Wn = solve_W(D @ A, None, _inf(D) * eps)
+        Wn = solve_W(D @ A, None, _inf(D) * eps, deadline=deadline)
         if Wn is not None:
             consider(D, Wn)
         if best[0] > v0 * (1 - 1e-4):  # type: ignore[index]
@@ -216,8 +225,7 @@ def keyset_path(A: np.ndarray, eps: float, *, singletons: bool, extra: int, dead
     rows: list[int] = []
     out: dict[int, tuple[list[int], np.ndarray, float]] = {}
     failed = 0
-    while len(rows) < min(m, N) and failed <= extra and (not failed
-                                                          or time.monotonic() < deadline):
+    while len(rows) < min(m, N) and failed <= extra and time.monotonic() < deadline:
         s, cfg = _grow(A, rows, singletons, cands)
         if cfg is None:
             break
@@ -254,8 +262,8 @@ def search(A: np.ndarray, eps: float, budget: float, *, extra: int = 2
     """
     A = as_float64(A)
     m, N = A.shape
-    # the key-set path up to its last holding rank costs what ``keyset`` costs; the budget
-    # bounds what comes after it (ranks past it, the LPs)
+    # one budget for the key-set path (the configurations to start from), one for the LPs;
+    # a path cut short only means fewer ranks tried (``keyset`` itself runs separately)
     paths = {"keyset": keyset_path(A, eps, singletons=False, extra=extra,
                                    deadline=time.monotonic() + budget)}
     deadline = time.monotonic() + budget
