@@ -15,6 +15,19 @@ upper producer and every built-in lower producer, then rechecks every bracket wi
 median validated L, U, U/L and the share of resolved brackets (U <= 2L, or U - L <= 2, or
 U - L <= full rank / 10).  Validated means: a witness or certificate the kernel does not confirm
 counts as full rank (upper) or 0 (lower).
+
+Head by head, today's producers against the new records (alt_l1's descent, decoder_lp), every
+end validated with chi, resumable, split over processes with ``--shard I N``:
+
+    .venv/bin/python benchmarks/quality_minilm.py --tokens 128 --eps 0.25 --text-index 2 \
+        --per-head out/ph0.jsonl --shard 0 2
+    .venv/bin/python benchmarks/quality_minilm.py --per-head out/ph0.jsonl out/ph1.jsonl
+
+Per-head run (text 2, T=128, eps 1/4, descent 2 s, decoder_lp 6 s, on a heavily shared
+2-core machine, stopped after 20 of 72 heads: layers 0 and 1 only, the widest brackets):
+no end worse than today's producers; L up on 7 heads (+1 each), U down on 8 (-1 to -10);
+median U - L 11 -> 11, closed 1 -> 1 (L0.H2 at 127); producing time x2.3 (decoder_lp ran
+past its budget on high-rank heads, since bounded).
 """
 
 from __future__ import annotations
@@ -26,9 +39,11 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from softrank.cli import main as cli_main
 
-LOWERS = ["nonzero", "frobenius_tail", "pinv_decoder", "submatrix", "keyset"]
+LOWERS = ["nonzero", "frobenius_tail", "pinv_decoder", "submatrix", "keyset", "decoder_lp"]
 TEXTS = Path(__file__).resolve().parent.parent / "examples" / "minilm_texts.txt"
 
 
@@ -97,10 +112,143 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "median_U": statistics.median(r["U"] for r in rows),
         "median_U_over_L": statistics.median(ratios),
         "resolved_share": sum(resolved(r["L"], r["U"], r["full"]) for r in rows) / len(rows),
+        "median_gap": statistics.median(r["U"] - r["L"] for r in rows),
+        "closed": sum(r["U"] == r["L"] for r in rows),
         "claims_not_confirmed": sum(r["L"] != r["L_claim"] or r["U"] != r["U_claim"]
                                     for r in rows),
         "best_lower_kind": dict(kinds),
     }
+
+
+def combine(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The validated bracket of each (operator, eps) over the records of both runs."""
+    out = {(r["operator"], r["eps"]): dict(r) for r in a}
+    for r in b:
+        key = (r["operator"], r["eps"])
+        cur = out.setdefault(key, dict(r))
+        if r["U"] < cur["U"]:
+            cur["U"], cur["U_claim"] = r["U"], r["U_claim"]
+        if r["L"] > cur["L"]:
+            cur["L"], cur["L_claim"], cur["lower_kind"] = r["L"], r["L_claim"], r["lower_kind"]
+    return list(out.values())
+
+
+def report_changes(base: list[dict[str, Any]], new: list[dict[str, Any]]) -> None:
+    """Prints the heads whose validated L or U differs between the runs."""
+    old = {(r["operator"], r["eps"]): r for r in base}
+    up = down = 0
+    for r in sorted(new, key=lambda r: (r["operator"], r["eps"])):
+        o = old.get((r["operator"], r["eps"]))
+        if o is None or (o["L"], o["U"]) == (r["L"], r["U"]):
+            continue
+        worse = r["L"] < o["L"] or r["U"] > o["U"]
+        up += not worse
+        down += worse
+        print(f"  {r['operator']} eps={r['eps']}: [{o['L']}, {o['U']}] -> [{r['L']}, {r['U']}]"
+              f"{'  WORSE' if worse else ''}")
+    print(f"  {up} heads tighter, {down} with an end worse than the baseline")
+
+
+def per_head(text_index: int, tokens: int, eps: str, out: Path, *, shard: int = 0,
+             shards: int = 1) -> None:
+    """Today's producers against the new ones, head by head, in one process.
+
+    For each head (every ``shards``-th from ``shard``): the alternating-l1 bisection alone
+    (``alt_l1`` before the descent) and the best of the earlier lower producers give the
+    baseline bracket; the descent below that rank and ``decoder_lp`` add records.  Every end
+    is validated by ``certify.check_bracket`` with the operator slack chi; one JSON line per
+    head goes to ``out`` (heads already there are skipped, so a run resumes).
+    """
+    import json
+    import time
+
+    from certify import check_bracket, operator_slack
+    from certify.rationals import parse_eps
+    from witnesses.models import Capture, read_texts
+    from witnesses.producers import get_producer
+    from witnesses.producers._common import one_blas_thread, row_l1, target
+    from witnesses.producers.altl1 import AlternatingL1, alt_l1
+
+    e = parse_eps(eps)
+    done = set()
+    if out.is_file():
+        done = {json.loads(line)["head"] for line in out.read_text().splitlines() if line}
+    heads = list(Capture("minilm").capture(read_texts(TEXTS)[text_index], tokens=tokens,
+                                           text_index=text_index))
+    old_lowers = [n for n in LOWERS if n != "decoder_lp"]
+
+    def lower_of(c):
+        return None if c is None else {"kind": c.kind, "rank": c.rank, **c.arrays}
+
+    def validated(A, chi, upper, lower):
+        r = check_bracket(A, e, upper, lower, chi=chi)
+        return r.upper, r.lower
+
+    with one_blas_thread():
+        for i, h in enumerate(heads):
+            if i % shards != shard or h.id in done:
+                continue
+            A, chi = h.A, operator_slack({"A": h.A, "logits": h.logits}).chi
+            full = min(A.shape)
+            t0 = time.perf_counter()
+            w = AlternatingL1(descent_budget=0).produce(A, e)
+            best = None
+            for n in old_lowers:
+                c = get_producer(n).produce(A, e)
+                if c is not None and (best is None or c.rank > best.rank):
+                    best = c
+            t_old = time.perf_counter() - t0
+            up = None if w is None else {"kind": "factors", "rank": w.rank, "U": w.U, "V": w.V}
+            U0, L0 = validated(A, chi, up, lower_of(best))
+            U0 = full if U0 is None else U0
+            L0 = 0 if L0 is None else L0
+            # the new records: the patient descent below alt_l1's rank, and decoder_lp
+            t1 = time.perf_counter()
+            U1 = U0
+            prod = AlternatingL1()
+            if w is not None:
+                k, t, end = w.rank, target(e), time.monotonic() + prod.descent_budget
+                Us, s, Vt = np.linalg.svd(A, full_matrices=False)
+                while k > 1 and time.monotonic() < end:
+                    Uk, Vk, err = alt_l1(A, k - 1, t, Us[:, :k - 1] * s[:k - 1], Vt[:k - 1],
+                                         iters=prod.descent_iters, deadline=end, patient=True)
+                    if not err <= t or not float(row_l1(A, Uk, Vk).max()) <= t:
+                        break
+                    k = k - 1
+                    u, _ = validated(A, chi, {"kind": "factors", "rank": k, "U": Uk, "V": Vk},
+                                     None)
+                    if u is not None:
+                        U1 = min(U1, u)
+            c = get_producer("decoder_lp").produce(A, e)
+            _, Ld = validated(A, chi, None, lower_of(c))
+            L1 = max(L0, Ld or 0)
+            t_new = time.perf_counter() - t1
+            rec = {"head": h.id, "full": full, "L0": L0, "U0": U0, "L1": L1, "U1": U1,
+                   "L_decoder_lp": Ld or 0, "seconds_old": round(t_old, 2),
+                   "seconds_new": round(t_new, 2)}
+            with out.open("a") as fh:
+                fh.write(json.dumps(rec) + "\n")
+            print(rec, flush=True)
+
+
+def per_head_summary(paths: list[Path]) -> dict[str, Any]:
+    """Median U - L, closed brackets and worse heads over per-head result files."""
+    import json
+
+    recs = [json.loads(line) for p in paths for line in p.read_text().splitlines() if line]
+    out: dict[str, Any] = {"heads": len(recs)}
+    for tag in ("0", "1"):
+        gaps = [r["U" + tag] - r["L" + tag] for r in recs]
+        out[f"run{tag}"] = {"median_gap": statistics.median(gaps) if gaps else None,
+                            "closed": sum(g == 0 for g in gaps),
+                            "median_L": statistics.median(r["L" + tag] for r in recs),
+                            "median_U": statistics.median(r["U" + tag] for r in recs)}
+    out["worse"] = sum(r["L1"] < r["L0"] or r["U1"] > r["U0"] for r in recs)
+    out["L_up"] = sum(r["L1"] > r["L0"] for r in recs)
+    out["U_down"] = sum(r["U1"] < r["U0"] for r in recs)
+    out["seconds_old"] = round(sum(r["seconds_old"] for r in recs), 1)
+    out["seconds_new"] = round(sum(r["seconds_new"] for r in recs), 1)
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -111,22 +259,47 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--texts", default=str(TEXTS))
     ap.add_argument("--out", default="out/quality_minilm")
     ap.add_argument("--jobs", type=int, default=1)
+    ap.add_argument("--producers", nargs="+", default=None,
+                    help="producers to run (default: alt_l1 and every built-in lower one)")
+    ap.add_argument("--baseline", default=None,
+                    help="a directory of stores from an earlier run (same layout): per-head "
+                         "comparison, and the bracket of both runs' records together")
+    ap.add_argument("--per-head", metavar="FILE", nargs="+",
+                    help="compare today's producers with the new ones head by head (one "
+                         "process, JSON lines to FILE; with several FILEs only summarise)")
+    ap.add_argument("--shard", type=int, nargs=2, default=(0, 1), metavar=("I", "N"),
+                    help="with --per-head: every N-th head from the I-th")
     args = ap.parse_args(argv)
+    if args.per_head:
+        if len(args.per_head) == 1:
+            per_head(args.text_index, args.tokens[0], args.eps[0], Path(args.per_head[0]),
+                     shard=args.shard[0], shards=args.shard[1])
+        print(per_head_summary([Path(p) for p in args.per_head if Path(p).is_file()]))
+        return 0
+    producers = args.producers or ["alt_l1", *LOWERS]
     for T in args.tokens:
         store = Path(args.out) / f"minilm_T{T}"
         rc = cli_main(["produce", str(store), "--model", "minilm", "--texts", args.texts,
                        "--text-index", str(args.text_index), "--tokens", str(T),
-                       "--eps", *args.eps, "--producers", "alt_l1", *LOWERS,
+                       "--eps", *args.eps, "--producers", *producers,
                        "--jobs", str(args.jobs), "--quiet"])
         if rc == 2:
             return rc
         rows = validated_brackets(store, jobs=args.jobs)
-        for eps in sorted({r["eps"] for r in rows}):
-            s = summarize([r for r in rows if r["eps"] == eps])
-            print(f"T={T} eps={eps}: {s['operators']} heads, median L {s['median_L']}, "
-                  f"median U {s['median_U']}, median U/L {s['median_U_over_L']:.2f}, "
-                  f"resolved {100 * s['resolved_share']:.1f}%, claims not confirmed "
-                  f"{s['claims_not_confirmed']}, best lower kinds {s['best_lower_kind']}")
+        runs = [("this run", rows)]
+        if args.baseline:
+            base = validated_brackets(Path(args.baseline) / f"minilm_T{T}", jobs=args.jobs)
+            runs = [("baseline", base), *runs, ("both", combine(base, rows))]
+            report_changes(base, rows)
+        for label, rs in runs:
+            for eps in sorted({r["eps"] for r in rs}):
+                s = summarize([r for r in rs if r["eps"] == eps])
+                print(f"[{label}] T={T} eps={eps}: {s['operators']} heads, median L "
+                      f"{s['median_L']}, median U {s['median_U']}, median U/L "
+                      f"{s['median_U_over_L']:.2f}, median U-L {s['median_gap']}, closed "
+                      f"{s['closed']}, resolved {100 * s['resolved_share']:.1f}%, claims not "
+                      f"confirmed {s['claims_not_confirmed']}, best lower kinds "
+                      f"{s['best_lower_kind']}")
     return 0
 
 

@@ -4,6 +4,13 @@ For every (operator, eps) the rank of each upper producer's witness is *validate
 ``certify.check_upper`` against the stored A (a witness that does not hold counts as full
 rank min(m, N)); the table gives, per producer, the median of its validated rank divided by
 the alternating-l1 validated rank, like the literature's comparison table.
+
+The lower producers are shown side by side below it: a store keeps, per (operator, eps), the
+best lower certificate found (the one with the largest claimed rank), so each row counts the
+brackets a lower producer won, how many of its certificates ``certify.check_lower`` proves
+(one it does not prove counts as rank 0), their median validated rank, and how many of them
+close the bracket (validated L equal to the least validated upper rank of that operator and
+eps).  Like the upper table, these checks take the stored A as the operator (no slack chi).
 """
 
 from __future__ import annotations
@@ -16,11 +23,12 @@ from typing import Any
 
 from tqdm import tqdm
 
-from certify import check_upper
+from certify import check_lower, check_upper
 from witnesses import jsonexact, open_store
 
 NAME = "producers"
-HELP = "compare upper producers: median validated rank relative to alternating l1"
+HELP = ("compare producers: upper ones by median validated rank relative to alternating l1, "
+        "lower ones side by side")
 REFERENCE = "alt_l1"
 
 
@@ -55,6 +63,63 @@ def validated_ranks(store: str, *, progress: bool = False) -> list[dict[str, Any
             bar.update(1)
     bar.close()
     return rows
+
+
+def validated_lowers(store: str, *, progress: bool = False) -> list[dict[str, Any]]:
+    """Returns one row per bracket holding a lower certificate: operator, eps, producer, kind,
+    claimed and validated rank (0 when ``check_lower`` does not prove it)."""
+    reader = open_store(store)
+    by_op: dict[str, list[Any]] = defaultdict(list)
+    for br in reader.brackets:
+        if br.lower is not None:
+            by_op[br.operator].append(br)
+    rows: list[dict[str, Any]] = []
+    bar = tqdm(total=sum(len(v) for v in by_op.values()), unit="certificate",
+               disable=not progress, file=sys.stderr, desc="validate lower")
+    for op_id, brs in by_op.items():
+        A = reader.operator(op_id).load()["A"]
+        for br in brs:
+            _, lower = br.load()
+            chk = check_lower(A, lower, br.eps, source=str(br.path))
+            rows.append({"operator": op_id, "eps": br.eps,
+                         "producer": str(br.producer.get("lower", "?")),
+                         "kind": br.lower.kind, "claimed": br.lower.rank,
+                         "status": chk.status,
+                         "validated": br.lower.rank if chk.holds else 0})
+            bar.update(1)
+    bar.close()
+    return rows
+
+
+def compare_lowers(lowers: list[dict[str, Any]], uppers: list[dict[str, Any]]
+                   ) -> dict[str, Any]:
+    """Returns per lower producer: certificates (brackets won), proved, median validated rank,
+    closed (validated L = least validated U of that operator and eps), kinds."""
+    best_u: dict[tuple[str, Any], int] = {}
+    for r in uppers:
+        key = (r["operator"], r["eps"])
+        best_u[key] = min(best_u.get(key, r["full"]), r["validated"])
+    table: dict[str, Any] = {}
+    for name in sorted({r["producer"] for r in lowers}):
+        mine = [r for r in lowers if r["producer"] == name]
+        table[name] = {
+            "certificates": len(mine),
+            "proved": sum(r["status"] == "holds" for r in mine),
+            "median_rank": statistics.median(r["validated"] for r in mine),
+            "closed": sum(r["validated"] == best_u.get((r["operator"], r["eps"])) for r in mine),
+            "kinds": sorted({r["kind"] for r in mine}),
+        }
+    return table
+
+
+def format_lower_table(table: dict[str, Any]) -> str:
+    lines = [f"{'lower':<14} {'won':>5} {'proved':>7} {'median rank':>11} {'closed':>7}  kinds"]
+    order = sorted(table, key=lambda n: (-table[n]["certificates"], n))
+    for n in order:
+        t = table[n]
+        lines.append(f"{n:<14} {t['certificates']:>5} {t['proved']:>7} {t['median_rank']:>11} "
+                     f"{t['closed']:>7}  {', '.join(t['kinds'])}")
+    return "\n".join(lines)
 
 
 def compare(rows: list[dict[str, Any]], reference: str = REFERENCE) -> dict[str, Any]:
@@ -94,13 +159,23 @@ def run(args: argparse.Namespace) -> int:
     rows = validated_ranks(args.store, progress=not (args.quiet or args.json))
     table = compare(rows, args.reference)
     failed = sum(r["status"] != "holds" for r in rows)
+    lowers = validated_lowers(args.store, progress=not (args.quiet or args.json))
+    lower_table = compare_lowers(lowers, rows)
+    lower_failed = sum(r["status"] != "holds" for r in lowers)
     if args.json:
         print(jsonexact.dumps({"store": str(args.store), "reference": args.reference,
-                               "table": table, "witnesses_not_proved": failed}, indent=1))
+                               "table": table, "witnesses_not_proved": failed,
+                               "lower_table": lower_table,
+                               "certificates_not_proved": lower_failed}, indent=1))
     else:
         if args.reference not in table:
             print(f"(no {args.reference} brackets in the store: ratios unavailable)")
         print(format_table(table, args.reference))
         print(f"{len(rows)} witnesses rechecked by certify.check_upper; {failed} not proved "
               "(counted as full rank)")
+        if lower_table:
+            print()
+            print(format_lower_table(lower_table))
+            print(f"{len(lowers)} certificates (the best per operator and eps) rechecked by "
+                  f"certify.check_lower; {lower_failed} not proved (counted as rank 0)")
     return 0

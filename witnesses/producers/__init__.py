@@ -47,6 +47,7 @@ BUILTINS: dict[str, str] = {
     "pinv_decoder": "witnesses.producers.lower:PinvDecoder",
     "submatrix": "witnesses.producers.lower:SubmatrixSearch",
     "keyset": "witnesses.producers.lower:KeySetDecoder",
+    "decoder_lp": "witnesses.producers.decoder_lp:DecoderLP",
 }
 
 

@@ -10,12 +10,16 @@ batched k x k solves, so a 128 x 128 operator takes about a second with one BLAS
 
 from __future__ import annotations
 
+import os
 import time
 
 import numpy as np
 
 from . import BaseProducer, Witness
 from ._common import as_float64, least_rank, row_l1, target
+
+DESCENT_ENV = "SOFTRANK_ALT_L1_DESCENT"
+DEFAULT_DESCENT = 3.0
 
 
 def _balance(U: np.ndarray, V: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -35,11 +39,12 @@ def _solve_batched(G: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def alt_l1(A: np.ndarray, k: int, t: float, U0: np.ndarray, V0: np.ndarray, *,
-           iters: int = 300, deadline: float | None = None
+           iters: int = 300, deadline: float | None = None, patient: bool = False
            ) -> tuple[np.ndarray, np.ndarray, float]:
     """Returns (U, V, err): the best rank-k iterate found and its float64 max-row-l1 error.
 
-    Stops as soon as err <= t, when progress stalls, or at ``deadline`` (time.monotonic()).
+    Stops as soon as err <= t, at ``deadline`` (time.monotonic()), after ``iters`` steps,
+    and (unless ``patient``) when progress stalls or the error is far above t.
     """
     m, N = A.shape
     k = U0.shape[1]
@@ -51,7 +56,7 @@ def alt_l1(A: np.ndarray, k: int, t: float, U0: np.ndarray, V0: np.ndarray, *,
     for it in range(iters):
         if best[0] <= t:
             break
-        if it and it % 50 == 0:
+        if it and it % 50 == 0 and not patient:
             # stalled (under 0.2% progress in 50 steps), or too far above the target for the
             # remaining steps (IRLS gains ~20% from step 100 on at best): give up
             if best[0] > 0.998 * checkpoint or best[0] > (1.3 if it < 200 else 1.12) * t:
@@ -93,9 +98,13 @@ class AlternatingL1(BaseProducer):
     name = "alt_l1"
     role = "upper"
 
-    def __init__(self, iters: int = 300, budget: float = 10.0):
+    def __init__(self, iters: int = 300, budget: float = 10.0, descent_iters: int = 2000,
+                 descent_budget: float | None = None):
         self.iters = iters
         self.budget = budget  # seconds per call; past it, untried ranks count as failures
+        self.descent_iters = descent_iters
+        self.descent_budget = _descent_default() if descent_budget is None \
+            else float(descent_budget)
 
     def produce(self, A, eps, *, logits=None):
         A = as_float64(A)
@@ -131,6 +140,28 @@ class AlternatingL1(BaseProducer):
         err = float(row_l1(A, U, V).max())
         if not err <= t:
             return None
+        k_search = k
+        # the bisection's give-up rules stop a rank after a fraction of a second; at the
+        # ranks just below the one found, spend the descent budget without them
+        descent_end = time.monotonic() + self.descent_budget
+        while k > 1 and time.monotonic() < descent_end:
+            U2, V2, e2 = alt_l1(A, k - 1, t, Us[:, :k - 1] * s[:k - 1], Vt[:k - 1],
+                                iters=self.descent_iters, deadline=descent_end, patient=True)
+            if not e2 <= t:
+                break
+            k, U, V, err = k - 1, U2, V2, e2
         return Witness(rank=k, U=np.ascontiguousarray(U), V=np.ascontiguousarray(V),
-                       claims={"upper_error": err, "upper_rank": int(k), "tsvd_rank": k_svd})
+                       claims={"upper_error": err, "upper_rank": int(k), "tsvd_rank": k_svd,
+                               "bisection_rank": int(k_search)})
+
+
+def _descent_default() -> float:
+    """Seconds per call for the patient descent below the bisection's rank
+    (environment ``SOFTRANK_ALT_L1_DESCENT``, default 3)."""
+    raw = os.environ.get(DESCENT_ENV, "")
+    try:
+        b = float(raw) if raw else DEFAULT_DESCENT
+    except ValueError:
+        return DEFAULT_DESCENT
+    return b if np.isfinite(b) and b >= 0 else DEFAULT_DESCENT
 

@@ -1,0 +1,97 @@
+"""decoder_lp (alternating-LP decoders) and alt_l1's patient descent: whatever they return,
+the kernel must confirm; they never do worse than the searches they start from."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from certify import check_lower, check_upper
+from witnesses.models import softmax64
+from witnesses.producers import decoder_lp as dl
+from witnesses.producers import get_producer
+from witnesses.producers.altl1 import AlternatingL1
+from witnesses.producers.lower import KeySetDecoder
+
+EPS = Fraction(1, 4)
+
+
+def attention(n: int, d: int, beta: float, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    S = beta * rng.standard_normal((n, d)) @ rng.standard_normal((d, n)) / np.sqrt(d)
+    return softmax64(S)
+
+
+def cert(c) -> dict:
+    return {"kind": c.kind, "rank": c.rank, **c.arrays}
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_decoder_lp_certificate_holds_and_is_not_below_keyset(seed):
+    A = attention(20, 6, 3.0, seed)
+    c = dl.DecoderLP(budget=1.0).produce(A, EPS)
+    k = KeySetDecoder().produce(A, EPS)
+    assert c is not None and c.kind == "decoder"
+    assert np.array_equal(c.arrays["X"], np.eye(c.rank))
+    assert check_lower(A, cert(c), EPS).status == "holds"
+    assert c.rank >= (0 if k is None else k.rank)
+    assert c.claims["decoder_value"] <= dl.CLAIM_BUDGET
+
+
+def test_inflated_certificate_is_rejected():
+    A = attention(20, 6, 3.0, 0)
+    c = dl.DecoderLP(budget=1.0).produce(A, EPS)
+    bad = cert(c)
+    bad["W"] = bad["W"] * 8.0  # residual and norm product both blow up
+    assert check_lower(A, bad, EPS).status == "fails"
+    # the same arrays claimed at the next rank do not even have the right shape
+    with pytest.raises(Exception, match="lower"):
+        check_lower(A, {**cert(c), "rank": c.rank + 1}, EPS)
+
+
+def test_capped_steps_meet_the_cap():
+    A = attention(16, 4, 3.0, 2)
+    path = dl.keyset_path(A, 0.25, singletons=False, extra=0, deadline=float("inf"))
+    p = max(path)
+    W = path[p][1]
+    for cap in (0.02, 0.2):
+        D = dl.solve_D(A @ W, cap)
+        assert D is not None
+        assert dl._inf(np.eye(p) - D @ A @ W) <= cap + 1e-7
+        W2 = dl.solve_W(D @ A, cap)
+        assert W2 is not None
+        assert dl._inf(np.eye(p) - D @ A @ W2) <= cap + 1e-7
+        # the W step minimises ||W||_inf: never above the W it could have kept
+        assert dl._inf(W2) <= dl._inf(W) * (1 + 1e-7) + 1e-9
+
+
+def test_optimise_never_worse_than_its_start():
+    A = attention(16, 4, 3.0, 3)
+    path = dl.keyset_path(A, 0.25, singletons=False, extra=1, deadline=float("inf"))
+    for p, (rows, W, _) in path.items():
+        X = np.linalg.inv(A[rows] @ W)
+        start = dl.value(A, dl._select(X, rows, A.shape[0]), W, 0.25)
+        r = dl.optimise(A, W, 0.25, float("inf"), goal=0.0)
+        assert r is not None
+        assert r[0] <= start * (1 + 1e-6) + 1e-9, (p, r[0], start)
+
+
+def test_budget_from_environment(monkeypatch):
+    monkeypatch.setenv(dl.BUDGET_ENV, "2.5")
+    assert dl.DecoderLP().budget == 2.5
+    for bad in ("nan", "-1", "x"):
+        monkeypatch.setenv(dl.BUDGET_ENV, bad)
+        assert dl.DecoderLP().budget == dl.DEFAULT_BUDGET
+    assert get_producer("decoder_lp").role == "lower"
+
+
+def test_alt_l1_descent_never_raises_the_rank_and_holds():
+    A = attention(24, 8, 2.5, 4)
+    w0 = AlternatingL1(descent_budget=0).produce(A, EPS)
+    w1 = AlternatingL1(descent_budget=0.5).produce(A, EPS)
+    assert w0 is not None and w1 is not None
+    assert w1.rank <= w0.rank
+    assert w1.claims["bisection_rank"] == w0.rank
+    assert check_upper(A, w1.U, w1.V, EPS, rank=w1.rank).holds
