@@ -102,7 +102,7 @@ def _witnesses(A: np.ndarray, eps: float, Us, s, Vt) -> tuple[dict, dict | None]
 
 
 def build(path: Path, n_ops: int, size: int, seed: int = 0) -> None:
-    from witnesses import Store
+    from softrank.witnesses import Store
 
     meta = path / "bench.json"
     want = {"operators": n_ops, "size": size, "seed": seed, "eps": list(EPS)}
@@ -130,7 +130,7 @@ def build(path: Path, n_ops: int, size: int, seed: int = 0) -> None:
 
 def plain_recheck(path: Path) -> int:
     """The unvalidated float64 recheck of every bracket; returns the number of brackets."""
-    from witnesses import open_store
+    from softrank.witnesses import open_store
 
     reader = open_store(path)
     by_op: dict[str, list] = {}

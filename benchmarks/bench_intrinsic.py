@@ -30,9 +30,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from certify.interaction import interaction_from_logits  # noqa: E402
-from certify.intrinsic_kappa import kappa_bracket  # noqa: E402
-from certify.intrinsic_tau import tau_bracket  # noqa: E402
+from softrank.certify.interaction import interaction_from_logits  # noqa: E402
+from softrank.certify.intrinsic_kappa import kappa_bracket  # noqa: E402
+from softrank.certify.intrinsic_tau import tau_bracket  # noqa: E402
 from tests.intrinsic_kappa_witness import kappa_witness_fw  # noqa: E402
 from tests.intrinsic_witness import tau_witness  # noqa: E402
 
@@ -110,7 +110,7 @@ def main() -> None:
     args = ap.parse_args()
     rng = np.random.default_rng(0)
     if args.real:
-        from witnesses.models import Capture, read_texts
+        from softrank.witnesses.models import Capture, read_texts
 
         root = Path(__file__).resolve().parent.parent
         text = " ".join(read_texts(root / "examples" / "minilm_texts.txt"))

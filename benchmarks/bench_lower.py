@@ -15,8 +15,8 @@ import time
 
 import numpy as np
 
-from certify import ballmat
-from certify.svd import approximate_factors, singular_values
+from softrank.certify import ballmat
+from softrank.certify.svd import approximate_factors, singular_values
 
 
 def softmax_matrix(n: int, rng: np.random.Generator, scale: float = 3.0) -> np.ndarray:

@@ -25,7 +25,7 @@ sys.path.insert(0, str(ROOT))
 from replay import replay as rp  # noqa: E402
 from softrank.export import write_bundle  # noqa: E402
 from softrank.runner import iter_checks  # noqa: E402
-from witnesses import open_store  # noqa: E402
+from softrank.witnesses import open_store  # noqa: E402
 
 STORE = ROOT / "examples" / "minilm"
 

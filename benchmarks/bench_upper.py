@@ -16,7 +16,7 @@ import time
 
 import numpy as np
 
-from certify import check_upper
+from softrank.certify import check_upper
 
 
 def softmax_matrix(n: int, rng: np.random.Generator) -> np.ndarray:

@@ -53,7 +53,7 @@ def resolved(L: int, U: int, full: int) -> bool:
 
 def validated_brackets(store: str | Path, jobs: int = 1) -> list[dict[str, Any]]:
     """Returns per (operator, eps): validated L (max over records) and U (min over records)."""
-    import certify
+    from softrank import certify
 
     rows: dict[tuple[str, str], dict[str, Any]] = {}
     if hasattr(certify, "check_bracket"):
@@ -76,7 +76,7 @@ def validated_brackets(store: str | Path, jobs: int = 1) -> list[dict[str, Any]]
     # kernel for lower certificates not available: uppers validated, lowers as claimed
     print("note: certify.check_bracket missing; lower ends are UNVALIDATED float claims",
           file=sys.stderr)
-    from witnesses import open_store
+    from softrank.witnesses import open_store
 
     reader = open_store(store)
     by_op: dict[str, list[Any]] = defaultdict(list)
@@ -162,12 +162,12 @@ def per_head(text_index: int, tokens: int, eps: str, out: Path, *, shard: int = 
     import json
     import time
 
-    from certify import check_bracket, operator_slack
-    from certify.rationals import parse_eps
-    from witnesses.models import Capture, read_texts
-    from witnesses.producers import get_producer
-    from witnesses.producers._common import one_blas_thread, row_l1, target
-    from witnesses.producers.altl1 import AlternatingL1, alt_l1
+    from softrank.certify import check_bracket, operator_slack
+    from softrank.certify.rationals import parse_eps
+    from softrank.witnesses.models import Capture, read_texts
+    from softrank.witnesses.producers import get_producer
+    from softrank.witnesses.producers._common import one_blas_thread, row_l1, target
+    from softrank.witnesses.producers.altl1 import AlternatingL1, alt_l1
 
     e = parse_eps(eps)
     done = set()

@@ -52,7 +52,7 @@ def capture_qk(tokens: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     float32 projections, exactly as ``witnesses.models.Capture`` computes the logits)."""
     import torch
 
-    from witnesses.models import Capture, read_texts
+    from softrank.witnesses.models import Capture, read_texts
 
     cap = Capture("minilm")
     text = read_texts(TEXTS)[0]
@@ -101,7 +101,7 @@ def bracket_store(out: Path, tokens: int, producers: list[str]) -> Path:
 
 def drop_ranks(store: Path, ranks: list[int]) -> None:
     """Removes the rank records of ``ranks`` (and the cached results) so they are redone."""
-    from witnesses.intrinsic_store import INTRINSIC_FILE
+    from softrank.witnesses.intrinsic_store import INTRINSIC_FILE
 
     path = store / INTRINSIC_FILE
     if path.is_file():
@@ -113,9 +113,9 @@ def drop_ranks(store: Path, ranks: list[int]) -> None:
 
 def produce_witnesses(store: Path, ranks: list[int], budget: float) -> None:
     """Adds the intrinsic rank records missing from ``store`` (resumable)."""
-    from witnesses import open_store
-    from witnesses.intrinsic_store import IntrinsicWriter
-    from witnesses.producers import intrinsic as P
+    from softrank.witnesses import open_store
+    from softrank.witnesses.intrinsic_store import IntrinsicWriter
+    from softrank.witnesses.producers import intrinsic as P
 
     reader = open_store(store)
     with IntrinsicWriter(reader) as w:
@@ -138,8 +138,8 @@ def produce_witnesses(store: Path, ranks: list[int], budget: float) -> None:
 
 def _check_ops(job: tuple[str, list[str]]) -> list[dict[str, Any]]:
     from softrank.intrinsic_check import _eps_of, _Operators, check_record
-    from witnesses import open_store
-    from witnesses.intrinsic_store import read_intrinsic
+    from softrank.witnesses import open_store
+    from softrank.witnesses.intrinsic_store import read_intrinsic
 
     store, op_ids = job
     reader = open_store(store)
@@ -152,7 +152,7 @@ def check_witnesses(store: Path, jobs: int = 1) -> list[dict[str, Any]]:
     """Returns the kernel's results for every intrinsic record (cached in the store folder)."""
     from concurrent.futures import ProcessPoolExecutor
 
-    from witnesses import open_store
+    from softrank.witnesses import open_store
 
     cache = store / "intrinsic_results.json"
     if cache.is_file():
@@ -173,9 +173,9 @@ def check_witnesses(store: Path, jobs: int = 1) -> list[dict[str, Any]]:
 
 def gamma_per_head(store: Path, tokens: int) -> dict[str, dict[str, Any]]:
     """Returns per operator id the kernel's Gamma bracket and the max |Q K^T - logits|."""
-    from certify import intrinsic as K
-    from witnesses import open_store
-    from witnesses.producers import intrinsic as P
+    from softrank.certify import intrinsic as K
+    from softrank.witnesses import open_store
+    from softrank.witnesses.producers import intrinsic as P
 
     cache = store / "gamma_results.json"
     if cache.is_file():

@@ -14,8 +14,8 @@ from typing import Any
 
 import sympy
 
-from certify.errors import InputError
-from certify.rationals import to_rational
+from softrank.certify.errors import InputError
+from softrank.certify.rationals import to_rational
 
 from .meb import enclosing_radius
 

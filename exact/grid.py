@@ -17,7 +17,7 @@ from typing import Any
 import flint
 import sympy
 
-from certify.errors import InputError
+from softrank.certify.errors import InputError
 
 from .inputs import unit_eps
 from .meb import RadiusProof, enclosing_radius

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from fractions import Fraction
 
-from certify.errors import InputError
-from certify.rationals import to_rational
+from softrank.certify.errors import InputError
+from softrank.certify.rationals import to_rational
 
 Matrix = list[list[Fraction]]
 

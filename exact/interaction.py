@@ -8,7 +8,7 @@ from itertools import combinations
 
 import sympy
 
-from certify.errors import InputError
+from softrank.certify.errors import InputError
 
 from .inputs import rational_matrix
 from .meb import enclosing_radius

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from certify.errors import InputError
+from softrank.certify.errors import InputError
 
 from .bracket import (
     Certificate,

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from certify.errors import InputError
+from softrank.certify.errors import InputError
 
 from .linalg import Matrix, is_row_stochastic, rank, row1_error, row1_norm
 from .lp import check_farkas, check_point, decide

@@ -2,7 +2,7 @@ import subprocess
 
 import numpy as np
 
-from witnesses import Store
+from softrank.witnesses import Store
 
 # Your attention matrix (here: the softmax of low-rank random logits) and your claims about it.
 rng = np.random.default_rng(0)

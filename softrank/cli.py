@@ -20,7 +20,7 @@ import sys
 import traceback
 from collections.abc import Sequence
 
-from certify.errors import InputError
+from softrank.certify.errors import InputError
 
 from . import __version__, commands
 from .workers import allow_long_integers

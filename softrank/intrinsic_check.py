@@ -15,10 +15,10 @@ from typing import Any
 
 import numpy as np
 
-from certify import intrinsic as K
-from certify.errors import InputError
-from witnesses.intrinsic_store import IntrinsicRecord, read_intrinsic
-from witnesses.store import StoreReader
+from softrank.certify import intrinsic as K
+from softrank.certify.errors import InputError
+from softrank.witnesses.intrinsic_store import IntrinsicRecord, read_intrinsic
+from softrank.witnesses.store import StoreReader
 
 _KAPPA_KEYS = ("G", "a", "c", "rects", "M", "D1", "D2", "lam", "mu")
 

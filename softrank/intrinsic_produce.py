@@ -19,11 +19,11 @@ from typing import Any
 
 import numpy as np
 
-from certify.errors import InputError
-from witnesses import open_store
-from witnesses.intrinsic_store import IntrinsicWriter
-from witnesses.producers import intrinsic as P
-from witnesses.producers._common import one_blas_thread
+from softrank.certify.errors import InputError
+from softrank.witnesses import open_store
+from softrank.witnesses.intrinsic_store import IntrinsicWriter
+from softrank.witnesses.producers import intrinsic as P
+from softrank.witnesses.producers._common import one_blas_thread
 
 PRODUCER = "intrinsic-v1"
 

@@ -13,9 +13,9 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-import certify
-from certify.errors import InputError
-from witnesses import BracketRecord, StoreReader, open_store
+from softrank import certify
+from softrank.certify.errors import InputError
+from softrank.witnesses import BracketRecord, StoreReader, open_store
 
 from .workers import allow_long_integers, init_worker
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import numpy as np
 
-from certify import exact_error
-from witnesses import Store
+from softrank.certify import exact_error
+from softrank.witnesses import Store
 
 from .helpers import random_attention, tsvd_witness
 

@@ -24,7 +24,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from certify import (
+from softrank.certify import (
     InputError,
     check_bracket,
     check_lower,

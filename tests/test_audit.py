@@ -27,12 +27,12 @@ from statistics import median
 import numpy as np
 import pytest
 
-from certify import exact_error
 from softrank.audit import VOLATILE_KEY, run_audit
 from softrank.audit.executors import plan_chunks
 from softrank.audit.journal import JOURNAL_NAME
+from softrank.certify import exact_error
 from softrank.cli import main
-from witnesses import Store, open_store
+from softrank.witnesses import Store, open_store
 
 ROOT = Path(__file__).resolve().parents[1]
 EPS = (Fraction(1, 4), Fraction(3, 8))
@@ -569,9 +569,9 @@ def test_logits_operator_chi_is_reported(tmp_path):
 
 
 def test_worker_refuses_a_store_that_changed_after_the_audit_started(known):
-    from certify.errors import InputError
     from softrank.audit.executors import check_chunk
     from softrank.audit.journal import store_digest
+    from softrank.certify.errors import InputError
 
     store = str(Path(known[0]).resolve())
     ids = [b.id for b in open_store(store).brackets][:2]

@@ -10,10 +10,10 @@ from itertools import product
 import numpy as np
 import pytest
 
-from certify.errors import InputError
 from softrank.audit import parse_budgets
 from softrank.audit import tables as T
 from softrank.audit.journal import JOURNAL_NAME, Journal, normalize
+from softrank.certify.errors import InputError
 
 # ------------------------------------------------------------------ predicates and statistics
 

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from flint import fmpz_mat
 
-from certify import dyadic
-from certify.ballmat import (
+from softrank.certify import dyadic
+from softrank.certify.ballmat import (
     Workspace,
     gram_residual_frob_upper,
     split_residual_frob_upper,
@@ -138,7 +138,7 @@ def test_dsyrk_of_split_factor_is_exact():
     """Lemma X in practice: dsyrk on the 26-bit part reproduces Mh^T Mh exactly (upper)."""
     from scipy.linalg import blas
 
-    from certify.ballmat import split
+    from softrank.certify.ballmat import split
 
     M = orthonormal(70, 45, seed=12)
     Mh, _ = split(M, 0, 26)

@@ -8,9 +8,9 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-import certify
-from certify import BracketCheck, InputError, check_bracket, exact_error
-from certify.result import Check
+from softrank import certify
+from softrank.certify import BracketCheck, InputError, check_bracket, exact_error
+from softrank.certify.result import Check
 from tests.test_svd import softmax
 
 

@@ -13,11 +13,11 @@ pytestmark = pytest.mark.models
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from certify.errors import InputError  # noqa: E402
+from softrank.certify.errors import InputError  # noqa: E402
 from softrank.cli import main  # noqa: E402
+from softrank.witnesses import open_store  # noqa: E402
+from softrank.witnesses.models import Capture, CaptureRefused, causal_block, softmax64  # noqa: E402
 from tests.tinymodels import TEXT, build  # noqa: E402
-from witnesses import open_store  # noqa: E402
-from witnesses.models import Capture, CaptureRefused, causal_block, softmax64  # noqa: E402
 
 TOKENS, DEC_TOKENS = 16, 8
 KINDS = ("bert", "gpt2", "llama", "qwen2", "t5", "vit")

@@ -10,11 +10,11 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from certify.errors import InputError
 from softrank.audit import tables as T
+from softrank.certify.errors import InputError
 from softrank.cli import main
-from witnesses import Store, open_store
-from witnesses.models import Head, causal_block, softmax64
+from softrank.witnesses import Store, open_store
+from softrank.witnesses.models import Head, causal_block, softmax64
 
 
 def _scores(m: int, N: int, d: int, seed: int = 0):
@@ -81,7 +81,7 @@ def _causal_head(T_: int = 12, seed: int = 1) -> Head:
 def test_block_records_check_and_audit(tmp_path, capsys):
     """Blocks and Q / K written like produce does; check and audit accept them (exit 0) and
     the audit's block-width table counts them per width."""
-    from witnesses.producers.pipeline import produce_operator
+    from softrank.witnesses.producers.pipeline import produce_operator
 
     h = _causal_head()
     st = Store.create(tmp_path / "st")

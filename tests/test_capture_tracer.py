@@ -8,7 +8,7 @@ import pytest
 pytestmark = pytest.mark.models
 torch = pytest.importorskip("torch")
 
-from witnesses.capture import (  # noqa: E402
+from softrank.witnesses.capture import (  # noqa: E402
     MASK_THRESHOLD,
     Replay,
     canonical_scale,

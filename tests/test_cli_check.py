@@ -114,8 +114,8 @@ def test_chi_changed_outcomes_are_counted(tmp_path, capsys):
     operator of record is refuted, and the record says chi changed that outcome."""
     import numpy as np
 
-    from certify import exact_error, operator_slack
-    from witnesses import Store
+    from softrank.certify import exact_error, operator_slack
+    from softrank.witnesses import Store
 
     from .helpers import softmax_rows
 

@@ -12,7 +12,7 @@ import pytest
 
 from softrank import runner
 from softrank.audit import run_audit
-from witnesses import Store
+from softrank.witnesses import Store
 
 from .helpers import softmax_rows, tsvd_witness
 

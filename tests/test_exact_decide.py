@@ -13,12 +13,12 @@ import flint
 import pytest
 import sympy
 
-from exact import oracle, verify_result
-from exact.minors import minor_range, singular_witness
-from exact.polytope import in_row_set, row_points
-from exact.rankone import RankOneWitness, rank_one_search, searchable
-from exact.subspace import subspace_search, verify_search
-from exact.thin import thin_rank_one, verify_thin_refutation
+from softrank.exact import oracle, verify_result
+from softrank.exact.minors import minor_range, singular_witness
+from softrank.exact.polytope import in_row_set, row_points
+from softrank.exact.rankone import RankOneWitness, rank_one_search, searchable
+from softrank.exact.subspace import subspace_search, verify_search
+from softrank.exact.thin import thin_rank_one, verify_thin_refutation
 
 from .test_exact_oracle import independent_check
 

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import sympy
 
-from certify.errors import InputError
-from exact import gauge_example
+from softrank.certify.errors import InputError
+from softrank.exact import gauge_example
 
 
 @pytest.mark.parametrize("t,gamma", [(0, 1), (2, 5), (5, 26), (10, 101)])

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 import sympy
 
-from certify.errors import InputError
-from exact import grid_family
-from exact.interaction import rectangle_lower_bound, visible_interaction
+from softrank.certify.errors import InputError
+from softrank.exact import grid_family
+from softrank.exact.interaction import rectangle_lower_bound, visible_interaction
 
 TABLE = {3: ("12.2411", 9), 5: ("48.9643", 25), 8: ("149.9533", 64), 12: ("370.2928", 144),
          20: ("1104.7578", 400)}

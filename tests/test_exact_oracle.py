@@ -8,10 +8,15 @@ from fractions import Fraction as F
 import pytest
 import sympy
 
-from certify.errors import InputError
-from exact import oracle, verify_result
-from exact.bracket import decoder_certificate, verify_decoder
-from exact.rankone import RankOneRefutation, RankOneWitness, rank_one_search, verify_refutation
+from softrank.certify.errors import InputError
+from softrank.exact import oracle, verify_result
+from softrank.exact.bracket import decoder_certificate, verify_decoder
+from softrank.exact.rankone import (
+    RankOneRefutation,
+    RankOneWitness,
+    rank_one_search,
+    verify_refutation,
+)
 
 
 def independent_check(res) -> None:

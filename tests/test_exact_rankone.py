@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from scipy.optimize import linprog
 
-from exact.lp import check_farkas, check_point, decide
-from exact.rankone import (
+from softrank.exact.lp import check_farkas, check_point, decide
+from softrank.exact.rankone import (
     RankOneRefutation,
     RankOneWitness,
     rank_one_search,

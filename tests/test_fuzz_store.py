@@ -29,7 +29,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from softrank.cli import main
-from witnesses import open_store
+from softrank.witnesses import open_store
 
 from .helpers import exact_row1
 from .storefactory import build_store

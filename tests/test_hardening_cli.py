@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import certify
-from certify import check_lower, check_upper
+from softrank import certify
+from softrank.certify import check_lower, check_upper
 from softrank.cli import main
 from softrank.numfmt import sci
 

@@ -14,9 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from certify import InputError
+from softrank.certify import InputError
 from softrank.cli import main
-from witnesses import jsonexact, npzsafe, open_store
+from softrank.witnesses import jsonexact, npzsafe, open_store
 
 from .storefactory import build_store
 

@@ -9,12 +9,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from certify.errors import InputError
-from certify.interaction import interaction_from_logits
-from certify.intrinsic_check import check_intrinsic
-from certify.intrinsic_kappa import kappa_bracket, kappa_lower_variance, kappa_upper
-from certify.intrinsic_tau import tau_bracket
-from exact.grid import grid_family
+from softrank.certify.errors import InputError
+from softrank.certify.interaction import interaction_from_logits
+from softrank.certify.intrinsic_check import check_intrinsic
+from softrank.certify.intrinsic_kappa import kappa_bracket, kappa_lower_variance, kappa_upper
+from softrank.certify.intrinsic_tau import tau_bracket
+from softrank.exact.grid import grid_family
 from tests.intrinsic_kappa_witness import kappa_witness_fw
 from tests.intrinsic_witness import tau_witness
 

@@ -9,19 +9,19 @@ import numpy as np
 import pytest
 import sympy
 
-from certify.errors import InputError
-from certify.intrinsic_kappa import (
+from softrank.certify.errors import InputError
+from softrank.certify.intrinsic_kappa import (
     kappa_bracket,
     kappa_lower_psd,
     kappa_lower_rectangles,
     kappa_lower_variance,
     kappa_upper,
 )
-from certify.intrinsic_profile import profile
-from certify.intrinsic_radius import native_size, radius_bracket
-from certify.intrinsic_result import Bracket
-from exact.gauge import gauge_example
-from exact.grid import grid_family
+from softrank.certify.intrinsic_profile import profile
+from softrank.certify.intrinsic_radius import native_size, radius_bracket
+from softrank.certify.intrinsic_result import Bracket
+from softrank.exact.gauge import gauge_example
+from softrank.exact.grid import grid_family
 
 TOL = 1 + Fraction(1, 10**9)
 

@@ -7,10 +7,10 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from certify.arbutil import endpoints
-from certify.errors import InputError
-from certify.interaction import interaction_from_logits, interaction_from_positive
-from certify.intrinsic_tau import tau_bracket
+from softrank.certify.arbutil import endpoints
+from softrank.certify.errors import InputError
+from softrank.certify.interaction import interaction_from_logits, interaction_from_positive
+from softrank.certify.intrinsic_tau import tau_bracket
 from tests.intrinsic_witness import tau_witness
 
 
@@ -174,7 +174,7 @@ def test_bad_factors() -> None:
 
 
 def test_operator_prefers_logits_then_block() -> None:
-    from certify.interaction import interaction_from_operator
+    from softrank.certify.interaction import interaction_from_operator
 
     rng = np.random.default_rng(5)
     H = rng.standard_normal((4, 6))

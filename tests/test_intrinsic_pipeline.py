@@ -9,13 +9,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from certify.errors import InputError
+from softrank.certify.errors import InputError
 from softrank.cli import main
 from softrank.intrinsic_check import iter_intrinsic_checks
-from witnesses import Store, open_store
-from witnesses.intrinsic_store import INTRINSIC_FILE, IntrinsicWriter, read_intrinsic
-from witnesses.models import softmax64
-from witnesses.producers import intrinsic as P
+from softrank.witnesses import Store, open_store
+from softrank.witnesses.intrinsic_store import INTRINSIC_FILE, IntrinsicWriter, read_intrinsic
+from softrank.witnesses.models import softmax64
+from softrank.witnesses.producers import intrinsic as P
 
 
 def _logits(seed: int = 0, m: int = 12, n: int = 10) -> np.ndarray:

@@ -10,15 +10,15 @@ import numpy as np
 import pytest
 import sympy
 
-from certify import intrinsic as K
-from exact.gauge import gauge_example
-from exact.grid import grid_family
 from softrank.audit.intrinsic import grid_family_points
+from softrank.certify import intrinsic as K
+from softrank.exact.gauge import gauge_example
+from softrank.exact.grid import grid_family
 from softrank.intrinsic_check import iter_intrinsic_checks
 from softrank.intrinsic_produce import produce_intrinsic
-from witnesses import Store, open_store
-from witnesses.models import softmax64
-from witnesses.producers import intrinsic as P
+from softrank.witnesses import Store, open_store
+from softrank.witnesses.models import softmax64
+from softrank.witnesses.producers import intrinsic as P
 
 
 def _grid_logits(r: int, L: int) -> np.ndarray:

@@ -7,7 +7,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from certify import check_lower
+from softrank.certify import check_lower
 from tests.test_svd import softmax
 
 TIERS = ("auto", "float64", "arb", "exact")

@@ -8,9 +8,9 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from certify import check_lower
-from certify.lower import tail_enclosure
-from certify.result import Enclosure
+from softrank.certify import check_lower
+from softrank.certify.lower import tail_enclosure
+from softrank.certify.result import Enclosure
 from tests.test_svd import known_svd_matrix, softmax
 
 # singular values: tail from index 7 (1-indexed) is 4 * (1/2)^2 = 1 exactly

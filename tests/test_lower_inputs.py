@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from certify import InputError, check_lower
+from softrank.certify import InputError, check_lower
 from tests.test_svd import softmax
 
 RNG = np.random.default_rng(0)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import scipy.linalg as sl
 
-from certify import check_bracket, check_lower, check_upper, exact_error
+from softrank.certify import check_bracket, check_lower, check_upper, exact_error
 from tests.test_svd import softmax
 
 

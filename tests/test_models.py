@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from certify.errors import InputError
+from softrank.certify.errors import InputError
 from softrank.cli import main
-from witnesses import open_store
-from witnesses.models import read_texts, softmax64
+from softrank.witnesses import open_store
+from softrank.witnesses.models import read_texts, softmax64
 
 
 def test_read_texts_paragraphs(tmp_path):
@@ -38,7 +38,7 @@ def _extra():
 @pytest.mark.models
 def test_minilm_capture_logits_match_model_probabilities():
     _extra()
-    from witnesses.models import Capture
+    from softrank.witnesses.models import Capture
 
     cap = Capture("minilm")
     assert (cap.n_layers, cap.n_heads) == (6, 12)

@@ -68,3 +68,22 @@ def test_every_command_shares_quiet_and_verbose(capsys):
     for name, p in sub.choices.items():
         opts = {s for a in p._actions for s in a.option_strings}
         assert {"-q", "--quiet", "-v", "--verbose"} <= opts, name
+
+
+def test_every_package_folder_is_installed():
+    """pyproject.toml lists packages explicitly (the folders are mapped under ``softrank``):
+    a new subpackage that is not listed would be missing from the wheel."""
+    import tomllib
+
+    conf = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    listed = set(conf["packages"])
+    mapping = {"softrank": "softrank", "certify": "softrank.certify",
+               "exact": "softrank.exact", "witnesses": "softrank.witnesses"}
+    for top, name in mapping.items():
+        for init in (ROOT / top).rglob("__init__.py"):
+            if "__pycache__" in init.parts:
+                continue
+            rel = init.parent.relative_to(ROOT / top).parts
+            assert ".".join((name, *rel)) in listed, init
+    for name, folder in conf["package-dir"].items():
+        assert (ROOT / folder).is_dir(), name

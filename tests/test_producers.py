@@ -9,12 +9,12 @@ from importlib.metadata import EntryPoint
 import numpy as np
 import pytest
 
-import certify
-from certify import check_upper
+from softrank import certify
+from softrank.certify import check_upper
 from softrank.cli import main
-from witnesses import open_store
-from witnesses.models import softmax64
-from witnesses.producers import (
+from softrank.witnesses import open_store
+from softrank.witnesses.models import softmax64
+from softrank.witnesses.producers import (
     BUILTINS,
     ENTRY_POINT_GROUP,
     BaseProducer,
@@ -22,8 +22,8 @@ from witnesses.producers import (
     available_producers,
     get_producer,
 )
-from witnesses.producers import _entry_points as real_entry_points
-from witnesses.producers.pipeline import eps_tag
+from softrank.witnesses.producers import _entry_points as real_entry_points
+from softrank.witnesses.producers.pipeline import eps_tag
 
 UPPERS = ["tsvd", "rw_svd", "alt_l1", "cpqr", "rpqr", "rep_rows"]
 LOWERS = ["nonzero", "frobenius_tail", "pinv_decoder", "submatrix", "keyset", "decoder_lp"]
@@ -90,7 +90,7 @@ def plugins(monkeypatch):
                         group=ENTRY_POINT_GROUP),
              EntryPoint(name="broken_import", value="no_such_module_xyz:Thing",
                         group=ENTRY_POINT_GROUP)]
-    monkeypatch.setattr("witnesses.producers._entry_points",
+    monkeypatch.setattr("softrank.witnesses.producers._entry_points",
                         lambda: [*real_entry_points(), *extra])
 
 

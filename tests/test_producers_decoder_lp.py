@@ -8,12 +8,12 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from certify import check_lower, check_upper
-from witnesses.models import softmax64
-from witnesses.producers import decoder_lp as dl
-from witnesses.producers import get_producer
-from witnesses.producers.altl1 import AlternatingL1
-from witnesses.producers.lower import KeySetDecoder
+from softrank.certify import check_lower, check_upper
+from softrank.witnesses.models import softmax64
+from softrank.witnesses.producers import decoder_lp as dl
+from softrank.witnesses.producers import get_producer
+from softrank.witnesses.producers.altl1 import AlternatingL1
+from softrank.witnesses.producers.lower import KeySetDecoder
 
 EPS = Fraction(1, 4)
 

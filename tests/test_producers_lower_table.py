@@ -7,8 +7,8 @@ import json
 import numpy as np
 
 from softrank.cli import main
-from witnesses import Store
-from witnesses.models import softmax64
+from softrank.witnesses import Store
+from softrank.witnesses.models import softmax64
 
 
 def _attention(n: int, seed: int) -> np.ndarray:

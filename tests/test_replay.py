@@ -21,7 +21,7 @@ from replay import replay as rp
 from softrank.cli import main as cli_main
 from softrank.export import write_bundle
 from softrank.runner import iter_checks
-from witnesses import Store
+from softrank.witnesses import Store
 
 from .helpers import softmax_rows, tsvd_witness
 

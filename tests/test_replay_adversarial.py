@@ -17,8 +17,8 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from certify import check_lower, check_upper, operator_slack
 from replay import replay as rp
+from softrank.certify import check_lower, check_upper, operator_slack
 from softrank.export import kyfan_certificate
 
 from .helpers import softmax_rows

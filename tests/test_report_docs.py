@@ -12,10 +12,10 @@ from pathlib import Path
 
 import numpy as np
 
-from certify import check_lower, check_upper
-from exact.oracle import oracle
-from exact.verify import verify_result
+from softrank.certify import check_lower, check_upper
 from softrank.cli import main
+from softrank.exact.oracle import oracle
+from softrank.exact.verify import verify_result
 from tests.test_svd import known_svd_matrix
 
 ROOT = Path(__file__).resolve().parents[1]

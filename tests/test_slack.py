@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from mpmath import iv
 
-import certify
-from certify import InputError
-from certify.slack import Slack, operator_slack
+from softrank import certify
+from softrank.certify import InputError
+from softrank.certify.slack import Slack, operator_slack
 
 TIGHT_REL = Fraction(1, 2**40)
 TIGHT_ABS = Fraction(1, 2**90)
@@ -220,7 +220,7 @@ def test_huge_stored_entries_do_not_overflow():
 
 
 def test_fallback_when_balls_are_not_finite(monkeypatch):
-    import certify.slack as slack
+    import softrank.certify.slack as slack
 
     monkeypatch.setattr(slack, "_safe_endpoints", lambda x: None)
     A = np.array([[0.25, 0.5, -0.5], [0.0, 1.0, 0.0]])
@@ -280,7 +280,7 @@ def test_upper_verdict_follows_operator_of_record():
 def test_lower_claim_is_charged_chi():
     check_lower = getattr(certify, "check_lower", None)
     if check_lower is None:
-        lower = pytest.importorskip("certify.lower")
+        lower = pytest.importorskip("softrank.certify.lower")
         check_lower = getattr(lower, "check_lower", None)
     if check_lower is None:
         pytest.skip("certify.check_lower not written yet")

@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 from mpmath import iv
 
-import certify
-from certify import expbound
-from certify.slack import charged_slack, operator_slack
+from softrank import certify
+from softrank.certify import expbound
+from softrank.certify.slack import charged_slack, operator_slack
 
 ROOT = Path(__file__).resolve().parent.parent
 MINILM = ROOT / "examples" / "minilm"

@@ -9,10 +9,9 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-import certify
-from certify import exact_error
-from softrank import runner
-from witnesses import Store
+from softrank import certify, runner
+from softrank.certify import exact_error
+from softrank.witnesses import Store
 
 from .helpers import softmax_rows, tsvd_witness
 
@@ -66,7 +65,7 @@ def test_arb_only_where_needed_and_arrays_once(tmp_path, monkeypatch):
     build(tmp_path / "s", n_ops=3)
     calls = {"arb": 0, "fast": 0, "load": 0}
     real_arb, real_fast = certify.operator_slack, certify.charged_slack
-    from witnesses.store import OperatorRecord
+    from softrank.witnesses.store import OperatorRecord
 
     real_load = OperatorRecord.load
 
@@ -99,7 +98,7 @@ def test_parallel_equals_serial(tmp_path, monkeypatch, jobs):
 
 
 def test_operator_chunks_are_whole_operators(tmp_path):
-    from witnesses import open_store
+    from softrank.witnesses import open_store
 
     build(tmp_path / "s", n_ops=3)
     reader = open_store(tmp_path / "s")

@@ -9,8 +9,8 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from certify import InputError
-from witnesses import Store, jsonexact, open_store
+from softrank.certify import InputError
+from softrank.witnesses import Store, jsonexact, open_store
 
 from .storefactory import build_store
 
@@ -97,7 +97,7 @@ def test_object_array_inside_npz_is_refused(tmp_path):
     op = r.operators[0]
     np.savez(op.path, A=np.array([{"x": 1}], dtype=object))
     with pytest.raises(InputError):
-        from witnesses.store import load_npz
+        from softrank.witnesses.store import load_npz
 
         load_npz(op.path, None)
 
@@ -108,7 +108,7 @@ def test_truncated_file(tmp_path):
     op = r.operators[0]
     data = op.path.read_bytes()
     op.path.write_bytes(data[: len(data) // 2])
-    from witnesses.store import load_npz
+    from softrank.witnesses.store import load_npz
 
     with pytest.raises(InputError, match="corrupt|sha256"):
         load_npz(op.path, None)
@@ -185,7 +185,7 @@ def test_shape_mismatch_in_file_is_detected(tmp_path):
 def test_json_numbers_with_absurd_exponents_are_refused_fast():
     with pytest.raises(ValueError, match="too many digits"):
         jsonexact.loads('[1e-100000000]')
-    from certify.rationals import to_rational
+    from softrank.certify.rationals import to_rational
 
     with pytest.raises(InputError, match="digits"):
         to_rational("1e-100000000")

@@ -9,15 +9,15 @@ import numpy as np
 import pytest
 from flint import fmpq, fmpq_mat
 
-from certify import InputError, singular_values
-from certify.ballmat import (
+from softrank.certify import InputError, singular_values
+from softrank.certify.ballmat import (
     Ball,
     apriori_residual_frob_upper,
     ball_matmul,
     split,
     split_residual_frob_upper,
 )
-from certify.svd import frobenius_sq_enclosure, frobenius_sq_exact
+from softrank.certify.svd import frobenius_sq_enclosure, frobenius_sq_exact
 
 # ---------------------------------------------------------------- exact test matrices
 
@@ -280,7 +280,7 @@ def test_mixed_huge_and_tiny_entries_stay_rigorous():
 @pytest.mark.parametrize("seed", range(10))
 def test_ball_chain_encloses_exact_residual_row_sums(seed):
     """I - X (D A W) and its row sums of |.|, entries spanning subnormal to huge binades."""
-    from certify.ballmat import ball_abs_row_sums, identity_minus
+    from softrank.certify.ballmat import ball_abs_row_sums, identity_minus
 
     rng = np.random.default_rng(seed)
 
@@ -307,8 +307,8 @@ def test_float_residuals_contain_exact_residuals(shape):
     Frobenius norms of U S V^T - B, V^T V - I, U^T U - I and are within a small factor."""
     from flint import fmpz_mat
 
-    from certify import dyadic
-    from certify.svd import _align, _exact_frob_sq, _float_residuals, approximate_factors
+    from softrank.certify import dyadic
+    from softrank.certify.svd import _align, _exact_frob_sq, _float_residuals, approximate_factors
 
     A = softmax(np.random.default_rng(sum(shape)), *shape)
     fac = approximate_factors(A)

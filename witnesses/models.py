@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from certify.errors import InputError
+from softrank.certify.errors import InputError
 
 MODEL_ALIASES = ("minilm",)
 

@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 from numpy.lib import format as npformat
 
-from certify.errors import InputError
+from softrank.certify.errors import InputError
 
 DEFAULT_MAX_BYTES = 4 << 30  # 4 GiB of declared array data per file
 MAX_MEMBERS = 64

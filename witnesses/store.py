@@ -24,8 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from certify.errors import InputError
-from certify.rationals import parse_eps, to_rational
+from softrank.certify.errors import InputError
+from softrank.certify.rationals import parse_eps, to_rational
 
 from . import jsonexact
 from .atomic import write_atomic, write_text_atomic

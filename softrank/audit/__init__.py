@@ -20,9 +20,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from certify.errors import InputError
-from certify.upper import check_tier
-from witnesses import open_store
+from softrank.certify.errors import InputError
+from softrank.certify.upper import check_tier
+from softrank.witnesses import open_store
 
 from . import provenance
 from .executors import make_executor, plan_chunks

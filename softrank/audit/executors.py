@@ -17,8 +17,8 @@ from collections.abc import Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from typing import Any, Protocol
 
-from certify.errors import InputError
-from witnesses import StoreReader, open_store
+from softrank.certify.errors import InputError
+from softrank.witnesses import StoreReader, open_store
 
 from ..runner import _OperatorCache, check_record, operator_chunks
 from ..workers import init_worker

@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 from typing import IO
 
-from witnesses.atomic import write_atomic
+from softrank.witnesses.atomic import write_atomic
 
 PUBLIC_MODE = 0o644
 

@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from witnesses import open_store
-from witnesses.intrinsic_store import INTRINSIC_FILE
+from softrank.witnesses import open_store
+from softrank.witnesses.intrinsic_store import INTRINSIC_FILE
 
 from ..intrinsic_check import iter_intrinsic_checks, summarize_intrinsic
 from .files import write_public

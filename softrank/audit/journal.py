@@ -30,8 +30,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import IO, Any
 
-from certify.errors import InputError
-from witnesses import jsonexact
+from softrank.certify.errors import InputError
+from softrank.witnesses import jsonexact
 
 JOURNAL_NAME = "journal.jsonl"
 JOURNAL_FORMAT = "softrank-audit-journal"

@@ -12,7 +12,7 @@ import re
 from fractions import Fraction
 from typing import Any
 
-from witnesses import jsonexact
+from softrank.witnesses import jsonexact
 
 from ..assumptions import assumptions, assumptions_markdown
 from . import stats, tables

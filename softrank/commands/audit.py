@@ -6,7 +6,7 @@ import argparse
 import shlex
 import sys
 
-from witnesses import jsonexact
+from softrank.witnesses import jsonexact
 
 from ..audit import DEFAULT_RESAMPLES, DEFAULT_SEED, parse_budgets, run_audit
 from ..runner import default_jobs

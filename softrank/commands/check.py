@@ -9,7 +9,7 @@ from typing import Any
 
 from tqdm import tqdm
 
-from witnesses import jsonexact, open_store
+from softrank.witnesses import jsonexact, open_store
 
 from ..assumptions import assumptions
 from ..audit.tables import group_pairs

@@ -15,8 +15,8 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from certify.errors import InputError
-from witnesses import jsonexact
+from softrank.certify.errors import InputError
+from softrank.witnesses import jsonexact
 
 from ..audit import DEFAULT_BUDGETS, parse_budgets
 from ..audit.journal import normalize

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from certify.errors import InputError
+from softrank.certify.errors import InputError
 
 MAX_T = 64
 NAME = "gauge"
@@ -21,7 +21,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from exact.gauge import gauge_example
+    from softrank.exact.gauge import gauge_example
 
     if len(args.t) > MAX_T:
         raise InputError(f"{len(args.t)} values, at most {MAX_T} (each takes seconds)",

@@ -6,7 +6,7 @@ import argparse
 import json
 import math
 
-from certify.errors import InputError
+from softrank.certify.errors import InputError
 
 NAME = "grid"
 HELP = "exact grid family: rank C, kappa(C) and r_eps(A) = L^r for each L (optional plot)"
@@ -22,7 +22,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from exact.grid import grid_family
+    from softrank.exact.grid import grid_family
 
     plt = _pyplot() if args.plot else None  # fail early, before the computation
     fams = [grid_family(args.r, L, args.eps) for L in args.L]

@@ -6,8 +6,8 @@ import argparse
 import json
 from typing import Any
 
-from certify.errors import InputError
-from witnesses import jsonexact
+from softrank.certify.errors import InputError
+from softrank.witnesses import jsonexact
 
 NAME = "oracle"
 HELP = "exact rational oracle for r_eps of a small cell (JSON: matrix, eps, mode)"
@@ -57,8 +57,8 @@ def load_cell(path: str) -> tuple[Any, Any, bool]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from exact.inputs import rational_matrix, unit_eps
-    from exact.oracle import oracle
+    from softrank.exact.inputs import rational_matrix, unit_eps
+    from softrank.exact.oracle import oracle
 
     matrix, eps, stochastic = load_cell(args.cell)
     # Parse here so errors name the file as well as the field.

@@ -26,14 +26,14 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from certify.errors import InputError
-from certify.rationals import parse_eps
-from witnesses import Store, open_store
-from witnesses.models import softmax64
-from witnesses.npzsafe import read_npz
-from witnesses.producers import BUILTINS, get_producer
-from witnesses.producers._common import one_blas_thread
-from witnesses.producers.pipeline import OperatorResult, bracket_id, produce_operator
+from softrank.certify.errors import InputError
+from softrank.certify.rationals import parse_eps
+from softrank.witnesses import Store, open_store
+from softrank.witnesses.models import softmax64
+from softrank.witnesses.npzsafe import read_npz
+from softrank.witnesses.producers import BUILTINS, get_producer
+from softrank.witnesses.producers._common import one_blas_thread
+from softrank.witnesses.producers.pipeline import OperatorResult, bracket_id, produce_operator
 
 from .. import intrinsic_produce
 
@@ -156,7 +156,7 @@ def _npz_operator(p: Path, name: str, M: np.ndarray, kind: str, family: str) -> 
 
 
 def iter_model(args: argparse.Namespace) -> Iterator[OperatorInput]:
-    from witnesses.models import CAPTURE_TOLERANCE, Capture, read_images, read_texts
+    from softrank.witnesses.models import CAPTURE_TOLERANCE, Capture, read_images, read_texts
 
     if bool(args.texts) == bool(args.images):
         raise InputError("--model needs --texts FILE (language models) or --images FILE "
@@ -212,7 +212,7 @@ def iter_model(args: argparse.Namespace) -> Iterator[OperatorInput]:
 
 
 def _blocks(h: Any, oid: str, family: str, widths: list[int]) -> Iterator[OperatorInput]:
-    from witnesses.models import causal_block
+    from softrank.witnesses.models import causal_block
 
     for w in widths:
         block, A = causal_block(h, w)
@@ -320,7 +320,7 @@ def run(args: argparse.Namespace) -> int:
         summary.update(intrinsic_produce.produce_intrinsic(
             root, sorted(seen), ranks, budget=args.intrinsic_budget, jobs=args.jobs))
     if args.json:
-        from witnesses import jsonexact
+        from softrank.witnesses import jsonexact
 
         print(jsonexact.dumps(summary, indent=1))
     else:

@@ -23,8 +23,8 @@ from typing import Any
 
 from tqdm import tqdm
 
-from certify import check_lower, check_upper
-from witnesses import jsonexact, open_store
+from softrank.certify import check_lower, check_upper
+from softrank.witnesses import jsonexact, open_store
 
 NAME = "producers"
 HELP = ("compare producers: upper ones by median validated rank relative to alternating l1, "

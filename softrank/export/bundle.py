@@ -23,8 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from witnesses import open_store
-from witnesses.atomic import write_atomic
+from softrank.witnesses import open_store
+from softrank.witnesses.atomic import write_atomic
 
 from .kyfan import kyfan_certificate
 

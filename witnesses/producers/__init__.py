@@ -27,7 +27,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
 
-from certify.errors import InputError
+from softrank.certify.errors import InputError
 
 ENTRY_POINT_GROUP = "softrank.producers"
 Role = Literal["upper", "lower"]
@@ -36,18 +36,18 @@ Role = Literal["upper", "lower"]
 # only when the installed metadata lacks it (an editable install made before the table
 # existed), so a stale install still finds the built-ins.
 BUILTINS: dict[str, str] = {
-    "tsvd": "witnesses.producers.upper:TruncatedSVD",
-    "rw_svd": "witnesses.producers.upper:RowReweightedSVD",
-    "alt_l1": "witnesses.producers.altl1:AlternatingL1",
-    "cpqr": "witnesses.producers.upper:ColumnPivotedQR",
-    "rpqr": "witnesses.producers.upper:RowPivotedQR",
-    "rep_rows": "witnesses.producers.upper:RepresentativeRows",
-    "nonzero": "witnesses.producers.lower:Nonzero",
-    "frobenius_tail": "witnesses.producers.lower:FrobeniusTail",
-    "pinv_decoder": "witnesses.producers.lower:PinvDecoder",
-    "submatrix": "witnesses.producers.lower:SubmatrixSearch",
-    "keyset": "witnesses.producers.lower:KeySetDecoder",
-    "decoder_lp": "witnesses.producers.decoder_lp:DecoderLP",
+    "tsvd": "softrank.witnesses.producers.upper:TruncatedSVD",
+    "rw_svd": "softrank.witnesses.producers.upper:RowReweightedSVD",
+    "alt_l1": "softrank.witnesses.producers.altl1:AlternatingL1",
+    "cpqr": "softrank.witnesses.producers.upper:ColumnPivotedQR",
+    "rpqr": "softrank.witnesses.producers.upper:RowPivotedQR",
+    "rep_rows": "softrank.witnesses.producers.upper:RepresentativeRows",
+    "nonzero": "softrank.witnesses.producers.lower:Nonzero",
+    "frobenius_tail": "softrank.witnesses.producers.lower:FrobeniusTail",
+    "pinv_decoder": "softrank.witnesses.producers.lower:PinvDecoder",
+    "submatrix": "softrank.witnesses.producers.lower:SubmatrixSearch",
+    "keyset": "softrank.witnesses.producers.lower:KeySetDecoder",
+    "decoder_lp": "softrank.witnesses.producers.decoder_lp:DecoderLP",
 }
 
 

@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 from scipy.optimize import minimize
 
-from certify.errors import InputError
+from softrank.certify.errors import InputError
 
 from .intrinsic_meb import min_ball
 

@@ -159,7 +159,7 @@ def malformed_witness(w: object, shape: tuple[int, ...]) -> str | None:
 
 def malformed_certificate(c: object, shape: tuple[int, ...]) -> str | None:
     """Returns why a lower producer's output cannot be stored (None if well-formed)."""
-    from witnesses.store import LOWER_ARRAYS
+    from softrank.witnesses.store import LOWER_ARRAYS
 
     if not isinstance(c, Certificate):
         return f"returned {type(c).__name__}, expected a Certificate"
