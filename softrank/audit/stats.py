@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any
 
-from .tables import ALL_FAMILIES, eps_key, median
+from .tables import ALL_FAMILIES, _family_eps_keys, _q, eps_key, median
 
 DEFAULT_SEED = 20240601
 DEFAULT_RESAMPLES = 2000
@@ -112,23 +112,9 @@ def bootstrap(ps: Sequence[dict[str, Any]], rng: random.Random, resamples: int
     return {name: percentile_interval(vals) for name, vals in draws.items()}
 
 
-def _q(x: Fraction | None) -> str | None:
-    return None if x is None else str(x)
-
-
 def _rows(pairs: list[dict[str, Any]]) -> list[tuple[str, str]]:
-    """Row keys in the order of ``tables.summarize_groups``: per eps, each family, then "all"
-    when the eps has more than one family."""
-    by_eps: dict[str, set[str]] = defaultdict(set)
-    for p in pairs:
-        by_eps[p["eps"]].add(p["family"])
-    keys: list[tuple[str, str]] = []
-    for eps in sorted(by_eps, key=eps_key):
-        fams = sorted(by_eps[eps])
-        keys += [(f, eps) for f in fams]
-        if len(fams) > 1:
-            keys.append((ALL_FAMILIES, eps))
-    return keys
+    """Row keys in the order of ``tables.summarize_groups`` (same rule, read off the pairs)."""
+    return _family_eps_keys(pairs, pairs)
 
 
 def interval_rows(pairs: list[dict[str, Any]], *, seed: int = DEFAULT_SEED,
