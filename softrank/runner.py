@@ -7,8 +7,7 @@ anything itself.  Every record is produced by ``certify.check_bracket``.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator, Sequence
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from collections.abc import Iterable, Iterator
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,7 @@ from softrank import certify
 from softrank.certify.errors import InputError
 from softrank.witnesses import BracketRecord, StoreReader, open_store
 
-from .workers import allow_long_integers, init_worker
+from .workers import allow_long_integers
 
 
 def _operator_record(reader: StoreReader, op_id: str, arrays: dict[str, Any]
@@ -139,18 +138,6 @@ def _needs_plain(result: certify.BracketCheck) -> bool:
                              and not result.nonzero_check.holds)
 
 
-_WORKER: dict[str, Any] = {}  # per-process: the opened store, so chunks do not re-read it
-
-
-def _check_ids(store_path: str, ids: Sequence[str], tier: str) -> list[dict[str, Any]]:
-    if _WORKER.get("path") != store_path:
-        reader = open_store(store_path)
-        _WORKER.update(path=store_path, reader=reader, cache=_OperatorCache(reader),
-                       by_id={b.id: b for b in reader.brackets})
-    reader, cache, by_id = _WORKER["reader"], _WORKER["cache"], _WORKER["by_id"]
-    return [check_record(reader, by_id[i], cache, tier=tier) for i in ids]
-
-
 def operator_chunks(brackets: Iterable[BracketRecord]) -> list[list[str]]:
     """Returns the ids of ``brackets`` cut into one chunk per operator, in operator order.
 
@@ -177,29 +164,17 @@ def iter_checks(store_path: str | Path, ids: Iterable[str] | None = None, *, job
     id_set = None if ids is None else set(ids)
     wanted = [b for b in reader.brackets if id_set is None or b.id in id_set]
     wanted.sort(key=lambda b: (b.operator, b.id))
-    if scheduler is not None:
-        from .audit.executors import DaskExecutor
-        from .audit.journal import store_digest
-
-        path = str(Path(store_path).resolve())
-        executor = DaskExecutor(scheduler)
-        chunks = operator_chunks(wanted)
-        yield from executor.run((path, store_digest(path)), chunks, tier)
-        return
-    store_path = str(store_path)
-    if jobs <= 1:
+    if jobs <= 1 and scheduler is None:
         cache = _OperatorCache(reader)
         for br in wanted:
             yield check_record(reader, br, cache, tier=tier)
         return
-    chunks = operator_chunks(wanted)
-    with ProcessPoolExecutor(max_workers=jobs, initializer=init_worker,
-                             initargs=(os.getpid(),)) as pool:
-        pending = {pool.submit(_check_ids, store_path, c, tier) for c in chunks}
-        while pending:
-            done, pending = wait(pending, return_when=FIRST_COMPLETED)
-            for fut in done:
-                yield from fut.result()
+    from .audit.executors import make_executor
+    from .audit.journal import store_digest
+
+    path = str(Path(store_path).resolve())
+    executor = make_executor(jobs, scheduler)
+    yield from executor.run((path, store_digest(path)), operator_chunks(wanted), tier)
 
 
 def default_jobs() -> int:
