@@ -57,3 +57,18 @@ def bernstein_certificate(A: np.ndarray, W: np.ndarray, P: np.ndarray | None = N
     if P is None:
         P = Wn @ np.linalg.pinv(A @ Wn)
     return {"kind": "bernstein", "rank": p, "W": Wn, "P": P, "J": np.array(J, dtype=np.int64)}
+
+
+def lp_left_inverse(A: np.ndarray, W: np.ndarray) -> np.ndarray:
+    """The optimal P for col(W): row j minimises ||P_j||_1 subject to P_j (A W) = W_j."""
+    from scipy.optimize import linprog
+
+    M = A @ W
+    m = M.shape[0]
+    rows = []
+    for w in W:
+        res = linprog(np.ones(2 * m), A_eq=np.hstack([M.T, -M.T]), b_eq=w, bounds=(0, None),
+                      method="highs")
+        assert res.status == 0
+        rows.append(res.x[:m] - res.x[m:])
+    return np.array(rows)

@@ -19,7 +19,7 @@ from softrank.cli import main as cli_main
 from softrank.exact.oracle import oracle
 from softrank.witnesses import Store
 
-from .helpers import bernstein_certificate, random_attention, tsvd_witness
+from .helpers import bernstein_certificate, lp_left_inverse, random_attention, tsvd_witness
 from .test_lower_decoder import exact_parts, frac_matrix, inf_norm, matmul, random_decoder
 
 TIERS = ("auto", "float64", "arb", "exact")
@@ -31,19 +31,6 @@ def exact_bernstein(A, W, P) -> tuple[Fraction, Fraction]:
     PAW = matmul(Pq, matmul(Aq, Wq))
     R = [[x - w for x, w in zip(r, s, strict=True)] for r, s in zip(PAW, Wq, strict=True)]
     return inf_norm(R), inf_norm(Pq)
-
-
-def lp_left_inverse(A: np.ndarray, W: np.ndarray) -> np.ndarray:
-    """The optimal P for col(W): row j minimises ||P_j||_1 subject to P_j (A W) = W_j."""
-    M = A @ W
-    m = M.shape[0]
-    rows = []
-    for w in W:
-        res = linprog(np.ones(2 * m), A_eq=np.hstack([M.T, -M.T]), b_eq=w, bounds=(0, None),
-                      method="highs")
-        assert res.status == 0
-        rows.append(res.x[:m] - res.x[m:])
-    return np.array(rows)
 
 
 def random_case(rng: np.random.Generator, m: int, N: int, p: int):
