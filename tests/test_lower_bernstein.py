@@ -8,6 +8,7 @@ import io
 import json
 import math
 from fractions import Fraction
+from importlib.metadata import EntryPoint
 
 import numpy as np
 import pytest
@@ -17,7 +18,9 @@ from replay import replay as rp
 from softrank.certify import InputError, check_lower
 from softrank.cli import main as cli_main
 from softrank.exact.oracle import oracle
-from softrank.witnesses import Store
+from softrank.witnesses import Store, open_store
+from softrank.witnesses.producers import ENTRY_POINT_GROUP, BaseProducer, Certificate
+from softrank.witnesses.producers import _entry_points as real_entry_points
 
 from .helpers import bernstein_certificate, lp_left_inverse, random_attention, tsvd_witness
 from .test_lower_decoder import exact_parts, frac_matrix, inf_norm, matmul, random_decoder
@@ -409,3 +412,43 @@ def test_check_command_and_audit_show_the_kind(tmp_path):
         assert cli_main(["audit", str(tmp_path / "s"), "--out", str(tmp_path / "r"),
                          "--quiet", "--no-figures"]) in (0, 1)
     assert "bernstein 2" in (tmp_path / "r" / "report.md").read_text()
+
+
+class TopSubspaceBernstein(BaseProducer):
+    """A plug-in lower producer: LP-optimal P on the top right singular subspace, the largest
+    p whose float64 value is below 1/2 (untrusted: the kernel decides)."""
+
+    name = "test_bernstein"
+    role = "lower"
+
+    def produce(self, A, eps, *, logits=None):
+        _, _, Vt = np.linalg.svd(A)
+        best = None
+        for p in range(1, min(A.shape) + 1):
+            c = bernstein_certificate(A, Vt[:p].T)
+            c["P"] = lp_left_inverse(A, c["W"])
+            if naive_value(A, c["W"], c["P"], float(eps)) < 0.5:
+                best = Certificate(kind="bernstein", rank=p,
+                                   arrays={k: c[k] for k in ("W", "P", "J")})
+        return best
+
+
+def test_a_producer_plugin_stores_bernstein_certificates_that_check(tmp_path, monkeypatch):
+    extra = [EntryPoint(name="test_bernstein", value=f"{__name__}:TopSubspaceBernstein",
+                        group=ENTRY_POINT_GROUP)]
+    monkeypatch.setattr("softrank.witnesses.producers._entry_points",
+                        lambda: [*real_entry_points(), *extra])
+    A = random_attention(np.random.default_rng(12), 8, 8, scale=3.0)
+    np.savez(tmp_path / "heads.npz", probs=A)
+    store = tmp_path / "st"
+    assert cli_main(["produce", str(store), "--npz", str(tmp_path / "heads.npz"), "--eps",
+                     "1/20", "--producers", "tsvd", "test_bernstein", "--quiet"]) == 0
+    (br,) = open_store(store).brackets
+    assert br.lower is not None and br.lower.kind == "bernstein" and br.lower.rank >= 2
+    _, lower = br.load()
+    assert check_lower(A, lower, br.eps).status == "holds"
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        cli_main(["check", str(store), "--json"])
+    (rec,) = json.loads(buf.getvalue())["records"]
+    assert rec["lower_kind"] == "bernstein" and rec["lower_outcome"] == "confirmed"
