@@ -12,6 +12,8 @@ from importlib.metadata import EntryPoint
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from scipy.optimize import linprog
 
 from replay import replay as rp
@@ -23,6 +25,7 @@ from softrank.witnesses.producers import ENTRY_POINT_GROUP, BaseProducer, Certif
 from softrank.witnesses.producers import _entry_points as real_entry_points
 
 from .helpers import bernstein_certificate, lp_left_inverse, random_attention, tsvd_witness
+from .test_adversarial import HYP, dyadic_floats, matrices, ulp_frac, wild_floats
 from .test_lower_decoder import exact_parts, frac_matrix, inf_norm, matmul, random_decoder
 
 TIERS = ("auto", "float64", "arb", "exact")
@@ -157,6 +160,72 @@ def test_float_tier_encloses_exact_value_with_wild_scales(seed):
             if c.value is not None:
                 assert_consistent(c, value)
         assert check_lower(A, cert, eps).status == ("holds" if value < 1 else "fails")
+
+
+@st.composite
+def bernstein_case(draw, wild=False):
+    m = draw(st.integers(1, 4))
+    n = draw(st.integers(1, 4))
+    p = draw(st.integers(1, min(m, n, 3)))
+    el = wild_floats if wild else dyadic_floats(bits=6, emin=-4, emax=1)
+    A = draw(matrices(m, n, el))
+    W = draw(matrices(n, p, el))
+    J = np.array(draw(st.permutations(range(n)))[:p], dtype=np.int64)
+    W[J] = np.eye(p)
+    how = draw(st.sampled_from(["pinv", "zero", "random", "scaled"]))
+    P = None
+    if how == "pinv":
+        with np.errstate(all="ignore"):
+            M = A @ W
+            if np.isfinite(M).all():
+                P = W @ np.linalg.pinv(M)
+    elif how == "zero":
+        P = np.zeros((n, m))
+    elif how == "scaled":
+        P = np.ones((n, m)) * draw(wild_floats)
+    if P is None or not np.isfinite(P).all():
+        P = draw(matrices(n, m, el))
+    return A, {"kind": "bernstein", "rank": p, "W": W, "P": P, "J": J}
+
+
+def _status_check(A, cert, eps, chi=Fraction(0)):
+    delta, pn = exact_bernstein(A, cert["W"], cert["P"])
+    value = delta + pn * (eps + chi)
+    for tier in TIERS:
+        c = check_lower(A, cert, eps, tier=tier, chi=chi)
+        if c.value is not None:
+            assert_consistent(c, value)
+        if c.status == "undecided":
+            assert tier in ("float64", "arb")
+        if tier in ("auto", "exact"):
+            assert c.status == ("holds" if value < 1 else "fails")
+
+
+@HYP
+@given(bernstein_case(), st.sampled_from(["tie", "below", "ulp", "far"]))
+def test_ties_and_near_ties(case, where):
+    A, cert = case
+    delta, pn = exact_bernstein(A, cert["W"], cert["P"])
+    eps = Fraction(1, 4)
+    if delta < 1 and pn > 0:
+        tstar = (1 - delta) / pn  # value(tstar) = 1 exactly
+        eps = {"tie": tstar, "below": tstar - Fraction(1, 2**80),
+               "ulp": tstar - ulp_frac(tstar), "far": tstar / 2}[where]
+        if eps <= 0:
+            eps = tstar
+    _status_check(A, cert, eps)
+    if eps > Fraction(1, 2**70):  # the same threshold through the slack
+        _status_check(A, cert, eps - Fraction(1, 2**70), chi=Fraction(1, 2**70))
+
+
+@HYP
+@given(bernstein_case(wild=True))
+def test_wild_binades(case):
+    A, cert = case
+    delta, pn = exact_bernstein(A, cert["W"], cert["P"])
+    eps = (1 - delta) / pn if delta < 1 and pn > 0 else Fraction(1, 2**70)
+    for e in (eps, eps - eps / 2**60):
+        _status_check(A, cert, e)
 
 
 # --- refused inputs and false certificates ---------------------------------------------
