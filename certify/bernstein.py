@@ -5,9 +5,10 @@ distinct indices J, and P (N x m).  With R = P A W - W and t = eps + chi,
 
     value := ||R||_inf + ||P||_inf t < 1
 
-proves that every B with ||A - B||_row1 <= t has rank >= p (proofs_notes/bernstein.md).  The
-decoder kind's P = W X D is one choice of P for the subspace col(W), so for a given subspace
-the best value here is never above the decoder's.
+proves that every B with ||A - B||_row1 <= t has rank >= p (proofs_notes/bernstein.md).  On a
+given subspace col(W), the best value over P is at most the value of any decoder certificate
+that holds with the same column space, and can be smaller by up to the factor ||W||_inf the
+decoder pays for its basis.
 """
 
 from __future__ import annotations
