@@ -1,7 +1,7 @@
 """Lower certificates: proofs that every B with ||A - B||_row1 <= eps + chi has rank >= L.
 
 Kinds (statements and proofs in proofs_notes/lower_nonzero.md, lower_frobenius.md,
-lower_decoder.md):
+lower_decoder.md, bernstein.md):
 
 * ``nonzero`` (L = 1): ||A||_row1 > eps + chi, so B = 0 is not close enough.
 * ``frobenius_tail`` (L): sum_{i >= L} sigma_i(A)^2 > m (eps + chi)^2 (Eckart-Young with
@@ -9,6 +9,8 @@ lower_decoder.md):
 * ``decoder`` (p; D p x m, W N x p, X p x p): ||I - X D A W||_inf + ||X D||_inf ||W||_inf
   (eps + chi) < 1 makes X D B W invertible for every such B.
 * ``submatrix`` (p; rows, cols, X): the decoder argument with D, W row/column selections.
+* ``bernstein`` (p; W N x p with W[J, :] = I, P N x m, J): ||P A W - W||_inf + ||P||_inf
+  (eps + chi) < 1 (``certify/bernstein.py``).
 
 "fails" means the certificate's own inequality is proved false, not that r_eps < L.
 """
@@ -21,7 +23,7 @@ from fractions import Fraction
 import numpy as np
 from flint import arb_mat, fmpz_mat
 
-from . import arbutil, dyadic
+from . import arbutil, bernstein, dyadic
 from .arrays import as_index_vector, as_matrix
 from .ballmat import (
     Ball,
@@ -43,6 +45,7 @@ KINDS: dict[str, tuple[str, ...]] = {
     "frobenius_tail": (),
     "decoder": ("D", "W", "X"),
     "submatrix": ("rows", "cols", "X"),
+    "bernstein": bernstein.ARRAYS,
 }
 DECODER_ARB_PRECISIONS = (128, 256)
 SVD_AUTO_TIERS = ("float64", "arb")
@@ -61,13 +64,15 @@ def check_lower(A: object, certificate: Mapping, eps: object, *, tier: str = "au
     * frobenius_tail: sum_{i >= L} sigma_i(A)^2, claim value > m (eps + chi)^2;
     * decoder / submatrix: ||I - X M||_inf + ||X D||_inf ||W||_inf (eps + chi), claim
       value < 1 (``detail["sense"]`` is ``"<"``, so ``margin`` = 1 - value; a margin of
-      exactly 0 is not a proof).
+      exactly 0 is not a proof);
+    * bernstein: ||P A W - W||_inf + ||P||_inf (eps + chi), claim value < 1 (as decoder).
 
     ``tier="auto"`` escalates float64 -> arb -> exact (frobenius_tail: float64 -> arb; the
     ``"exact"`` tier, when forced, uses exact dyadic residuals of the same float SVD).
     Raises InputError (field ``lower.<name>``) for a certificate that is not a mapping, an
     unknown kind, missing or extra arrays, wrong shapes, NaN/Inf, a rank that disagrees with
-    the arrays, rank < 1, or bad index vectors.
+    the arrays, rank < 1, bad index vectors, or (bernstein) rows W[J, :] that are not exactly
+    the identity.
     """
     eps_q = parse_eps(eps)
     chi_q = to_rational(chi, field="chi")
@@ -92,6 +97,9 @@ def check_lower(A: object, certificate: Mapping, eps: object, *, tier: str = "au
         W = as_matrix(arrays["W"], "lower.W", source=source, shape=(N, rank))
         X = as_matrix(arrays["X"], "lower.X", source=source, shape=(rank, rank))
         return _check_decoder(A, D, W, X, None, rank, t, eps_q, chi_q, tier)
+    if kind == "bernstein":
+        W, P, _ = bernstein.parse_arrays(arrays, rank, m, N, source=source)
+        return bernstein.check_bernstein(A, W, P, t, eps=eps_q, chi=chi_q, tier=tier)
     rows = as_index_vector(arrays["rows"], "lower.rows", m, source=source)
     cols = as_index_vector(arrays["cols"], "lower.cols", N, source=source)
     if len(rows) != rank:

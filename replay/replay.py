@@ -221,6 +221,12 @@ def check_decoder(A: tuple, D: tuple | None, W: tuple | None, X: tuple,
     return ("holds" if value < 1 else "fails"), value
 
 
+def check_bernstein(A: tuple, W: tuple, P: tuple, t: Fraction) -> tuple[str, Fraction]:
+    """||P A W - W||_inf + ||P||_inf t < 1, exactly (the caller has checked W[J, :] = I)."""
+    value = max_row_abs(dsub(dmul(P, dmul(A, W)), W)) + max_row_abs(P) * t
+    return ("holds" if value < 1 else "fails"), value
+
+
 def gram(A: tuple, side: str) -> tuple:
     """A^T A (side "AtA") or A A^T (side "AAt"), exactly."""
     M = A[0] if side == "AAt" else transpose(A[0])
@@ -436,6 +442,14 @@ def replay_end(end: object, ops: dict, blobs: dict, f: str) -> dict:
                                                     for j in idx):
                     raise BundleError(f"{f}.{name}: need {rank} distinct indices < {bound}")
             value = check_decoder(A, None, None, X, (rows, cols), eps + chi)
+    elif kind == "bernstein" and 1 <= rank <= N:
+        Wf = array(cert.get("W"), blobs, f"{f}.W", (N, rank))
+        J = array(cert.get("J"), blobs, f"{f}.J", (rank,))
+        if len(set(J)) != rank or not all(isinstance(j, int) and 0 <= j < N for j in J):
+            raise BundleError(f"{f}.J: need {rank} distinct indices < {N}")
+        if any(Wf[j][k] != (1 if i == k else 0) for i, j in enumerate(J) for k in range(rank)):
+            raise BundleError(f"{f}.W: the rows W[J, :] are not exactly the identity")
+        value = check_bernstein(A, dyadic(Wf), get("P", (N, m)), eps + chi)
     elif kind == "frobenius_tail" and rank >= 1:
         side = "AtA" if N <= m else "AAt"
         if cert and cert.get("side") != side:

@@ -40,3 +40,35 @@ def exact_row1(A: np.ndarray, B_terms: tuple[np.ndarray, np.ndarray] | None = No
 def plain_float_error(A: np.ndarray, U: np.ndarray, V: np.ndarray) -> float:
     """The unverified float64 evaluation that stored brackets were made with."""
     return float(np.abs(A - U @ V).sum(axis=1).max())
+
+
+def bernstein_certificate(A: np.ndarray, W: np.ndarray, P: np.ndarray | None = None) -> dict:
+    """A bernstein certificate on col(W): the basis rescaled so that its rows J (greedy pivots)
+    are exactly the identity, and P = W pinv(A W) unless given (untrusted float64)."""
+    N, p = W.shape
+    J: list[int] = []
+    R = W.copy()
+    for k in range(p):  # column-pivoted elimination (used rows become zero) picks J
+        j = int(np.argmax(np.abs(R[:, k])))
+        J.append(j)
+        R = R - np.outer(R[:, k] / R[j, k], R[j])
+    Wn = W @ np.linalg.inv(W[J])
+    Wn[J] = np.eye(p)
+    if P is None:
+        P = Wn @ np.linalg.pinv(A @ Wn)
+    return {"kind": "bernstein", "rank": p, "W": Wn, "P": P, "J": np.array(J, dtype=np.int64)}
+
+
+def lp_left_inverse(A: np.ndarray, W: np.ndarray) -> np.ndarray:
+    """The optimal P for col(W): row j minimises ||P_j||_1 subject to P_j (A W) = W_j."""
+    from scipy.optimize import linprog
+
+    M = A @ W
+    m = M.shape[0]
+    rows = []
+    for w in W:
+        res = linprog(np.ones(2 * m), A_eq=np.hstack([M.T, -M.T]), b_eq=w, bounds=(0, None),
+                      method="highs")
+        assert res.status == 0
+        rows.append(res.x[:m] - res.x[m:])
+    return np.array(rows)

@@ -146,7 +146,7 @@ json_scalars = st.one_of(
     st.none(), st.booleans(), st.integers(min_value=-2**70, max_value=2**70),
     st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=12),
     st.sampled_from(["0.25", "1/4", "1/0", "NaN", "-1", "1e-3000", "0x10", "", "A",
-                     "factors", "nonzero", "frobenius_tail", "decoder", "submatrix",
+                     "factors", "nonzero", "frobenius_tail", "decoder", "submatrix", "bernstein",
                      "arrays/../store.json", "\u2028", "<!--", "**Result:**"]))
 json_values = st.recursive(json_scalars, lambda kids: st.one_of(
     st.lists(kids, max_size=4), st.dictionaries(st.text(max_size=6), kids, max_size=4)),

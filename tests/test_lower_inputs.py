@@ -27,6 +27,15 @@ def submatrix(**over):
     return cert
 
 
+def bernstein(**over):
+    W = np.full((5, P), 0.5)
+    W[[3, 1]] = np.eye(P)
+    cert = {"kind": "bernstein", "rank": P, "W": W, "P": np.ones((5, 6)),
+            "J": np.array([3, 1])}
+    cert.update(over)
+    return cert
+
+
 def without(cert, key):
     return {k: v for k, v in cert.items() if k != key}
 
@@ -84,6 +93,22 @@ BAD = [
     (submatrix(rank=3), "lower.rows"),
     (submatrix(X=np.eye(3)), "lower.X"),
     (submatrix(X=nan_at(np.eye(P))), "lower.X"),
+    (without(bernstein(), "W"), "lower.W"),
+    (without(bernstein(), "P"), "lower.P"),
+    (without(bernstein(), "J"), "lower.J"),
+    (bernstein(X=np.eye(P)), "lower.X"),
+    (bernstein(rank=3), "lower.rank"),
+    (bernstein(rank=6), "lower.rank"),
+    (bernstein(W=np.ones((6, P))), "lower.W"),
+    (bernstein(W=np.full((5, P), 0.5)), "lower.W"),
+    (bernstein(W=nan_at(np.ones((5, P)))), "lower.W"),
+    (bernstein(P=np.ones((6, 5))), "lower.P"),
+    (bernstein(P=nan_at(np.ones((5, 6)), np.inf)), "lower.P"),
+    (bernstein(J=np.array([3, 3])), "lower.J"),
+    (bernstein(J=np.array([3, 5])), "lower.J"),
+    (bernstein(J=np.array([3.0, 1.0])), "lower.J"),
+    (bernstein(J=np.array([1, 3])), "lower.W"),
+    (bernstein(J=np.array([3])), "lower.J"),
 ]
 
 
@@ -98,7 +123,7 @@ def test_bad_certificate(cert, field):
 
 @pytest.mark.parametrize("cert", [{"kind": "nonzero", "rank": 1},
                                   {"kind": "frobenius_tail", "rank": 2}, decoder(),
-                                  submatrix()])
+                                  submatrix(), bernstein()])
 def test_bad_matrix_tolerance_tier_and_slack(cert):
     for bad_A in (nan_at(A), nan_at(A, np.inf), np.zeros((0, 5)), A[0]):
         with pytest.raises(InputError) as info:

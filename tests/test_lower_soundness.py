@@ -9,6 +9,7 @@ import pytest
 import scipy.linalg as sl
 
 from softrank.certify import check_bracket, check_lower, check_upper, exact_error
+from tests.helpers import bernstein_certificate, lp_left_inverse
 from tests.test_svd import softmax
 
 
@@ -41,6 +42,11 @@ def lower_claims(A: np.ndarray, k: int, rng: np.random.Generator) -> list[dict]:
         cols = piv_c[:p]
         out.append({"kind": "submatrix", "rank": p, "rows": rows, "cols": cols,
                     "X": np.linalg.inv(A[np.ix_(rows, cols)])})
+        # bernstein on the top right singular subspace: pinv and LP-optimal left inverses
+        bern = bernstein_certificate(A, W)
+        Pp = bern["P"]
+        for P in (Pp, Pp * (1 + 2.0**-40), lp_left_inverse(A, bern["W"])):
+            out.append({**bern, "P": P})
         rows2 = np.argsort(-A.max(axis=1))[:p]
         cols2 = np.array([int(np.argmax(A[r])) for r in rows2])
         if len(set(cols2.tolist())) == p:

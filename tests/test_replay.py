@@ -23,7 +23,7 @@ from softrank.export import write_bundle
 from softrank.runner import iter_checks
 from softrank.witnesses import Store
 
-from .helpers import softmax_rows, tsvd_witness
+from .helpers import bernstein_certificate, softmax_rows, tsvd_witness
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "minilm"
@@ -60,11 +60,13 @@ def _mixed_store(path: Path) -> None:
                    "X": np.linalg.inv(A[np.ix_(rows, cols)])}
             tail = np.cumsum((s ** 2)[::-1])[::-1]
             L = int(np.flatnonzero(tail > m * 0.01 ** 2).max()) + 1
+            bern = bernstein_certificate(A, Vt[:p + 1].T)
             lowers = [dec, sub, {"kind": "frobenius_tail", "rank": L},
                       {"kind": "frobenius_tail", "rank": 1}, {"kind": "nonzero", "rank": 1},
-                      None, {"kind": "frobenius_tail", "rank": min(m, n)}]
+                      None, {"kind": "frobenius_tail", "rank": min(m, n)}, bern, bern]
             for j, (eps, low) in enumerate(zip(["1/100", "0.01", "1/100", "1/2", "1/4",
-                                                "1/1000000", "9/10"], lowers, strict=True)):
+                                                "1/1000000", "9/10", "1/100", "1/2"], lowers,
+                                               strict=True)):
                 st.add_bracket(oid, eps, {"kind": "factors", "rank": k, "U": U, "V": V}, low,
                                id=f"op{o}-b{j}")
 
@@ -106,7 +108,9 @@ def test_replay_agrees_with_kernel_on_every_end(mixed):
     # the store exercises holds and fails, and every kind
     assert {v for v, _ in statuses.values()} >= {"holds", "fails"}
     assert {k[2] for k in statuses} == {"factors", "decoder", "submatrix", "frobenius_tail",
-                                        "nonzero"}
+                                        "nonzero", "bernstein"}
+    assert {v for k, v in statuses.items() if k[2] == "bernstein"} == {("holds", "holds"),
+                                                                       ("fails", "fails")}
     assert any(k[2] == "frobenius_tail" and v == ("holds", "holds") for k, v in
                statuses.items() if got[k]["rank"] > 1)
     assert s["disagreements"] == 0 and s["chi_confirmed"] == 3

@@ -135,3 +135,24 @@ def test_check_json_states_the_assumptions(tmp_path, capsys):
     rounding = (ROOT / "proofs_notes" / "rounding.md").read_text()
     assert "round-to-nearest" in rounding and "Strassen" in rounding
     assert "proofs_notes/rounding.md" in doc["assumptions"]["scope"]
+
+
+# proofs_notes/bernstein.md names detail["sense"] == "<" and detail["parts"] with delta, pn
+
+
+def test_bernstein_detail_fields_are_the_documented_ones():
+    note = (ROOT / "proofs_notes" / "bernstein.md").read_text()
+    named = set(re.findall(r'detail\["(\w+)"\]', note))
+    assert named == {"sense", "parts"}
+    assert "`delta`" in note and "`pn`" in note
+    A = np.abs(np.random.default_rng(2).standard_normal((5, 5))) + np.eye(5) * 4
+    W = np.eye(5, 2)
+    P = W @ np.linalg.inv(A[:2, :2])  # rows 0, 1 of P A W: the identity up to rounding
+    P = np.hstack([P, np.zeros((5, 3))])
+    c = check_lower(A, {"kind": "bernstein", "rank": 2, "W": W, "P": P, "J": np.arange(2)},
+                    Fraction(1, 100))
+    assert set(c.detail) == named and c.status == "holds"
+    assert c.detail["sense"] == "<" and set(c.detail["parts"]) == {"delta", "pn"}
+    assert c.threshold == 1 and c.margin.lo == 1 - c.value.hi
+    for lo, hi in c.detail["parts"].values():
+        assert Fraction(lo) <= Fraction(hi)

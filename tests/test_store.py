@@ -190,3 +190,29 @@ def test_json_numbers_with_absurd_exponents_are_refused_fast():
     with pytest.raises(InputError, match="digits"):
         to_rational("1e-100000000")
     assert to_rational("1e-300") == Fraction(1, 10**300)
+
+
+def test_bernstein_round_trip_and_rank_checked_against_shapes(tmp_path):
+    rng = np.random.default_rng(1)
+    A = rng.random((4, 5))
+    U, V = rng.random((4, 2)), rng.random((2, 5))
+    W, P, J = rng.random((5, 2)), rng.random((5, 4)), np.array([3, 0], dtype=np.int64)
+    W[J] = np.eye(2)
+    with Store.create(tmp_path / "s") as st:
+        oid = st.add_operator(A, family="f")
+        st.add_bracket(oid, "1/8", {"kind": "factors", "rank": 2, "U": U, "V": V},
+                       {"kind": "bernstein", "rank": 2, "W": W, "P": P, "J": J})
+    (br,) = open_store(tmp_path / "s").brackets
+    assert br.expected_shapes()["lower.P"] == (5, 4)
+    _, lo = br.load()
+    assert lo["kind"] == "bernstein" and lo["rank"] == 2
+    assert np.array_equal(lo["W"], W) and np.array_equal(lo["P"], P)
+    assert lo["J"].dtype == np.int64 and lo["J"].tolist() == [3, 0]
+    # a record whose rank disagrees with the stored arrays is refused before allocation
+    p = tmp_path / "s" / "brackets.jsonl"
+    rec = json.loads(p.read_text())
+    rec["lower"]["rank"] = 3
+    p.write_text(json.dumps(rec) + "\n")
+    with pytest.raises(InputError, match="shape") as ei:
+        open_store(tmp_path / "s").brackets[0].load()
+    assert "lower." in str(ei.value)

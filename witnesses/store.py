@@ -41,6 +41,7 @@ LOWER_ARRAYS: dict[str, tuple[str, ...]] = {
     "frobenius_tail": (),
     "decoder": ("D", "W", "X"),
     "submatrix": ("rows", "cols", "X"),
+    "bernstein": ("W", "P", "J"),
 }
 UPPER_ARRAYS: dict[str, tuple[str, ...]] = {"factors": ("U", "V")}
 OPERATOR_SOURCES = ("logits", "block")  # optional operator-of-record data beside A
@@ -255,7 +256,7 @@ class BracketRecord:
                 continue
             r = end.rank
             dims = {"U": (m, r), "V": (r, n), "D": (r, m), "W": (n, r), "X": (r, r),
-                    "rows": (r,), "cols": (r,)}
+                    "rows": (r,), "cols": (r,), "P": (n, m), "J": (r,)}
             for name in table[end.kind]:
                 shape = dims.get(name)
                 out[f"{prefix}.{name}"] = None if shape is None or None in shape else shape

@@ -1,0 +1,181 @@
+"""Lower certificate ``bernstein``: a subspace on which A is bounded below, with a left inverse.
+
+Certificate (rank p): W (N x p) whose rows W[J, :] are exactly the p x p identity for p
+distinct indices J, and P (N x m).  With R = P A W - W and t = eps + chi,
+
+    value := ||R||_inf + ||P||_inf t < 1
+
+proves that every B with ||A - B||_row1 <= t has rank >= p (proofs_notes/bernstein.md).  On a
+given subspace col(W), the best value over P is at most the value of any decoder certificate
+that holds with the same column space, and can be smaller by up to the factor ||W||_inf the
+decoder pays for its basis.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from fractions import Fraction
+
+import numpy as np
+from flint import fmpz_mat
+
+from . import arbutil, dyadic
+from .arrays import as_index_vector, as_matrix
+from .ballmat import (
+    U_F,
+    Ball,
+    abs_row_sums_lower,
+    abs_row_sums_upper,
+    ball_abs_row_sums,
+    ball_matmul,
+)
+from .errors import InputError
+from .result import Check, Enclosure
+from .rounding import up
+
+ARRAYS = ("W", "P", "J")
+ARB_PRECISIONS = (128, 256)
+
+Bounds = dict[str, tuple[Fraction, Fraction]]
+
+
+def parse_arrays(arrays: Mapping[str, object], rank: int, m: int, N: int, *,
+                 source: str | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Returns (W, P, J) as float64 N x p, float64 N x m and int64 length p arrays.
+
+    Raises InputError naming ``lower.rank`` (p > N, or W's column count differs from the
+    rank), ``lower.W`` (not 2-D with N rows, NaN/Inf, or W[J, :] not exactly the identity),
+    ``lower.P`` (shape other than N x m, NaN/Inf) or ``lower.J`` (not p distinct indices in
+    [0, N)).
+    """
+    if rank > N:
+        raise InputError(f"rank {rank} exceeds N = {N}: W cannot hold a {rank} x {rank} "
+                         "identity in distinct rows", field="lower.rank", source=source)
+    W = as_matrix(arrays["W"], "lower.W", source=source, shape=(N, None))
+    if W.shape[1] != rank:
+        raise InputError(f"rank is {rank} but lower.W has {W.shape[1]} columns",
+                         field="lower.rank", source=source)
+    P = as_matrix(arrays["P"], "lower.P", source=source, shape=(N, m))
+    J = as_index_vector(arrays["J"], "lower.J", N, source=source)
+    if len(J) != rank:
+        raise InputError(f"has {len(J)} indices but rank is {rank}", field="lower.J",
+                         source=source)
+    # exact comparison of stored floats (-0.0 == 0.0 is the same number)
+    if not np.array_equal(W[J, :], np.eye(rank)):
+        raise InputError("the rows W[J, :] must be exactly the identity matrix",
+                         field="lower.W", source=source)
+    return W, P, J
+
+
+def check_bernstein(A: np.ndarray, W: np.ndarray, P: np.ndarray, t: Fraction, *,
+                    eps: Fraction, chi: Fraction, tier: str = "auto") -> Check:
+    """Decides ||P A W - W||_inf + ||P||_inf t < 1 for exact stored A, W, P (validated by
+    :func:`parse_arrays`; ``t`` = eps + chi).
+
+    Returns a :class:`Check` of kind ``"bernstein"`` with ``threshold`` 1,
+    ``detail["sense"]`` ``"<"`` (``margin`` = 1 - value; a margin of exactly 0 is not a proof)
+    and ``detail["parts"]``: enclosures of ``delta`` = ||P A W - W||_inf and ``pn`` =
+    ||P||_inf from the last tier run.  ``value`` is an interval containing the exact
+    left-hand side.  ``status`` is ``"holds"`` when value < 1 is proved (then every B with
+    ||A - B||_row1 <= t has rank >= p), ``"fails"`` when value >= 1 is proved, else
+    ``"undecided"``.  ``tier="auto"`` runs float64 (a-priori rounding bounds), arb at 128 and
+    256 bits, then exact dyadic integers, stopping at the first tier that decides; the exact
+    tier always decides.
+    """
+    p = W.shape[1]
+    plan: list[tuple[str, int | None]] = []
+    if tier in ("auto", "float64"):
+        plan.append(("float64", None))
+    if tier in ("auto", "arb"):
+        plan += [("arb", prec) for prec in ARB_PRECISIONS]
+    if tier in ("auto", "exact"):
+        plan.append(("exact", None))
+    run: list[str] = []
+    value: Enclosure | None = None
+    status = "undecided"
+    prec_used = None
+    parts: dict[str, list[str]] = {}
+    for tr, prec in plan:
+        if not run or run[-1] != tr:
+            run.append(tr)
+        if tr == "float64":
+            b = _float_parts(A, W, P)
+        elif tr == "arb":
+            prec_used = prec
+            b = _arb_parts(A, W, P, prec)  # type: ignore[arg-type]
+        else:
+            b = _exact_parts(A, W, P)
+        if b is None:  # a non-finite intermediate: no information from this tier
+            continue
+        (dl, dh), (pl, ph) = b["delta"], b["pn"]
+        v = Enclosure(dl + pl * t, dh + ph * t)
+        value = v if value is None else Enclosure(max(v.lo, value.lo), min(v.hi, value.hi))
+        parts = {k: [str(x) for x in b[k]] for k in b}
+        if value.hi < 1:
+            status = "holds"
+            break
+        if value.lo >= 1:
+            status = "fails"
+            break
+    return Check(status=status, kind="bernstein", rank=p, eps=eps,  # type: ignore[arg-type]
+                 threshold=Fraction(1), value=value, tier=run[-1],
+                 claim=f"||P A W - W||_inf + ||P||_inf {t} < 1", chi=chi,
+                 precision=prec_used if run[-1] == "arb" else None, tiers_run=tuple(run),
+                 detail={"sense": "<", "parts": parts})
+
+
+def _float_parts(A: np.ndarray, W: np.ndarray, P: np.ndarray) -> Bounds | None:
+    """Float64 mid-radius enclosures (ballmat): (A W) first, so no N x N intermediate."""
+    with np.errstate(all="ignore"):
+        PAW = ball_matmul(Ball.exact(P), ball_matmul(Ball.exact(A), Ball.exact(W)))
+        mid = PAW.mid - W
+        # one RN subtraction per entry: |fl(x) - x| <= u |fl(x)|, no underflow in a subtraction
+        R = Ball(mid, up(PAW.rad + up(np.abs(mid) * U_F)))
+        d_lo, d_hi = ball_abs_row_sums(R)
+        vals = (d_lo.max(), d_hi.max(), abs_row_sums_lower(P).max(),
+                abs_row_sums_upper(P).max())
+    if not np.all(np.isfinite(vals)):
+        return None
+    f = [Fraction(float(x)) for x in vals]
+    return {"delta": (f[0], f[1]), "pn": (f[2], f[3])}
+
+
+def _arb_max_row_abs(M) -> tuple[Fraction, Fraction] | None:
+    lo = hi = Fraction(0)
+    for s in arbutil.row_abs_sums(M):
+        try:
+            a, b = arbutil.endpoints(s)
+        except ValueError:
+            return None
+        lo, hi = max(lo, a), max(hi, b)
+    return lo, hi
+
+
+def _arb_parts(A: np.ndarray, W: np.ndarray, P: np.ndarray, prec: int) -> Bounds | None:
+    with arbutil.precision(prec):
+        Wa = arbutil.matrix(W)
+        Pa = arbutil.matrix(P)
+        delta = _arb_max_row_abs(Pa * (arbutil.matrix(A) * Wa) - Wa)
+        pn = _arb_max_row_abs(Pa)
+    if delta is None or pn is None:
+        return None
+    return {"delta": delta, "pn": pn}
+
+
+def _exact_max_row_abs(M: fmpz_mat, e: int) -> Fraction:
+    cols = M.ncols()
+    ent = [abs(int(v)) for v in M.entries()]
+    best = max((sum(ent[i * cols:(i + 1) * cols]) for i in range(M.nrows())), default=0)
+    return Fraction(best) * dyadic.pow2(e)
+
+
+def _exact_parts(A: np.ndarray, W: np.ndarray, P: np.ndarray) -> Bounds:
+    MA, ea = dyadic.to_int_matrix(A)
+    MW, ew = dyadic.to_int_matrix(W)
+    MP, ep = dyadic.to_int_matrix(P)
+    MR, er = MP * (MA * MW), ep + ea + ew
+    e0 = min(er, ew)
+    R = dyadic.scaled(MR, er - e0) - dyadic.scaled(MW, ew - e0)
+    delta = _exact_max_row_abs(R, e0)
+    pn = _exact_max_row_abs(MP, ep)
+    return {"delta": (delta, delta), "pn": (pn, pn)}
