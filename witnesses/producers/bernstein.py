@@ -207,9 +207,8 @@ def _step(A: np.ndarray, W: np.ndarray, f: np.ndarray, P: np.ndarray, X: np.ndar
     """One trust-region LP step on max_j f_j: the dW (N x p) minimising the linearised max
     over the active rows, |dW| <= radius entrywise."""
     F = float(f.max())
+    # rows with equal W_j still have different gradients (the e_j term): keep them all
     act = np.flatnonzero(f >= F * (1 - ACTIVE))
-    _, first = np.unique(W[act], axis=0, return_index=True)
-    act = act[np.sort(first)]
     N, p = W.shape
     rows = []
     for j in act:
