@@ -74,8 +74,9 @@ def normalise(W: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 class _RowLP:
     """min ||y||_1 subject to y G = c, for one G (m x p) and many right-hand sides c."""
 
-    def __init__(self, G: np.ndarray):
+    def __init__(self, G: np.ndarray, deadline: float | None = None):
         self.G = G
+        self.deadline = deadline
         m, p = G.shape
         self.m, self.p = m, p
         self.h = None
@@ -105,14 +106,22 @@ class _RowLP:
         h.setOptionValue("output_flag", False)
         h.setOptionValue("presolve", "off")  # keeps the basis for the next right-hand side
         h.setOptionValue("threads", 1)
+        h.setOptionValue("simplex_iteration_limit", 50 * (m + p) + 1000)  # no cycling
         h.passModel(lp)
         return h
 
     def solve(self, c: np.ndarray) -> tuple[float, np.ndarray, np.ndarray] | None:
         """Returns (f, y, x): the optimum, a minimiser y and a dual x with c.x = f."""
         m = self.m
+        left = None
+        if self.deadline is not None:
+            left = self.deadline - time.monotonic()
+            if left <= 0:
+                return None
         if self.h is not None:
             h = self.h
+            if left is not None:
+                h.setOptionValue("time_limit", float(left))
             for i in range(self.p):
                 h.changeRowBounds(i, float(c[i]), float(c[i]))
             h.run()
@@ -123,7 +132,8 @@ class _RowLP:
             x = np.asarray(s.row_dual, dtype=np.float64)
         else:  # pragma: no cover
             r = linprog(np.ones(2 * m), A_eq=np.hstack([self.G.T, -self.G.T]), b_eq=c,
-                        bounds=(0, None), method="highs")
+                        bounds=(0, None), method="highs",
+                        options={} if left is None else {"time_limit": left})
             if r.status != 0:
                 return None
             v, x = r.x, np.asarray(r.eqlin.marginals, dtype=np.float64)
@@ -134,14 +144,15 @@ class _RowLP:
         return f, y, x
 
 
-def row_values(A: np.ndarray, W: np.ndarray, *, stop_above: float = np.inf
+def row_values(A: np.ndarray, W: np.ndarray, *, stop_above: float = np.inf,
+               deadline: float | None = None
                ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """Returns (f, P, X): f_j = min ||P_j||_1 s.t. P_j A W = W_j for every row j, the
-    minimisers P (N x m) and the duals X (N x p).  None when some row LP fails, or (early
-    exit) as soon as some f_j exceeds ``stop_above``."""
+    minimisers P (N x m) and the duals X (N x p).  None when some row LP fails or passes
+    ``deadline`` (time.monotonic()), or (early exit) once some f_j exceeds ``stop_above``."""
     N, p = W.shape
     m = A.shape[0]
-    solver = _RowLP(A @ W)
+    solver = _RowLP(A @ W, deadline)
     f = np.zeros(N)
     P = np.zeros((N, m))
     X = np.zeros((N, p))
@@ -187,15 +198,16 @@ def value(A: np.ndarray, W: np.ndarray, P: np.ndarray, eps: float) -> float:
     return _inf(P @ (A @ W) - W) + eps * _inf(P)
 
 
-def certify_subspace(A: np.ndarray, W: np.ndarray, eps: float
+def certify_subspace(A: np.ndarray, W: np.ndarray, eps: float, deadline: float | None = None
                      ) -> tuple[float, np.ndarray, np.ndarray, np.ndarray] | None:
     """Returns (value, W', P, J) for the subspace col(W): W' normalised (W'[J] = I), P the
-    optimal row-LP solution polished; None when W is rank deficient or an LP fails."""
+    optimal row-LP solution polished; None when W is rank deficient or an LP fails or
+    passes ``deadline``."""
     try:
         Wn, J = normalise(W)
     except (np.linalg.LinAlgError, ValueError):
         return None
-    r = row_values(A, Wn)
+    r = row_values(A, Wn, deadline=deadline)
     if r is None:
         return None
     P = polish(A, Wn, r[1])
@@ -240,7 +252,7 @@ def descend(A: np.ndarray, W0: np.ndarray, goal: float, deadline: float, *,
         W, _ = normalise(W0)
     except (np.linalg.LinAlgError, ValueError):
         return np.inf, W0
-    r = row_values(A, W)
+    r = row_values(A, W, deadline=deadline)
     if r is None:
         return np.inf, W
     f, P, X = r
@@ -256,7 +268,7 @@ def descend(A: np.ndarray, W0: np.ndarray, goal: float, deadline: float, *,
         except (np.linalg.LinAlgError, ValueError):
             radius /= 2
             continue
-        rn = row_values(A, Wn, stop_above=F)
+        rn = row_values(A, Wn, stop_above=F, deadline=deadline)
         if rn is not None and float(rn[0].max()) < F:
             W, (f, P, X) = Wn, rn
             F = float(f.max())
@@ -280,7 +292,7 @@ def search(A: np.ndarray, eps: float, budget: float, *, extra: int = 2,
     deadline = time.monotonic() + budget
     found: Found | None = None
     for p in sorted(path, reverse=True):
-        c = certify_subspace(A, path[p][1], eps)
+        c = certify_subspace(A, path[p][1], eps, deadline)
         if c is not None and c[0] <= CLAIM_BUDGET:
             found = (p, c[1], c[2], c[3], c[0], "keyset")
             break
@@ -291,7 +303,9 @@ def search(A: np.ndarray, eps: float, budget: float, *, extra: int = 2,
     goal = CLAIM_BUDGET * (1 - 1e-4) / eps
     while p <= min(m, N) and p in path and time.monotonic() < deadline:
         F, W = descend(A, path[p][1], goal, deadline, steps=steps)
-        c = certify_subspace(A, W, eps) if F * eps <= CLAIM_BUDGET else None
+        # the certificate of a subspace found in time may take a little longer to write
+        c = (certify_subspace(A, W, eps, time.monotonic() + 0.5 * budget + 1.0)
+             if F * eps <= CLAIM_BUDGET else None)
         if c is None or not c[0] <= CLAIM_BUDGET:
             break
         found = (p, c[1], c[2], c[3], c[0], "descent")
