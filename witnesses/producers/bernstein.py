@@ -1,7 +1,9 @@
 """Bernstein (subspace) lower certificates: a subspace W and a left inverse P (untrusted).
 
 A certificate (W, P, J) claims rank >= p when the rows W[J] are exactly the p x p identity
-and ||R||_inf + eps ||P||_inf < 1 for R = P A W - W (proofs_notes/lower_bernstein.md).  For
+and ||R||_inf + eps ||P||_inf < 1 for R = P A W - W (the Bernstein lower kind: if B had
+rank < p, some w = W x != 0 in col(W) would lie in ker B, and P (A - B) w = w + R x with
+||x||_inf <= ||w||_inf, as x = w[J], forces ||R||_inf + eps ||P||_inf >= 1).  For
 a fixed subspace S = col(W) the best P splits into one basis-pursuit LP per row of P:
 
     row j:  minimise ||P_j||_1  subject to  P_j (A W) = W_j,
