@@ -48,6 +48,7 @@ BUILTINS: dict[str, str] = {
     "submatrix": "softrank.witnesses.producers.lower:SubmatrixSearch",
     "keyset": "softrank.witnesses.producers.lower:KeySetDecoder",
     "decoder_lp": "softrank.witnesses.producers.decoder_lp:DecoderLP",
+    "bernstein": "softrank.witnesses.producers.bernstein:Bernstein",
 }
 
 

@@ -1,0 +1,126 @@
+"""bernstein (subspace certificates W, P, J): every certificate it emits is rechecked here in
+exact rational arithmetic (W[J] = I, ||P A W - W||_inf + eps ||P||_inf < 1); it is
+deterministic, reads its budget from the environment, and emits the agreed arrays."""
+
+from __future__ import annotations
+
+import time
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from softrank.witnesses.models import softmax64
+from softrank.witnesses.producers import bernstein as bn
+from softrank.witnesses.producers import get_producer
+from softrank.witnesses.producers.lower import KeySetDecoder
+
+EPS = Fraction(1, 4)
+
+
+def attention(n: int, d: int, beta: float, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    S = beta * rng.standard_normal((n, d)) @ rng.standard_normal((d, n)) / np.sqrt(d)
+    return softmax64(S)
+
+
+def exact_value(A: np.ndarray, W: np.ndarray, P: np.ndarray, J: np.ndarray,
+                eps: Fraction) -> Fraction | None:
+    """||P A W - W||_inf + eps ||P||_inf in exact rationals; None when W[J] is not I."""
+    p = W.shape[1]
+    Q = [[Fraction(float(v)) for v in row] for row in W]
+    if len(set(J.tolist())) != p or any(Q[int(J[i])][k] != (1 if i == k else 0)
+                                        for i in range(p) for k in range(p)):
+        return None
+    Af = [[Fraction(float(v)) for v in row] for row in A]
+    Pf = [[Fraction(float(v)) for v in row] for row in P]
+    m, N = A.shape
+    AW = [[sum(Af[i][j] * Q[j][k] for j in range(N) if Q[j][k]) for k in range(p)]
+          for i in range(m)]
+    worst_R = max(sum(abs(sum(Pf[j][i] * AW[i][k] for i in range(m) if Pf[j][i]) - Q[j][k])
+                      for k in range(p)) for j in range(N))
+    norm_P = max(sum(abs(v) for v in row) for row in Pf)
+    return worst_R + eps * norm_P
+
+
+def produce(A, budget=20.0):
+    return bn.Bernstein(budget=budget).produce(A, EPS)
+
+
+@pytest.mark.parametrize("seed", [0, 3])
+def test_certificate_holds_exactly_and_not_below_keyset(seed):
+    A = attention(16, 6, 3.0, seed)
+    c = produce(A)
+    assert c is not None and c.kind == "bernstein"
+    W, P, J = c.arrays["W"], c.arrays["P"], c.arrays["J"]
+    v = exact_value(A, W, P, J, EPS)
+    assert v is not None and v < 1
+    assert abs(float(v) - c.claims["bernstein_value"]) < 1e-9
+    k = KeySetDecoder().produce(A, EPS)
+    assert c.rank >= (0 if k is None else k.rank)
+
+
+def test_the_recheck_rejects_tampered_certificates():
+    A = attention(16, 6, 3.0, 0)
+    c = produce(A)
+    W, P, J = c.arrays["W"], c.arrays["P"], c.arrays["J"]
+    assert exact_value(A, W, 4.0 * P, J, EPS) >= 1  # eps ||4P|| and the residual blow up
+    W2 = W.copy()
+    W2[J[0], 0] = np.nextafter(1.0, 2.0)  # W[J] one ulp away from I
+    assert exact_value(A, W2, P, J, EPS) is None
+
+
+def test_emits_exactly_the_agreed_arrays():
+    A = attention(12, 4, 3.0, 1)[:, :10]  # m = 12 queries, N = 10 keys
+    c = produce(A)
+    assert c is not None
+    p = c.rank
+    mp = c.to_mapping()
+    assert set(mp) == {"kind", "rank", "W", "P", "J"}
+    assert mp["kind"] == "bernstein" and mp["rank"] == p
+    assert mp["W"].shape == (10, p) and mp["W"].dtype == np.float64
+    assert mp["P"].shape == (10, 12) and mp["P"].dtype == np.float64
+    assert mp["J"].shape == (p,) and mp["J"].dtype == np.int64
+    assert len(set(mp["J"].tolist())) == p and mp["J"].min() >= 0 and mp["J"].max() < 10
+    assert np.array_equal(mp["W"][mp["J"]], np.eye(p))
+
+
+def test_deterministic():
+    A = attention(16, 6, 3.0, 5)
+    a, b = produce(A), produce(A)
+    assert a.rank == b.rank
+    for k in ("W", "P", "J"):
+        assert np.array_equal(a.arrays[k], b.arrays[k])
+
+
+def test_descent_never_worse_than_its_start_and_row_values_are_the_lp_optimum():
+    A = attention(16, 6, 3.0, 3)
+    rng = np.random.default_rng(0)
+    W0 = rng.standard_normal((16, 5))
+    W, _ = bn.normalise(W0)
+    f, P, X = bn.row_values(A, W)
+    # primal feasibility and strong duality (f_j = W_j . x_j, ||A W x_j||_inf <= 1)
+    assert np.allclose(P @ A @ W, W, atol=1e-7)
+    assert np.allclose(np.abs(P).sum(axis=1), f)
+    assert np.allclose((W * X).sum(axis=1), f, rtol=1e-7)
+    assert np.abs(A @ W @ X.T).max() <= 1 + 1e-7
+    F, W1 = bn.descend(A, W0, 0.0, time.monotonic() + 30, steps=8)
+    assert F <= f.max() * (1 + 1e-9)
+    assert bn.row_values(A, bn.normalise(W1)[0])[0].max() == pytest.approx(F, rel=1e-6)
+
+
+def test_budget_from_environment(monkeypatch):
+    monkeypatch.setenv(bn.BUDGET_ENV, "2.5")
+    assert bn.Bernstein().budget == 2.5
+    for bad in ("nan", "-1", "x", "inf"):
+        monkeypatch.setenv(bn.BUDGET_ENV, bad)
+        assert bn.Bernstein().budget == bn.DEFAULT_BUDGET
+    monkeypatch.setenv(bn.BUDGET_ENV, "0.05")
+    A = attention(48, 12, 3.0, 2)
+    t0 = time.perf_counter()
+    c = get_producer("bernstein").produce(A, EPS)
+    # two phases of 0.05 s each, plus the LPs under way when a deadline passes
+    assert time.perf_counter() - t0 < 5.0
+    if c is not None:
+        assert exact_value(A, c.arrays["W"], c.arrays["P"], c.arrays["J"], EPS) < 1
+    assert get_producer("bernstein").role == "lower"

@@ -1,0 +1,358 @@
+"""Bernstein (subspace) lower certificates: a subspace W and a left inverse P (untrusted).
+
+A certificate (W, P, J) claims rank >= p when the rows W[J] are exactly the p x p identity
+and ||R||_inf + eps ||P||_inf < 1 for R = P A W - W (the Bernstein lower kind: if B had
+rank < p, some w = W x != 0 in col(W) would lie in ker B, and P (A - B) w = w + R x with
+||x||_inf <= ||w||_inf, as x = w[J], forces ||R||_inf + eps ||P||_inf >= 1).  For
+a fixed subspace S = col(W) the best P splits into one basis-pursuit LP per row of P:
+
+    row j:  minimise ||P_j||_1  subject to  P_j (A W) = W_j,
+
+whose optimum f_j is sup_{w in S} |w_j| / ||A w||_inf (LP duality); the dual x_j attains it
+with w = W x_j.  So max_j f_j = sup_{w in S} ||w||_inf / ||A w||_inf, and the search is a
+search for a subspace on which A is far from shrinking in the max norm.
+
+Search.  The key-set path of ``keyset`` (0/1 indicators of p disjoint key sets) gives
+subspaces at every rank it reaches; the largest rank whose Bernstein value is below the
+claim budget is the first certificate.  Above it, the key-set subspace of the next rank is
+improved by sequential linear programming on the minimax problem min_W max_j f_j: the
+gradient of f_j in W is (e_j - A^T P_j^T) x_j^T (envelope theorem on the row LP); one step
+solves the LP  min t  s.t.  f_j + <g_j, dW> <= t  over the rows within 5% of the worst, in
+a box trust region |dW| <= r, accepts the step when the true maximum drops (r grows) and
+halves r otherwise.  The rank goes up while a rank is reached; the time budget is
+``SOFTRANK_BERNSTEIN_BUDGET`` seconds (default 10) for the key-set path and as much again
+for the descent, which also stops after a fixed number of steps, so a generous budget
+gives the same certificate on every run.
+
+Nothing here is trusted: the certificate is replayed by ``certify``.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from fractions import Fraction
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.linalg import qr
+from scipy.optimize import linprog
+
+from . import BaseProducer, Certificate
+from ._common import as_float64
+from .decoder_lp import CLAIM_BUDGET, keyset_path
+
+BUDGET_ENV = "SOFTRANK_BERNSTEIN_BUDGET"
+DEFAULT_BUDGET = 10.0  # seconds per (operator, eps), for each of the two phases
+STEPS = 60  # descent steps per rank (a budget-independent stop)
+ACTIVE = 0.05  # rows within this fraction of the worst enter a descent step
+
+try:  # the HiGHS binding scipy ships: one model per A W, warm-started row after row
+    import scipy.optimize._highspy._core as _highs
+except ImportError:  # pragma: no cover - older scipy: plain linprog per row
+    _highs = None
+
+
+def _inf(X: np.ndarray) -> float:
+    return float(np.abs(X).sum(axis=1).max()) if X.size else 0.0
+
+
+def normalise(W: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Returns (W', J): the same column space with W'[J] exactly the identity.
+
+    J (sorted, int64) comes from a column-pivoted QR of W^T; raises LinAlgError when W is
+    numerically rank deficient.
+    """
+    p = W.shape[1]
+    _, _, piv = qr(W.T, pivoting=True, mode="economic")
+    J = np.sort(piv[:p]).astype(np.int64)
+    Wn = np.linalg.solve(W[J].T, W.T).T  # W (W_J)^{-1}
+    if not np.all(np.isfinite(Wn)):
+        raise np.linalg.LinAlgError("W is rank deficient")
+    Wn[J] = np.eye(p)
+    return Wn, J
+
+
+class _RowLP:
+    """min ||y||_1 subject to y G = c, for one G (m x p) and many right-hand sides c."""
+
+    def __init__(self, G: np.ndarray, deadline: float | None = None):
+        self.G = G
+        self.deadline = deadline
+        m, p = G.shape
+        self.m, self.p = m, p
+        self.h = None
+        if _highs is not None:
+            try:
+                self.h = self._model(G)
+            except Exception:  # any binding mismatch: fall back to linprog
+                self.h = None
+
+    @staticmethod
+    def _model(G: np.ndarray):
+        m, p = G.shape
+        M = sp.csc_matrix(np.hstack([G.T, -G.T]))
+        lp = _highs.HighsLp()
+        lp.num_col_, lp.num_row_ = 2 * m, p
+        lp.a_matrix_.num_col_, lp.a_matrix_.num_row_ = 2 * m, p
+        lp.a_matrix_.format_ = _highs.MatrixFormat.kColwise
+        lp.col_cost_ = np.ones(2 * m)
+        lp.col_lower_ = np.zeros(2 * m)
+        lp.col_upper_ = np.full(2 * m, np.inf)
+        lp.row_lower_ = np.zeros(p)
+        lp.row_upper_ = np.zeros(p)
+        lp.a_matrix_.start_ = M.indptr
+        lp.a_matrix_.index_ = M.indices
+        lp.a_matrix_.value_ = M.data
+        h = _highs._Highs()
+        h.setOptionValue("output_flag", False)
+        h.setOptionValue("presolve", "off")  # keeps the basis for the next right-hand side
+        h.setOptionValue("threads", 1)
+        h.setOptionValue("simplex_iteration_limit", 50 * (m + p) + 1000)  # no cycling
+        h.passModel(lp)
+        return h
+
+    def solve(self, c: np.ndarray) -> tuple[float, np.ndarray, np.ndarray] | None:
+        """Returns (f, y, x): the optimum, a minimiser y and a dual x with c.x = f."""
+        m = self.m
+        left = None
+        if self.deadline is not None:
+            left = self.deadline - time.monotonic()
+            if left <= 0:
+                return None
+        if self.h is not None:
+            h = self.h
+            if left is not None:
+                h.setOptionValue("time_limit", float(left))
+            for i in range(self.p):
+                h.changeRowBounds(i, float(c[i]), float(c[i]))
+            h.run()
+            if h.getModelStatus() != _highs.HighsModelStatus.kOptimal:
+                return None
+            s = h.getSolution()
+            v = np.asarray(s.col_value)
+            x = np.asarray(s.row_dual, dtype=np.float64)
+        else:  # pragma: no cover
+            r = linprog(np.ones(2 * m), A_eq=np.hstack([self.G.T, -self.G.T]), b_eq=c,
+                        bounds=(0, None), method="highs",
+                        options={} if left is None else {"time_limit": left})
+            if r.status != 0:
+                return None
+            v, x = r.x, np.asarray(r.eqlin.marginals, dtype=np.float64)
+        y = v[:m] - v[m:]
+        f = float(np.abs(y).sum())
+        if float(c @ x) < 0:  # the binding's sign convention for duals
+            x = -x
+        return f, y, x
+
+
+def row_values(A: np.ndarray, W: np.ndarray, *, stop_above: float = np.inf,
+               deadline: float | None = None
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """Returns (f, P, X): f_j = min ||P_j||_1 s.t. P_j A W = W_j for every row j, the
+    minimisers P (N x m) and the duals X (N x p).  None when some row LP fails or passes
+    ``deadline`` (time.monotonic()), or (early exit) once some f_j exceeds ``stop_above``."""
+    N, p = W.shape
+    m = A.shape[0]
+    solver = _RowLP(A @ W, deadline)
+    f = np.zeros(N)
+    P = np.zeros((N, m))
+    X = np.zeros((N, p))
+    U, inv = np.unique(W, axis=0, return_inverse=True)
+    inv = np.asarray(inv).ravel()
+    for u in range(U.shape[0]):
+        if not np.any(U[u]):
+            continue  # a zero row of W: P_j = 0
+        r = solver.solve(U[u])
+        if r is None:
+            return None
+        idx = inv == u
+        f[idx], P[idx], X[idx] = r
+        if r[0] > stop_above:
+            return None
+    return f, P, X
+
+
+def polish(A: np.ndarray, W: np.ndarray, P: np.ndarray) -> np.ndarray:
+    """P with each row re-solved on its support (a basis of the row LP), so that
+    P A W - W is at rounding level instead of the LP's feasibility tolerance."""
+    G = A @ W
+    out = P.copy()
+    for j in range(P.shape[0]):
+        y = P[j]
+        if not np.any(y):
+            continue
+        S = np.flatnonzero(np.abs(y) > 1e-12 * np.abs(y).max())
+        try:
+            ys, *_ = np.linalg.lstsq(G[S].T, W[j], rcond=None)
+        except np.linalg.LinAlgError:
+            continue
+        cand = np.zeros_like(y)
+        cand[S] = ys
+        if (np.abs(cand @ G - W[j]).sum() <= np.abs(y @ G - W[j]).sum()
+                and np.abs(cand).sum() <= np.abs(y).sum() * (1 + 1e-9)):
+            out[j] = cand
+    return out
+
+
+def value(A: np.ndarray, W: np.ndarray, P: np.ndarray, eps: float) -> float:
+    """Float64 estimate of ||P A W - W||_inf + eps ||P||_inf (the claim is value < 1)."""
+    return _inf(P @ (A @ W) - W) + eps * _inf(P)
+
+
+def certify_subspace(A: np.ndarray, W: np.ndarray, eps: float, deadline: float | None = None
+                     ) -> tuple[float, np.ndarray, np.ndarray, np.ndarray] | None:
+    """Returns (value, W', P, J) for the subspace col(W): W' normalised (W'[J] = I), P the
+    optimal row-LP solution polished; None when W is rank deficient or an LP fails or
+    passes ``deadline``."""
+    try:
+        Wn, J = normalise(W)
+    except (np.linalg.LinAlgError, ValueError):
+        return None
+    r = row_values(A, Wn, deadline=deadline)
+    if r is None:
+        return None
+    P = polish(A, Wn, r[1])
+    return value(A, Wn, P, eps), Wn, P, J
+
+
+def _step(A: np.ndarray, W: np.ndarray, f: np.ndarray, P: np.ndarray, X: np.ndarray,
+          radius: float, deadline: float) -> np.ndarray | None:
+    """One trust-region LP step on max_j f_j: the dW (N x p) minimising the linearised max
+    over the active rows, |dW| <= radius entrywise."""
+    F = float(f.max())
+    # rows with equal W_j still have different gradients (the e_j term): keep them all
+    act = np.flatnonzero(f >= F * (1 - ACTIVE))
+    N, p = W.shape
+    rows = []
+    for j in act:
+        e = -(A.T @ P[j])
+        e[j] += 1.0
+        rows.append(np.outer(e, X[j]).ravel())
+    n = N * p
+    A_ub = np.hstack([np.array(rows), -np.ones((len(rows), 1))])
+    left = deadline - time.monotonic()
+    if left <= 0:
+        return None
+    try:
+        r = linprog(np.r_[np.zeros(n), 1.0], A_ub=A_ub, b_ub=-f[act],
+                    bounds=[(-radius, radius)] * n + [(None, None)], method="highs",
+                    options={"time_limit": left})
+    except (ValueError, np.linalg.LinAlgError):
+        return None
+    if r.status != 0 or r.x is None or not np.all(np.isfinite(r.x)):
+        return None
+    return r.x[:n].reshape(N, p)
+
+
+def descend(A: np.ndarray, W0: np.ndarray, goal: float, deadline: float, *,
+            steps: int = STEPS, radius: float = 0.2) -> tuple[float, np.ndarray]:
+    """Returns (F, W): the best subspace found from col(W0) by the trust-region descent on
+    F(W) = max_j f_j (W normalised); stops once F <= goal, after ``steps`` steps, when the
+    region shrinks below 1e-4, or at ``deadline`` (time.monotonic())."""
+    try:
+        W, _ = normalise(W0)
+    except (np.linalg.LinAlgError, ValueError):
+        return np.inf, W0
+    r = row_values(A, W, deadline=deadline)
+    if r is None:
+        return np.inf, W
+    f, P, X = r
+    F = float(f.max())
+    for _ in range(steps):
+        if F <= goal or radius < 1e-4 or time.monotonic() > deadline:
+            break
+        dW = _step(A, W, f, P, X, radius, deadline)
+        if dW is None:
+            break
+        try:
+            Wn, _ = normalise(W + dW)
+        except (np.linalg.LinAlgError, ValueError):
+            radius /= 2
+            continue
+        rn = row_values(A, Wn, stop_above=F, deadline=deadline)
+        if rn is not None and float(rn[0].max()) < F:
+            W, (f, P, X) = Wn, rn
+            F = float(f.max())
+            radius = min(1.5 * radius, 1.0)
+        else:
+            radius /= 2
+    return F, W
+
+
+Found = tuple[int, np.ndarray, np.ndarray, np.ndarray, float, str]
+
+
+def search(A: np.ndarray, eps: float, budget: float, *, extra: int = 2,
+           steps: int = STEPS) -> Found | None:
+    """Returns (p, W, P, J, value, start) of the largest rank reached with value at most
+    1 - 1e-6, or None.  ``budget`` seconds for the key-set path, as much for the descent."""
+    A = as_float64(A)
+    m, N = A.shape
+    path = keyset_path(A, eps, singletons=False, extra=extra,
+                       deadline=time.monotonic() + budget)
+    deadline = time.monotonic() + budget
+    found: Found | None = None
+    for p in sorted(path, reverse=True):
+        c = certify_subspace(A, path[p][1], eps, deadline)
+        if c is not None and c[0] <= CLAIM_BUDGET:
+            found = (p, c[1], c[2], c[3], c[0], "keyset")
+            break
+        if time.monotonic() > deadline:
+            break
+    p = (found[0] if found is not None else 0) + 1
+    # the descent aims a little below the claim budget: polishing P moves the value slightly
+    goal = CLAIM_BUDGET * (1 - 1e-4) / eps
+    while p <= min(m, N) and p in path and time.monotonic() < deadline:
+        F, W = descend(A, path[p][1], goal, deadline, steps=steps)
+        # the certificate of a subspace found in time may take a little longer to write
+        c = (certify_subspace(A, W, eps, time.monotonic() + 0.5 * budget + 1.0)
+             if F * eps <= CLAIM_BUDGET else None)
+        if c is None or not c[0] <= CLAIM_BUDGET:
+            break
+        found = (p, c[1], c[2], c[3], c[0], "descent")
+        p += 1
+    return found
+
+
+def _budget_default() -> float:
+    raw = os.environ.get(BUDGET_ENV)
+    if raw is None:
+        return DEFAULT_BUDGET
+    try:
+        b = float(raw)
+    except ValueError:
+        return DEFAULT_BUDGET
+    return b if np.isfinite(b) and b > 0 else DEFAULT_BUDGET
+
+
+def _eps_up(eps) -> float:
+    e = float(eps)
+    return float(np.nextafter(e, np.inf)) if Fraction(e) < Fraction(eps) else e
+
+
+class Bernstein(BaseProducer):
+    """Bernstein certificate (W, P, J): key-set subspaces, improved by minimax LP descent."""
+
+    name = "bernstein"
+    role = "lower"
+
+    def __init__(self, budget: float | None = None):
+        self.budget = _budget_default() if budget is None else float(budget)
+
+    def produce(self, A, eps, *, logits=None):
+        A = as_float64(A)
+        e = _eps_up(eps)
+        t0 = time.perf_counter()
+        res = search(A, e, self.budget)
+        if res is None:
+            return None
+        p, W, P, J, v, start = res
+        if not v <= CLAIM_BUDGET:
+            return None
+        return Certificate(kind="bernstein", rank=p,
+                           arrays={"W": np.ascontiguousarray(W, dtype=np.float64),
+                                   "P": np.ascontiguousarray(P, dtype=np.float64),
+                                   "J": np.ascontiguousarray(J, dtype=np.int64)},
+                           claims={"lower_rank": p, "bernstein_value": v, "start": start,
+                                   "search_seconds": round(time.perf_counter() - t0, 3)})
