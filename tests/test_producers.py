@@ -26,7 +26,8 @@ from softrank.witnesses.producers import _entry_points as real_entry_points
 from softrank.witnesses.producers.pipeline import eps_tag
 
 UPPERS = ["tsvd", "rw_svd", "alt_l1", "cpqr", "rpqr", "rep_rows"]
-LOWERS = ["nonzero", "frobenius_tail", "pinv_decoder", "submatrix", "keyset", "decoder_lp"]
+LOWERS = ["nonzero", "frobenius_tail", "pinv_decoder", "submatrix", "keyset", "decoder_lp",
+          "bernstein"]
 
 
 def attention(m: int, N: int, d: int, beta: float, seed: int) -> tuple[np.ndarray, np.ndarray]:

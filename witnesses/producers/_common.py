@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Callable
 from fractions import Fraction
 
@@ -81,3 +82,21 @@ def one_blas_thread() -> contextlib.AbstractContextManager[object]:
 
 def as_float64(A: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(np.asarray(A, dtype=np.float64))
+
+
+def eps_up(eps: Fraction | float) -> float:
+    """Returns the least float64 >= eps (float(eps) rounds to nearest, possibly below eps)."""
+    e = float(eps)
+    return float(np.nextafter(e, np.inf)) if Fraction(e) < Fraction(eps) else e
+
+
+def budget_from_env(name: str, default: float) -> float:
+    """Returns the positive finite float in environment variable ``name``, else ``default``."""
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    try:
+        b = float(raw)
+    except ValueError:
+        return default
+    return b if np.isfinite(b) and b > 0 else default

@@ -29,9 +29,7 @@ Nothing here is trusted: the certificate is replayed by ``certify``.
 
 from __future__ import annotations
 
-import os
 import time
-from fractions import Fraction
 
 import numpy as np
 import scipy.sparse as sp
@@ -39,7 +37,7 @@ from scipy.linalg import qr
 from scipy.optimize import linprog
 
 from . import BaseProducer, Certificate
-from ._common import as_float64
+from ._common import as_float64, budget_from_env, eps_up
 from .decoder_lp import CLAIM_BUDGET, keyset_path
 
 BUDGET_ENV = "SOFTRANK_BERNSTEIN_BUDGET"
@@ -315,20 +313,6 @@ def search(A: np.ndarray, eps: float, budget: float, *, extra: int = 2,
     return found
 
 
-def _budget_default() -> float:
-    raw = os.environ.get(BUDGET_ENV)
-    if raw is None:
-        return DEFAULT_BUDGET
-    try:
-        b = float(raw)
-    except ValueError:
-        return DEFAULT_BUDGET
-    return b if np.isfinite(b) and b > 0 else DEFAULT_BUDGET
-
-
-def _eps_up(eps) -> float:
-    e = float(eps)
-    return float(np.nextafter(e, np.inf)) if Fraction(e) < Fraction(eps) else e
 
 
 class Bernstein(BaseProducer):
@@ -338,11 +322,12 @@ class Bernstein(BaseProducer):
     role = "lower"
 
     def __init__(self, budget: float | None = None):
-        self.budget = _budget_default() if budget is None else float(budget)
+        self.budget = (budget_from_env(BUDGET_ENV, DEFAULT_BUDGET) if budget is None
+                       else float(budget))
 
     def produce(self, A, eps, *, logits=None):
         A = as_float64(A)
-        e = _eps_up(eps)
+        e = eps_up(eps)
         t0 = time.perf_counter()
         res = search(A, e, self.budget)
         if res is None:

@@ -22,7 +22,6 @@ Nothing here is trusted: the certificate (D', W, X = I) is replayed by ``certify
 
 from __future__ import annotations
 
-import os
 import time
 
 import numpy as np
@@ -30,7 +29,7 @@ import scipy.sparse as sp
 from scipy.optimize import linprog
 
 from . import BaseProducer, Certificate
-from ._common import as_float64
+from ._common import as_float64, budget_from_env, eps_up
 from .keyset import _grow, _improve
 
 CAPS = (0.02, 0.05, 0.1, 0.2)
@@ -318,22 +317,6 @@ def _select(X: np.ndarray, rows: list[int], m: int) -> np.ndarray:
     return out
 
 
-def _budget_default() -> float:
-    raw = os.environ.get(BUDGET_ENV)
-    if raw is None:
-        return DEFAULT_BUDGET
-    try:
-        b = float(raw)
-    except ValueError:
-        return DEFAULT_BUDGET
-    return b if np.isfinite(b) and b > 0 else DEFAULT_BUDGET
-
-
-def _eps_up(eps) -> float:
-    from fractions import Fraction
-
-    e = float(eps)
-    return float(np.nextafter(e, np.inf)) if Fraction(e) < Fraction(eps) else e
 
 
 class DecoderLP(BaseProducer):
@@ -343,11 +326,12 @@ class DecoderLP(BaseProducer):
     role = "lower"
 
     def __init__(self, budget: float | None = None):
-        self.budget = _budget_default() if budget is None else float(budget)
+        self.budget = (budget_from_env(BUDGET_ENV, DEFAULT_BUDGET) if budget is None
+                       else float(budget))
 
     def produce(self, A, eps, *, logits=None):
         A = as_float64(A)
-        e = _eps_up(eps)
+        e = eps_up(eps)
         t0 = time.perf_counter()
         res = search(A, e, self.budget)
         if res is None:

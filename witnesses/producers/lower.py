@@ -14,12 +14,10 @@ rigorous replay (which charges every rounding) confirms it.
 
 from __future__ import annotations
 
-from fractions import Fraction
-
 import numpy as np
 
 from . import BaseProducer, Certificate
-from ._common import as_float64
+from ._common import as_float64, eps_up
 from .keyset import keyset_search
 
 DECODER_BUDGET = 1.0 - 1e-6
@@ -38,10 +36,6 @@ def decoder_value(A: np.ndarray, D: np.ndarray, W: np.ndarray, X: np.ndarray,
     return delta + _inf(X @ D) * _inf(W) * eps
 
 
-def _eps_up(eps: Fraction) -> float:
-    e = float(eps)
-    return float(np.nextafter(e, np.inf)) if Fraction(e) < eps else e
-
 
 class Nonzero(BaseProducer):
     """Rank 1 whenever some row of A has l1 norm above eps (B = 0 is too far)."""
@@ -52,7 +46,7 @@ class Nonzero(BaseProducer):
     def produce(self, A, eps, *, logits=None):
         A = as_float64(A)
         n = float(np.abs(A).sum(axis=1).max())
-        if not n > _eps_up(eps) * (1 + 1e-9):
+        if not n > eps_up(eps) * (1 + 1e-9):
             return None
         return Certificate(kind="nonzero", rank=1, claims={"lower_rank": 1, "row1_norm": n})
 
@@ -68,7 +62,7 @@ class FrobeniusTail(BaseProducer):
         m = A.shape[0]
         s = np.linalg.svd(A, compute_uv=False)
         tails = np.cumsum((s ** 2)[::-1])[::-1]  # tails[i] = sum_{l >= i} s_l^2 (0-based)
-        need = m * _eps_up(eps) ** 2 * (1 + 1e-6) + 1e-12 * float(s[0]) ** 2
+        need = m * eps_up(eps) ** 2 * (1 + 1e-6) + 1e-12 * float(s[0]) ** 2
         ok = np.flatnonzero(tails > need)
         if ok.size == 0:
             return None
@@ -86,7 +80,7 @@ class PinvDecoder(BaseProducer):
 
     def produce(self, A, eps, *, logits=None):
         A = as_float64(A)
-        e = _eps_up(eps)
+        e = eps_up(eps)
         Us, s, Vt = np.linalg.svd(A, full_matrices=False)
         best = None
         # ||U_p^T||_inf ||V_p||_inf / s_p grows with p in practice: scan from the top down
@@ -117,7 +111,7 @@ class SubmatrixSearch(BaseProducer):
 
     def produce(self, A, eps, *, logits=None):
         A = as_float64(A)
-        e = _eps_up(eps)
+        e = eps_up(eps)
         res = keyset_search(A, e, singletons=True, budget=DECODER_BUDGET)
         if res is None:
             return None
@@ -137,7 +131,7 @@ class KeySetDecoder(BaseProducer):
 
     def produce(self, A, eps, *, logits=None):
         A = as_float64(A)
-        e = _eps_up(eps)
+        e = eps_up(eps)
         res = keyset_search(A, e, singletons=False, budget=DECODER_BUDGET)
         if res is None:
             return None
