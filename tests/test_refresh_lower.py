@@ -1,0 +1,69 @@
+"""examples/refresh_lower.py: raises an anchor bracket's lower end with a lower producer,
+keeps its upper arrays, the other records and their order, and the kernel confirms the result."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import numpy as np
+
+from softrank.runner import iter_checks
+from softrank.witnesses.models import softmax64
+from softrank.witnesses.store import Store, open_store
+
+SCRIPT = Path(__file__).resolve().parent.parent / "examples" / "refresh_lower.py"
+
+
+def load_script():
+    spec = importlib.util.spec_from_file_location("refresh_lower", SCRIPT)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def make_store(root: Path) -> None:
+    rng = np.random.default_rng(5)
+    n = 14
+    S = 3.0 * rng.standard_normal((n, 5)) @ rng.standard_normal((5, n)) / np.sqrt(5)
+    with Store.create(root, description="refresh test") as st:
+        op = st.add_operator(softmax64(S), family="test", id="op", logits=S)
+        A = softmax64(S)
+        exact = {"kind": "factors", "rank": n, "U": A, "V": np.eye(n)}
+        st.add_bracket(op, "1/4", exact, {"kind": "nonzero", "rank": 1}, id="anchor",
+                       producer={"upper": "alt_l1", "lower": "nonzero"},
+                       claims={"lower_rank": 1, "lower_kind": "nonzero", "upper_rank": n})
+        st.add_bracket(op, "1/4", exact, None, id="other",
+                       producer={"upper": "tsvd", "lower": None})
+
+
+def test_refresh_raises_lower_and_kernel_confirms(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("SOFTRANK_BERNSTEIN_BUDGET", "2")
+    root = tmp_path / "store"
+    make_store(root)
+    before = [json.loads(x) for x in (root / "brackets.jsonl").read_text().splitlines()]
+    assert load_script().main([str(root), "bernstein"]) == 0
+    assert "1 of 1 lower ends raised" in capsys.readouterr().out
+    after = [json.loads(x) for x in (root / "brackets.jsonl").read_text().splitlines()]
+    assert [b["id"] for b in after] == ["anchor", "other"]
+    assert after[1] == before[1]
+    anchor = after[0]
+    assert anchor["lower"]["kind"] == "bernstein" and anchor["lower"]["rank"] > 1
+    assert anchor["producer"] == {"upper": "alt_l1", "lower": "bernstein"}
+    assert anchor["claims"]["lower_rank"] == anchor["lower"]["rank"]
+    assert anchor["claims"]["upper_rank"] == 14  # claims not about the lower end are kept
+    up, _ = open_store(root).brackets[0].load()
+    assert up["rank"] == 14 and np.array_equal(up["V"], np.eye(14))
+    recs = {r["bracket"]: r for r in iter_checks(str(root))}
+    assert recs["anchor"]["lower"] == anchor["lower"]["rank"]
+    assert recs["anchor"]["lower_outcome"] == "confirmed"
+
+
+def test_refresh_refuses_an_upper_producer(tmp_path):
+    import pytest
+
+    root = tmp_path / "store"
+    make_store(root)
+    with pytest.raises(SystemExit):
+        load_script().main([str(root), "tsvd"])
