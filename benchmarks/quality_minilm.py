@@ -43,7 +43,8 @@ import numpy as np
 
 from softrank.cli import main as cli_main
 
-LOWERS = ["nonzero", "frobenius_tail", "pinv_decoder", "submatrix", "keyset", "decoder_lp"]
+LOWERS = ["nonzero", "frobenius_tail", "pinv_decoder", "submatrix", "keyset", "decoder_lp",
+          "bernstein"]
 TEXTS = Path(__file__).resolve().parent.parent / "examples" / "minilm_texts.txt"
 
 
@@ -155,7 +156,8 @@ def per_head(text_index: int, tokens: int, eps: str, out: Path, *, shard: int = 
 
     For each head (every ``shards``-th from ``shard``): the alternating-l1 bisection alone
     (``alt_l1`` before the descent) and the best of the earlier lower producers give the
-    baseline bracket; the descent below that rank and ``decoder_lp`` add records.  Every end
+    baseline bracket; the descent below that rank, ``decoder_lp`` and ``bernstein`` add
+    records.  Every end
     is validated by ``certify.check_bracket`` with the operator slack chi; one JSON line per
     head goes to ``out`` (heads already there are skipped, so a run resumes).
     """
@@ -175,7 +177,7 @@ def per_head(text_index: int, tokens: int, eps: str, out: Path, *, shard: int = 
         done = {json.loads(line)["head"] for line in out.read_text().splitlines() if line}
     heads = list(Capture("minilm").capture(read_texts(TEXTS)[text_index], tokens=tokens,
                                            text_index=text_index))
-    old_lowers = [n for n in LOWERS if n != "decoder_lp"]
+    old_lowers = [n for n in LOWERS if n not in ("decoder_lp", "bernstein")]
 
     def lower_of(c):
         return None if c is None else {"kind": c.kind, "rank": c.rank, **c.arrays}
@@ -202,7 +204,7 @@ def per_head(text_index: int, tokens: int, eps: str, out: Path, *, shard: int = 
             U0, L0 = validated(A, chi, up, lower_of(best))
             U0 = full if U0 is None else U0
             L0 = 0 if L0 is None else L0
-            # the new records: the patient descent below alt_l1's rank, and decoder_lp
+            # the new records: the patient descent below alt_l1's rank, decoder_lp, bernstein
             t1 = time.perf_counter()
             U1 = U0
             prod = AlternatingL1()
@@ -221,11 +223,16 @@ def per_head(text_index: int, tokens: int, eps: str, out: Path, *, shard: int = 
                         U1 = min(U1, u)
             c = get_producer("decoder_lp").produce(A, e)
             _, Ld = validated(A, chi, None, lower_of(c))
-            L1 = max(L0, Ld or 0)
+            t2 = time.perf_counter()
+            c = get_producer("bernstein").produce(A, e)
+            _, Lb = validated(A, chi, None, lower_of(c))
+            t_bern = time.perf_counter() - t2
+            L1 = max(L0, Ld or 0, Lb or 0)
             t_new = time.perf_counter() - t1
             rec = {"head": h.id, "full": full, "L0": L0, "U0": U0, "L1": L1, "U1": U1,
-                   "L_decoder_lp": Ld or 0, "seconds_old": round(t_old, 2),
-                   "seconds_new": round(t_new, 2)}
+                   "L_decoder_lp": Ld or 0, "L_bernstein": Lb or 0,
+                   "seconds_old": round(t_old, 2), "seconds_new": round(t_new, 2),
+                   "seconds_bernstein": round(t_bern, 2)}
             with out.open("a") as fh:
                 fh.write(json.dumps(rec) + "\n")
             print(rec, flush=True)
@@ -248,6 +255,8 @@ def per_head_summary(paths: list[Path]) -> dict[str, Any]:
     out["U_down"] = sum(r["U1"] < r["U0"] for r in recs)
     out["seconds_old"] = round(sum(r["seconds_old"] for r in recs), 1)
     out["seconds_new"] = round(sum(r["seconds_new"] for r in recs), 1)
+    out["L_bernstein_best"] = sum(r.get("L_bernstein", 0) == r["L1"] > r["L0"] for r in recs)
+    out["seconds_bernstein"] = round(sum(r.get("seconds_bernstein", 0) for r in recs), 1)
     return out
 
 
