@@ -37,10 +37,29 @@ def test_round_trip_is_identical(tmp_path):
     assert up["rank"] == 2 and np.array_equal(up["U"], U) and np.array_equal(up["V"], V)
     assert lo["kind"] == "decoder" and np.array_equal(lo["X"], X)
     assert br.claims == {"upper_error": Fraction("0.05")}
-    # rewriting from the reader gives the same records
+    # rewriting from the reader gives the same records, byte for byte (claims and meta stay
+    # JSON numbers, not "1/20" strings)
+    files = ("brackets.jsonl", "operators.jsonl")
+    before = [(tmp_path / "s" / f).read_bytes() for f in files]
     again = Store.open(tmp_path / "s")
     again.close()
-    assert (tmp_path / "s" / "brackets.jsonl").read_text().count("\n") == 1
+    assert [(tmp_path / "s" / f).read_bytes() for f in files] == before
+    assert open_store(tmp_path / "s").brackets[0].claims == {"upper_error": Fraction("0.05")}
+
+
+def test_reopening_keeps_claims_json_cannot_hold_as_floats_exact(tmp_path):
+    rng = np.random.default_rng(1)
+    A = rng.random((3, 3))
+    with Store.create(tmp_path / "s") as st:
+        oid = st.add_operator(A, family="f")
+        st.add_bracket(oid, "1/4", {"kind": "factors", "rank": 3, "U": A, "V": np.eye(3)},
+                       claims={"fine": 0.5})
+    path = tmp_path / "s" / "brackets.jsonl"
+    # a foreign writer's claim beyond the float range: a plain JSON reader would give inf
+    path.write_text(path.read_text().replace('"fine": 0.5', '"fine": 0.5, "huge": 1e400'))
+    Store.open(tmp_path / "s").close()
+    (br,) = open_store(tmp_path / "s").brackets
+    assert br.claims == {"fine": Fraction(1, 2), "huge": str(10 ** 400)}  # exact, as a string
 
 
 def test_json_numbers_never_pass_through_float():

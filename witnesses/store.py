@@ -15,6 +15,7 @@ Arrays are always loaded with ``allow_pickle=False``.  Every problem is an
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -501,8 +502,14 @@ class Store:
     def open(cls, path: str | Path) -> Store:
         """Opens an existing store to add records (to resume an interrupted producer run)."""
         reader = open_store(path)
-        return cls(reader.root, reader.header, [o.to_json() for o in reader.operators],
-                   [b.to_json() for b in reader.brackets])
+        ops = [o.to_json() for o in reader.operators]
+        brs = [b.to_json() for b in reader.brackets]
+        # meta and claims are the producers' own numbers (never a verdict): keep them as the
+        # file spells them, so that appending to a store rewrites its earlier records unchanged
+        # (the exact reader turns 0.25 into Fraction(1, 4), which would be written as "1/4")
+        _keep_as_written(reader.root / "operators.jsonl", ops, "meta")
+        _keep_as_written(reader.root / "brackets.jsonl", brs, "claims")
+        return cls(reader.root, reader.header, ops, brs)
 
     def __enter__(self) -> Store:
         return self
@@ -631,6 +638,29 @@ class Store:
 
     def close(self) -> None:
         self.flush()
+
+
+def _as_written(native: Any, exact: Any) -> Any:
+    """The plain-JSON reading of a value, except where it overflowed to a non-finite float:
+    there the exact reading (a Fraction, written back as an exact string)."""
+    if isinstance(native, float) and not math.isfinite(native):
+        return exact
+    if isinstance(native, dict) and isinstance(exact, dict):
+        return {k: _as_written(v, exact.get(k)) for k, v in native.items()}
+    if isinstance(native, list) and isinstance(exact, list) and len(native) == len(exact):
+        return [_as_written(a, b) for a, b in zip(native, exact, strict=True)]
+    return native
+
+
+def _keep_as_written(path: Path, records: list[dict[str, Any]], key: str) -> None:
+    """Replaces ``records[i][key]`` by its plain-JSON reading (Python floats, see
+    :func:`_as_written`); the records were validated from the same file, in the same order."""
+    lines = [ln for ln in jsonexact.split_lines(path.read_text(encoding="utf-8")) if ln.strip()]
+    if len(lines) != len(records):  # pragma: no cover - the file changed under us
+        return
+    for rec, line in zip(records, lines, strict=True):
+        if key in rec:
+            rec[key] = _as_written(jsonexact.loads_native(line).get(key), rec[key])
 
 
 def _check_factors(Q: np.ndarray, K: np.ndarray, shape: tuple[int, ...], src: str | None
