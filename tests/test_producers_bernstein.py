@@ -124,3 +124,35 @@ def test_budget_from_environment(monkeypatch):
     if c is not None:
         assert exact_value(A, c.arrays["W"], c.arrays["P"], c.arrays["J"], EPS) < 1
     assert get_producer("bernstein").role == "lower"
+
+
+def test_augmented_start_keeps_the_subspace_and_adds_an_uncovered_key():
+    A = attention(16, 6, 3.0, 1)
+    W = np.zeros((16, 2))
+    W[[0, 1], 0] = 1.0
+    W[[2, 3], 1] = 1.0
+    W0 = bn.augmented_start(A, W, None, time.monotonic() + 30)
+    assert W0 is not None and W0.shape == (16, 3)
+    assert np.array_equal(W0[:, :2], W)
+    new = W0[:, 2]
+    (j,) = np.flatnonzero(new)
+    assert new[j] == 1.0 and j >= 4  # a key W leaves out
+    # it is the best of its candidates: the SINGLETONS heaviest keys W leaves out
+    mass = np.where(np.abs(W).sum(axis=1) == 0, A.sum(axis=0), -np.inf)
+    best = bn.row_values(A, bn.normalise(W0)[0])[0].max()
+    for k in np.argsort(-mass)[:bn.SINGLETONS]:
+        e = np.zeros((16, 1))
+        e[k] = 1.0
+        r = bn.row_values(A, bn.normalise(np.hstack([W, e]))[0])
+        assert r is None or r[0].max() >= best * (1 - 1e-9)
+
+
+@pytest.mark.parametrize("seed", [2, 4])
+def test_growth_phase_never_lowers_the_rank(seed, monkeypatch):
+    A = attention(24, 8, 4.0, seed)
+    full = bn.search(A, float(EPS), 20.0)
+    monkeypatch.setattr(bn, "augmented_start", lambda *a, **k: None)
+    base = bn.search(A, float(EPS), 20.0)
+    assert full is not None and base is not None and full[0] >= base[0]
+    v = exact_value(A, full[1], full[2], full[3], EPS)
+    assert v is not None and v < 1
