@@ -131,14 +131,16 @@ def test_augmented_start_keeps_the_subspace_and_adds_an_uncovered_key():
     W = np.zeros((16, 2))
     W[[0, 1], 0] = 1.0
     W[[2, 3], 1] = 1.0
-    W0 = bn.augmented_start(A, W, None, time.monotonic() + 30)
+    J = np.array([0, 2])
+    W0 = bn.augmented_start(A, W, J, None, time.monotonic() + 30)
     assert W0 is not None and W0.shape == (16, 3)
     assert np.array_equal(W0[:, :2], W)
     new = W0[:, 2]
     (j,) = np.flatnonzero(new)
-    assert new[j] == 1.0 and j >= 4  # a key W leaves out
-    # it is the best of its candidates: the SINGLETONS heaviest keys W leaves out
-    mass = np.where(np.abs(W).sum(axis=1) == 0, A.sum(axis=0), -np.inf)
+    assert new[j] == 1.0 and j not in J
+    # it is the best of its candidates: the SINGLETONS heaviest keys outside J
+    mass = A.sum(axis=0)
+    mass[J] = -np.inf
     best = bn.row_values(A, bn.normalise(W0)[0])[0].max()
     for k in np.argsort(-mass)[:bn.SINGLETONS]:
         e = np.zeros((16, 1))

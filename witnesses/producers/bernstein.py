@@ -22,7 +22,7 @@ a box trust region |dW| <= r, accepts the step when the true maximum drops (r gr
 halves r otherwise.  The rank goes up while a rank is reached.  Where the key-set path
 stops helping, the best subspace found grows by one direction at a time: the candidate
 column (a column of the key-set subspace of the next rank, or the indicator of a heavy key
-the subspace leaves out) with the smallest max_j f_j starts the same descent; on MiniLM
+outside the identity rows J) with the smallest max_j f_j starts the same descent; on MiniLM
 heads this reaches ranks that the key-set starts miss.  The time budget is
 ``SOFTRANK_BERNSTEIN_BUDGET`` seconds (default 10) for each of the three phases (key-set
 path, descent, growth); descents also stop after a fixed number of steps, so a generous
@@ -318,7 +318,8 @@ def search(A: np.ndarray, eps: float, budget: float, *, extra: int = 2,
     # past the key-set path's reach: grow the best subspace found by one direction at a time
     deadline = time.monotonic() + budget
     while found is not None and found[0] < min(m, N) and time.monotonic() < deadline:
-        W0 = augmented_start(A, found[1], path.get(found[0] + 1, (None, None))[1], deadline)
+        W0 = augmented_start(A, found[1], found[3], path.get(found[0] + 1, (None, None))[1],
+                             deadline)
         if W0 is None:
             break
         F, W = descend(A, W0, goal, deadline, steps=steps)
@@ -330,15 +331,16 @@ def search(A: np.ndarray, eps: float, budget: float, *, extra: int = 2,
     return found
 
 
-def augmented_start(A: np.ndarray, W: np.ndarray, W_next: np.ndarray | None, deadline: float,
-                    *, singletons: int = SINGLETONS) -> np.ndarray | None:
+def augmented_start(A: np.ndarray, W: np.ndarray, J: np.ndarray, W_next: np.ndarray | None,
+                    deadline: float, *, singletons: int = SINGLETONS) -> np.ndarray | None:
     """Returns [W, w] (N x (p+1)) for the candidate column w whose subspace has the smallest
     max_j f_j: the columns of the key-set subspace ``W_next`` of rank p+1 (when there is one)
-    and the indicators of the ``singletons`` keys of largest column mass that W leaves out.
+    and the indicators of the ``singletons`` keys of largest column mass outside J (the rows
+    where W is the identity; a descended W is dense, so "keys W leaves out" would be none).
     None when no candidate gives a full-rank subspace in time."""
     cands = [] if W_next is None else [W_next[:, k] for k in range(W_next.shape[1])]
-    out = np.abs(W).sum(axis=1) == 0
-    mass = np.where(out, A.sum(axis=0), -np.inf)
+    mass = A.sum(axis=0).astype(np.float64)
+    mass[np.asarray(J, dtype=np.int64)] = -np.inf
     for j in np.argsort(-mass)[:singletons]:
         if np.isfinite(mass[j]):
             e = np.zeros(A.shape[1])
