@@ -361,8 +361,6 @@ def augmented_start(A: np.ndarray, W: np.ndarray, J: np.ndarray, W_next: np.ndar
     return best_W
 
 
-
-
 class Bernstein(BaseProducer):
     """Bernstein certificate (W, P, J): key-set subspaces, improved by minimax LP descent."""
 

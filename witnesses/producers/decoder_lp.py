@@ -317,8 +317,6 @@ def _select(X: np.ndarray, rows: list[int], m: int) -> np.ndarray:
     return out
 
 
-
-
 class DecoderLP(BaseProducer):
     """Decoder (D', W, X = I) optimised by alternating LPs, rank raised from keyset's."""
 

@@ -36,7 +36,6 @@ def decoder_value(A: np.ndarray, D: np.ndarray, W: np.ndarray, X: np.ndarray,
     return delta + _inf(X @ D) * _inf(W) * eps
 
 
-
 class Nonzero(BaseProducer):
     """Rank 1 whenever some row of A has l1 norm above eps (B = 0 is too far)."""
 
