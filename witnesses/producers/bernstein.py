@@ -21,12 +21,13 @@ solves the LP  min t  s.t.  f_j + <g_j, dW> <= t  over the rows within 5% of the
 a box trust region |dW| <= r, accepts the step when the true maximum drops (r grows) and
 halves r otherwise.  The rank goes up while a rank is reached.  Where the key-set path
 stops helping, the best subspace found grows by one direction at a time: the candidate
-column (a column of the key-set subspace of the next rank, or the indicator of a heavy key
-outside the identity rows J) with the smallest max_j f_j starts the same descent; on MiniLM
-heads this reaches ranks that the key-set starts miss.  The time budget is
-``SOFTRANK_BERNSTEIN_BUDGET`` seconds (default 10) for each of the three phases (key-set
-path, descent, growth); descents also stop after a fixed number of steps, so a generous
-budget gives the same certificate on every run.
+column (a column of the key-set subspace of the next rank, or the indicator of a key with
+the most attention mass that the subspace does not cover) with the smallest max_j f_j
+starts the same descent; on MiniLM heads this reaches ranks that the key-set starts miss.
+The time budget is ``SOFTRANK_BERNSTEIN_BUDGET`` seconds (default 10) for each of the
+three phases (key-set path, descent, growth); descents also stop after a fixed number of
+steps, so a generous budget gives the same certificate on every run (a tight one on a busy
+machine may not: a phase cut short reaches a lower rank).
 
 Nothing here is trusted: the certificate is replayed by ``certify``.
 """
@@ -335,14 +336,16 @@ def augmented_start(A: np.ndarray, W: np.ndarray, J: np.ndarray, W_next: np.ndar
                     deadline: float, *, singletons: int = SINGLETONS) -> np.ndarray | None:
     """Returns [W, w] (N x (p+1)) for the candidate column w whose subspace has the smallest
     max_j f_j: the columns of the key-set subspace ``W_next`` of rank p+1 (when there is one)
-    and the indicators of the ``singletons`` keys of largest column mass outside J (the rows
-    where W is the identity; a descended W is dense, so "keys W leaves out" would be none).
+    and the indicators of the ``singletons`` keys of largest uncovered mass: column mass
+    times 1 - max_k |W_jk| (1 for a key W leaves out, 0 on the identity rows J; a descended
+    W may leave no key out, and then partly covered keys are next).
     None when no candidate gives a full-rank subspace in time."""
     cands = [] if W_next is None else [W_next[:, k] for k in range(W_next.shape[1])]
-    mass = A.sum(axis=0).astype(np.float64)
-    mass[np.asarray(J, dtype=np.int64)] = -np.inf
-    for j in np.argsort(-mass)[:singletons]:
-        if np.isfinite(mass[j]):
+    cover = np.abs(W).max(axis=1) if W.size else np.zeros(A.shape[1])
+    mass = A.sum(axis=0) * np.clip(1.0 - cover, 0.0, 1.0)
+    mass[np.asarray(J, dtype=np.int64)] = 0.0
+    for j in np.argsort(-mass, kind="stable")[:singletons]:
+        if mass[j] > 0:
             e = np.zeros(A.shape[1])
             e[j] = 1.0
             cands.append(e)
