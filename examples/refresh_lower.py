@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from softrank.certify.errors import InputError
 from softrank.witnesses.producers import get_producer
 from softrank.witnesses.producers.pipeline import (
     _jsonable,
@@ -32,10 +33,19 @@ from softrank.witnesses.store import Store, open_store
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Returns 0 when the run completed, 2 for bad input (a message naming file and field)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("store")
     ap.add_argument("producer")
     args = ap.parse_args(argv)
+    try:
+        return _refresh(ap, args)
+    except InputError as err:
+        print(f"input error: {err}", file=sys.stderr)
+        return 2
+
+
+def _refresh(ap: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     reader = open_store(args.store)
     prod = get_producer(args.producer)
     if getattr(prod, "role", None) != "lower":
@@ -56,8 +66,12 @@ def main(argv: list[str] | None = None) -> int:
         A = np.asarray(arrs["A"], dtype=np.float64)
         logits = arrs.get("logits")
         t0 = time.perf_counter()
-        cert = prod.produce(A, br.eps, logits=None if logits is None
-                            else np.asarray(logits, dtype=np.float64))
+        try:
+            cert = prod.produce(A, br.eps, logits=None if logits is None
+                                else np.asarray(logits, dtype=np.float64))
+        except Exception as err:  # untrusted code: report it, keep the stored certificate
+            print(f"{br.id}: {args.producer}: {type(err).__name__}: {err}", file=sys.stderr)
+            continue
         secs = time.perf_counter() - t0
         if cert is None or cert.rank <= br.lower.rank:
             continue

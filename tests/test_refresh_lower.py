@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from softrank.runner import iter_checks
 from softrank.witnesses.models import softmax64
@@ -61,9 +62,41 @@ def test_refresh_raises_lower_and_kernel_confirms(tmp_path, monkeypatch, capsys)
 
 
 def test_refresh_refuses_an_upper_producer(tmp_path):
-    import pytest
-
     root = tmp_path / "store"
     make_store(root)
     with pytest.raises(SystemExit):
         load_script().main([str(root), "tsvd"])
+
+
+@pytest.mark.parametrize("what", ["not a store", "foreign header", "unknown producer"])
+def test_bad_input_is_one_line_naming_the_field_and_exit_2(tmp_path, capsys, what):
+    root = tmp_path / "store"
+    make_store(root)
+    producer = "bernstein"
+    if what == "not a store":
+        root = tmp_path / "missing"
+    elif what == "foreign header":
+        (root / "store.json").write_text("{}")
+    else:
+        producer = "nosuch"
+    assert load_script().main([str(root), producer]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("input error: ") and "Traceback" not in err
+    assert {"not a store": "path", "foreign header": "format",
+            "unknown producer": "nosuch"}[what] in err
+
+
+def test_a_crashing_producer_keeps_the_stored_certificate(tmp_path, monkeypatch, capsys):
+    from softrank.witnesses.producers import bernstein
+
+    def boom(self, A, eps, *, logits=None):
+        raise RuntimeError("solver exploded")
+
+    monkeypatch.setattr(bernstein.Bernstein, "produce", boom)
+    root = tmp_path / "store"
+    make_store(root)
+    before = (root / "brackets.jsonl").read_bytes()
+    assert load_script().main([str(root), "bernstein"]) == 0
+    out = capsys.readouterr()
+    assert "solver exploded" in out.err and "0 of 1 lower ends raised" in out.out
+    assert (root / "brackets.jsonl").read_bytes() == before
