@@ -19,7 +19,7 @@ from fractions import Fraction
 import numpy as np
 from flint import fmpz_mat
 
-from . import arbutil, dyadic
+from . import arbutil, dyadic, tiers
 from .arrays import as_index_vector, as_matrix
 from .ballmat import (
     U_F,
@@ -36,7 +36,7 @@ from .rounding import up
 ARRAYS = ("W", "P", "J")
 ARB_PRECISIONS = (128, 256)
 
-Bounds = dict[str, tuple[Fraction, Fraction]]
+Bounds = tiers.Bounds
 
 
 def parse_arrays(arrays: Mapping[str, object], rank: int, m: int, N: int, *,
@@ -83,45 +83,23 @@ def check_bernstein(A: np.ndarray, W: np.ndarray, P: np.ndarray, t: Fraction, *,
     tier always decides.
     """
     p = W.shape[1]
-    plan: list[tuple[str, int | None]] = []
-    if tier in ("auto", "float64"):
-        plan.append(("float64", None))
-    if tier in ("auto", "arb"):
-        plan += [("arb", prec) for prec in ARB_PRECISIONS]
-    if tier in ("auto", "exact"):
-        plan.append(("exact", None))
-    run: list[str] = []
-    value: Enclosure | None = None
-    status = "undecided"
-    prec_used = None
-    parts: dict[str, list[str]] = {}
-    for tr, prec in plan:
-        if not run or run[-1] != tr:
-            run.append(tr)
+    def parts_of(tr: str, prec: int | None) -> Bounds | None:
         if tr == "float64":
-            b = _float_parts(A, W, P)
-        elif tr == "arb":
-            prec_used = prec
-            b = _arb_parts(A, W, P, prec)  # type: ignore[arg-type]
-        else:
-            b = _exact_parts(A, W, P)
-        if b is None:  # a non-finite intermediate: no information from this tier
-            continue
+            return _float_parts(A, W, P)
+        if tr == "arb":
+            return _arb_parts(A, W, P, prec)  # type: ignore[arg-type]
+        return _exact_parts(A, W, P)
+
+    def value_of(b: Bounds) -> Enclosure:
         (dl, dh), (pl, ph) = b["delta"], b["pn"]
-        v = Enclosure(dl + pl * t, dh + ph * t)
-        value = v if value is None else Enclosure(max(v.lo, value.lo), min(v.hi, value.hi))
-        parts = {k: [str(x) for x in b[k]] for k in b}
-        if value.hi < 1:
-            status = "holds"
-            break
-        if value.lo >= 1:
-            status = "fails"
-            break
-    return Check(status=status, kind="bernstein", rank=p, eps=eps,  # type: ignore[arg-type]
-                 threshold=Fraction(1), value=value, tier=run[-1],
+        return Enclosure(dl + pl * t, dh + ph * t)
+
+    r = tiers.escalate(tiers.plan(tier, ARB_PRECISIONS), parts_of, value_of)
+    return Check(status=r.status, kind="bernstein", rank=p, eps=eps,  # type: ignore[arg-type]
+                 threshold=Fraction(1), value=r.value, tier=r.run[-1],
                  claim=f"||P A W - W||_inf + ||P||_inf {t} < 1", chi=chi,
-                 precision=prec_used if run[-1] == "arb" else None, tiers_run=tuple(run),
-                 detail={"sense": "<", "parts": parts})
+                 precision=r.precision, tiers_run=tuple(r.run),
+                 detail={"sense": "<", "parts": r.parts})
 
 
 def _float_parts(A: np.ndarray, W: np.ndarray, P: np.ndarray) -> Bounds | None:

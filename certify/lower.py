@@ -23,7 +23,7 @@ from fractions import Fraction
 import numpy as np
 from flint import arb_mat, fmpz_mat
 
-from . import arbutil, bernstein, dyadic
+from . import arbutil, bernstein, dyadic, tiers
 from .arrays import as_index_vector, as_matrix
 from .ballmat import (
     Ball,
@@ -222,46 +222,23 @@ def _check_decoder(A: np.ndarray, D: np.ndarray | None, W: np.ndarray | None, X:
                    eps: Fraction, chi: Fraction, tier: str) -> Check:
     kind = "submatrix" if sel is not None else "decoder"
     claim = f"||I - X M||_inf + ||X D||_inf ||W||_inf {t} < 1"
-    run: list[str] = []
-    value: Enclosure | None = None
-    status = "undecided"
-    prec_used = None
-    parts: dict[str, object] = {}
-    plan: list[tuple[str, int | None]] = []
-    if tier in ("auto", "float64"):
-        plan.append(("float64", None))
-    if tier in ("auto", "arb"):
-        plan += [("arb", prec) for prec in DECODER_ARB_PRECISIONS]
-    if tier in ("auto", "exact"):
-        plan.append(("exact", None))
-    for tr, prec in plan:
-        if not run or run[-1] != tr:
-            run.append(tr)
+
+    def parts_of(tr: str, prec: int | None) -> Bounds | None:
         if tr == "float64":
-            b = _float_parts(A, D, W, X, sel)
-        elif tr == "arb":
-            prec_used = prec
-            b = _arb_parts(A, D, W, X, sel, prec)  # type: ignore[arg-type]
-        else:
-            b = _exact_parts(A, D, W, X, sel)
-        if b is None:  # a non-finite intermediate: no information from this tier
-            continue
-        v = _combine(b, t)
-        value = v if value is None else Enclosure(max(v.lo, value.lo), min(v.hi, value.hi))
-        parts = {k: [str(x) for x in b[k]] for k in b}
-        if value.hi < 1:
-            status = "holds"
-            break
-        if value.lo >= 1:
-            status = "fails"
-            break
-    return Check(status=status, kind=kind, rank=p, eps=eps, threshold=Fraction(1),  # type: ignore[arg-type]
-                 value=value, tier=run[-1], claim=claim, chi=chi,
-                 precision=prec_used if run[-1] == "arb" else None, tiers_run=tuple(run),
-                 detail={"sense": "<", "parts": parts})
+            return _float_parts(A, D, W, X, sel)
+        if tr == "arb":
+            return _arb_parts(A, D, W, X, sel, prec)  # type: ignore[arg-type]
+        return _exact_parts(A, D, W, X, sel)
+
+    r = tiers.escalate(tiers.plan(tier, DECODER_ARB_PRECISIONS), parts_of,
+                       lambda b: _combine(b, t))
+    return Check(status=r.status, kind=kind, rank=p, eps=eps,  # type: ignore[arg-type]
+                 threshold=Fraction(1), value=r.value, tier=r.run[-1], claim=claim, chi=chi,
+                 precision=r.precision, tiers_run=tuple(r.run),
+                 detail={"sense": "<", "parts": r.parts})
 
 
-Bounds = dict[str, tuple[Fraction, Fraction]]
+Bounds = tiers.Bounds
 
 
 def _combine(b: Bounds, t: Fraction) -> Enclosure:
