@@ -54,7 +54,6 @@ def _refresh(ap: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     # a rewritten bracket file no longer matches the old record's sha256: write the records
     # right after each change, so an interrupted run leaves at most one mismatched bracket
     store.flush_every = 1
-    records = {r["id"]: r for r in store._brackets}
     ops: dict[str, dict[str, np.ndarray]] = {}
     anchors = [b for b in reader.brackets if b.lower is not None]
     changed = 0
@@ -80,7 +79,7 @@ def _refresh(ap: argparse.ArgumentParser, args: argparse.Namespace) -> int:
             print(f"{br.id}: {args.producer}: {bad}", file=sys.stderr)
             continue
         upper, _ = br.load()
-        old = records[br.id]
+        old = store.bracket_record(br.id)
         claims: dict[str, Any] = {k: v for k, v in old.get("claims", {}).items()
                                   if not k.startswith("lower_")}
         claims.update(_jsonable({(k if k.startswith("lower_") else f"lower_{k}"): v
@@ -88,15 +87,9 @@ def _refresh(ap: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         claims.update({"lower_rank": int(cert.rank), "lower_kind": cert.kind,
                        "lower_seconds": round(secs, 4)})
         producer = dict(old.get("producer", {}), lower=args.producer)
-        # add_bracket refuses a live id: take the record out, re-add, put it back in place
-        pos = store._brackets.index(old)
-        store._brackets.pop(pos)
-        store._bracket_ids.discard(br.id)
-        store.add_bracket(br.operator, br.eps, upper, compact_certificate(cert).to_mapping(),
-                          producer=producer, claims=claims, id=br.id)
-        new = store._brackets.pop()
-        store._brackets.insert(pos, new)
-        records[br.id] = new
+        store.replace_bracket(br.id, br.operator, br.eps, upper,
+                              compact_certificate(cert).to_mapping(), producer=producer,
+                              claims=claims)
         changed += 1
         print(f"[{i}/{len(anchors)}] {br.id}: lower {br.lower.rank} -> {cert.rank}", flush=True)
     store.close()

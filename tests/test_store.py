@@ -235,3 +235,21 @@ def test_bernstein_round_trip_and_rank_checked_against_shapes(tmp_path):
     with pytest.raises(InputError, match="shape") as ei:
         open_store(tmp_path / "s").brackets[0].load()
     assert "lower." in str(ei.value)
+
+
+def test_replace_bracket_rewrites_in_place_and_refuses_unknown_ids(tmp_path):
+    A = np.random.default_rng(2).random((3, 3))
+    up = {"kind": "factors", "rank": 3, "U": A, "V": np.eye(3)}
+    with Store.create(tmp_path / "s") as st:
+        oid = st.add_operator(A, family="f")
+        for name in ("a", "b", "c"):
+            st.add_bracket(oid, "1/4", up, None, id=name, claims={"x": 0.5})
+        st.replace_bracket("b", oid, "1/4", up, {"kind": "nonzero", "rank": 1},
+                           claims={"x": 0.75})
+        assert st.bracket_record("b")["claims"] == {"x": 0.75}
+        with pytest.raises(InputError, match="unknown bracket"):
+            st.replace_bracket("zz", oid, "1/4", up)
+    brs = open_store(tmp_path / "s").brackets
+    assert [b.id for b in brs] == ["a", "b", "c"]
+    assert brs[1].lower.rank == 1 and brs[0].lower is None
+    assert brs[1].load()[1]["kind"] == "nonzero"  # file and checksum rewritten together

@@ -586,11 +586,44 @@ class Store:
         "rank": L, <arrays of that kind>} or None.  ``claims`` holds the producer's own float64
         numbers, kept for reports (never used for a verdict).
         """
-        if operator not in self._op_shapes:
-            raise InputError(f"unknown operator {operator!r}", field="operator")
         bid = id or f"br{len(self._brackets):06d}"
         if not _ID.match(bid) or bid in self._bracket_ids:
             raise InputError(f"invalid or duplicate bracket id {bid!r}", field="id")
+        self._brackets.append(self._bracket_record(bid, operator, eps, upper, lower,
+                                                   producer, claims))
+        self._bracket_ids.add(bid)
+        self._touch()
+        return bid
+
+    def bracket_record(self, id: str) -> dict[str, Any]:
+        """Returns a copy of bracket ``id``'s record as it will be written (claims as the file
+        spells them)."""
+        for b in self._brackets:
+            if b["id"] == id:
+                return dict(b)
+        raise InputError(f"unknown bracket {id!r}", field="id")
+
+    def replace_bracket(self, id: str, operator: str, eps: object, upper: Mapping[str, Any],
+                        lower: Mapping[str, Any] | None = None, *,
+                        producer: Mapping[str, Any] | None = None,
+                        claims: Mapping[str, Any] | None = None) -> str:
+        """Rewrites bracket ``id`` (its file and its record, in place in the record order);
+        arguments as for :meth:`add_bracket`.  The file is rewritten before the record, so
+        run it on a copy: an interruption in between leaves one checksum mismatch."""
+        pos = next((i for i, b in enumerate(self._brackets) if b["id"] == id), None)
+        if pos is None:
+            raise InputError(f"unknown bracket {id!r}", field="id")
+        self._brackets[pos] = self._bracket_record(id, operator, eps, upper, lower, producer,
+                                                   claims)
+        self._touch()
+        return id
+
+    def _bracket_record(self, bid: str, operator: str, eps: object, upper: Mapping[str, Any],
+                        lower: Mapping[str, Any] | None, producer: Mapping[str, Any] | None,
+                        claims: Mapping[str, Any] | None) -> dict[str, Any]:
+        """Validates the ends, writes the bracket's arrays and returns its record."""
+        if operator not in self._op_shapes:
+            raise InputError(f"unknown operator {operator!r}", field="operator")
         eps_q = parse_eps(eps)
         arrays: dict[str, np.ndarray] = {}
         ends: dict[str, Any] = {}
@@ -618,10 +651,7 @@ class Store:
             rec["producer"] = dict(producer)
         if claims:
             rec["claims"] = dict(claims)
-        self._brackets.append(rec)
-        self._bracket_ids.add(bid)
-        self._touch()
-        return bid
+        return rec
 
     def _touch(self) -> None:
         self._dirty += 1
