@@ -95,3 +95,31 @@ def test_alt_l1_descent_never_raises_the_rank_and_holds():
     assert w1.rank <= w0.rank
     assert w1.claims["bisection_rank"] == w0.rank
     assert check_upper(A, w1.U, w1.V, EPS, rank=w1.rank).holds
+
+
+def test_alt_l1_restarts_are_seeded_and_shaped():
+    from softrank.witnesses.producers.altl1 import _starts
+
+    A = attention(20, 6, 2.0, 3)
+    Us, s, Vt = np.linalg.svd(A, full_matrices=False)
+    a = list(_starts(A, 4, Us, s, Vt, 5))
+    b = list(_starts(A, 4, Us, s, Vt, 5))
+    assert len(a) == 6  # the SVD start, then the restarts
+    assert np.allclose(a[0][0] @ a[0][1], (Us[:, :4] * s[:4]) @ Vt[:4])
+    for (U0, V0), (U1, V1) in zip(a, b, strict=True):
+        assert U0.shape == (20, 4) and V0.shape == (4, 20)
+        assert np.array_equal(U0, U1) and np.array_equal(V0, V1)
+    # restarts differ from each other, and the row starts are rows of A
+    assert not np.allclose(a[1][1], a[3][1])
+    assert all(any(np.array_equal(v, r) for r in A) for v in a[1][1])
+
+
+@pytest.mark.parametrize("seed", [1, 6])
+def test_alt_l1_restarts_never_raise_the_rank_and_hold(seed):
+    A = attention(24, 6, 2.0, seed)
+    w0 = AlternatingL1(descent_budget=20, restarts=0).produce(A, EPS)
+    w1 = AlternatingL1(descent_budget=20).produce(A, EPS)
+    assert w0 is not None and w1 is not None
+    assert w1.rank <= w0.rank
+    assert w1.claims["restarts_used"] >= 0
+    assert check_upper(A, w1.U, w1.V, EPS, rank=w1.rank).holds
