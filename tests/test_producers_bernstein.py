@@ -159,3 +159,58 @@ def test_growth_phase_never_lowers_the_rank(seed, monkeypatch):
     assert full is not None and base is not None and full[0] >= base[0]
     v = exact_value(A, full[1], full[2], full[3], EPS)
     assert v is not None and v < 1
+
+
+def test_descent_starts_are_the_keyset_l1fit_and_svd_subspaces():
+    A = attention(16, 6, 3.0, 1)
+    Vt = np.linalg.svd(A)[2]
+    W_key = np.zeros((16, 3))
+    W_key[[0, 1, 2], [0, 1, 2]] = 1.0
+    starts = bn._descent_starts(A, 3, {3: ([0, 1, 2], W_key, 1.0)}, Vt, 0.25)
+    assert [t for t, _ in starts] == ["descent", "descent_l1fit", "descent_svd"]
+    W0 = [make() for _, make in starts]
+    assert all(W.shape == (16, 3) for W in W0)
+    assert np.array_equal(W0[0], W_key) and np.allclose(W0[2], Vt[:3].T)
+    assert np.linalg.matrix_rank(W0[1]) == 3
+    # no key-set subspace at this rank: the two others remain
+    assert [t for t, _ in bn._descent_starts(A, 3, {}, Vt, 0.25)] == ["descent_l1fit",
+                                                                       "descent_svd"]
+
+
+@pytest.mark.parametrize("seed", [0, 5])
+def test_descent_climbs_without_the_keyset_path(seed, monkeypatch):
+    # the rank loop no longer needs a key-set subspace at every rank: with the path empty,
+    # the l1-fit and singular-vector starts alone must still give a certificate that holds
+    A = attention(16, 6, 3.0, seed)
+    monkeypatch.setattr(bn, "keyset_path", lambda *a, **k: {})
+    monkeypatch.setattr(bn, "augmented_start", lambda *a, **k: None)
+    found = bn.search(A, float(EPS), 20.0)
+    assert found is not None and found[0] >= 1
+    assert found[5] in ("descent_l1fit", "descent_svd")
+    v = exact_value(A, found[1], found[2], found[3], EPS)
+    assert v is not None and v < 1 and abs(float(v) - found[4]) < 1e-9
+
+
+def test_race_continues_the_best_start():
+    A = attention(16, 6, 3.0, 3)
+    rng = np.random.default_rng(1)
+    calls = []
+    real = bn.descend
+
+    def spy(A_, W0, goal, deadline, *, steps=bn.STEPS, radius=0.2):
+        calls.append((W0.copy(), steps))
+        return real(A_, W0, goal, deadline, steps=steps, radius=radius)
+
+    starts = [(f"s{i}", (lambda W=rng.standard_normal((16, 6)): W)) for i in range(3)]
+    orig = bn.descend
+    try:
+        bn.descend = spy
+        out = bn._race(A, starts, 0.0, time.monotonic() + 30, 9, 0.25, 10.0)
+    finally:
+        bn.descend = orig
+    # goal 0 is never reached, so every start descends and the best continues
+    assert [s for _, s in calls] == [3, 3, 3, 9]  # a third of the steps each, then the best
+    assert not any(np.array_equal(calls[3][0], c[0]) for c in calls[:3])  # continued, not restarted
+    if out is not None:  # its value is still under the claim budget: the certificate holds
+        W, P, J, v, _ = out
+        assert exact_value(A, W, P, J, EPS) < 1

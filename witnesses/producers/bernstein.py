@@ -15,7 +15,9 @@ search for a subspace on which A is far from shrinking in the max norm.
 Search.  The key-set path of ``keyset`` (0/1 indicators of p disjoint key sets) gives
 subspaces at every rank it reaches; the largest rank whose Bernstein value is below the
 claim budget is the first certificate.  Above it, the key-set subspace of the next rank is
-improved by sequential linear programming on the minimax problem min_W max_j f_j: the
+improved by sequential linear programming on the minimax problem min_W max_j f_j (started
+also from the row space of a rank-p l1 fit of A and from the leading right singular vectors:
+each start descends a little, the best one continues): the
 gradient of f_j in W is (e_j - A^T P_j^T) x_j^T (envelope theorem on the row LP); one step
 solves the LP  min t  s.t.  f_j + <g_j, dW> <= t  over the rows within 5% of the worst, in
 a box trust region |dW| <= r, accepts the step when the true maximum drops (r grows) and
@@ -35,6 +37,7 @@ Nothing here is trusted: the certificate is replayed by ``certify``.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import numpy as np
 import scipy.sparse as sp
@@ -42,14 +45,16 @@ from scipy.linalg import qr
 from scipy.optimize import linprog
 
 from . import BaseProducer, Certificate
-from ._common import as_float64, budget_from_env, eps_up
+from ._common import as_float64, budget_from_env, eps_up, target
+from .altl1 import alt_l1
 from .decoder_lp import CLAIM_BUDGET, keyset_path
 
 BUDGET_ENV = "SOFTRANK_BERNSTEIN_BUDGET"
 DEFAULT_BUDGET = 10.0  # seconds per (operator, eps), for each of the three phases
-STEPS = 60  # descent steps per rank (a budget-independent stop)
+STEPS = 150  # descent steps per rank (a budget-independent stop)
 ACTIVE = 0.05  # rows within this fraction of the worst enter a descent step
 SINGLETONS = 10  # uncovered keys tried as the new direction of a grown subspace
+FIT_ITERS = 300  # IRLS steps of the rank-p l1 fit whose row space starts a descent
 
 try:  # the HiGHS binding scipy ships: one model per A W, warm-started row after row
     import scipy.optimize._highspy._core as _highs
@@ -307,14 +312,13 @@ def search(A: np.ndarray, eps: float, budget: float, *, extra: int = 2,
     p = (found[0] if found is not None else 0) + 1
     # the descent aims a little below the claim budget: polishing P moves the value slightly
     goal = CLAIM_BUDGET * (1 - 1e-4) / eps
-    while p <= min(m, N) and p in path and time.monotonic() < deadline:
-        F, W = descend(A, path[p][1], goal, deadline, steps=steps)
-        # the certificate of a subspace found in time may take a little longer to write
-        c = (certify_subspace(A, W, eps, time.monotonic() + 0.5 * budget + 1.0)
-             if F * eps <= CLAIM_BUDGET else None)
-        if c is None or not c[0] <= CLAIM_BUDGET:
+    Vt = np.linalg.svd(A, full_matrices=False)[2]
+    while p <= min(m, N) and time.monotonic() < deadline:
+        reached = _race(A, _descent_starts(A, p, path, Vt, eps), goal, deadline, steps, eps,
+                        budget)
+        if reached is None:
             break
-        found = (p, c[1], c[2], c[3], c[0], "descent")
+        found = (p, *reached)
         p += 1
     # past the key-set path's reach: grow the best subspace found by one direction at a time
     deadline = time.monotonic() + budget
@@ -330,6 +334,57 @@ def search(A: np.ndarray, eps: float, budget: float, *, extra: int = 2,
             break
         found = (found[0] + 1, c[1], c[2], c[3], c[0], "augment")
     return found
+
+
+def _race(A: np.ndarray, starts: list[tuple[str, Callable[[], np.ndarray]]], goal: float,
+          deadline: float, steps: int, eps: float, budget: float
+          ) -> tuple[np.ndarray, np.ndarray, np.ndarray, float, str] | None:
+    """Returns (W, P, J, value, tag) of the first start whose descent reaches ``goal``, or None.
+
+    Successive halving: every start first descends with a third of the steps and an equal
+    share of half the time left; the one with the smallest value then continues with the
+    rest, since on real heads the start that reaches the next rank needs two to three times
+    the steps that separate it from the others."""
+    tried: list[tuple[float, np.ndarray, str]] = []
+    t0 = time.monotonic()
+    for tag, make in starts:
+        now = time.monotonic()
+        if now > deadline:
+            break
+        share = 0.5 * (deadline - t0) / len(starts)
+        F, W = descend(A, make(), goal, min(deadline, now + share), steps=max(1, steps // 3))
+        tried.append((F, W, tag))
+        if F <= goal:
+            break
+    if not tried:
+        return None
+    F, W, tag = min(tried, key=lambda x: x[0])
+    if F > goal:
+        F, W = descend(A, W, goal, deadline, steps=steps)
+    if not F * eps <= CLAIM_BUDGET:
+        return None
+    # the certificate of a subspace found in time may take a little longer to write
+    c = certify_subspace(A, W, eps, time.monotonic() + 0.5 * budget + 1.0)
+    if c is None or not c[0] <= CLAIM_BUDGET:
+        return None
+    return c[1], c[2], c[3], c[0], tag
+
+
+def _descent_starts(A: np.ndarray, p: int, path: dict, Vt: np.ndarray, eps: float
+                    ) -> list[tuple[str, Callable[[], np.ndarray]]]:
+    """Returns the tagged makers of the N x p starts of the descent at rank p: the key-set
+    subspace (when the path reaches p), the row space of an alternating-l1 rank-p fit of A
+    (computed only when asked for) and the leading p right singular vectors.  On MiniLM heads
+    each of the three is the only one to reach the next rank on some head."""
+    starts: list[tuple[str, Callable[[], np.ndarray]]] = []
+    if p in path:
+        starts.append(("descent", lambda: path[p][1]))
+    if p <= Vt.shape[0]:
+        V = Vt[:p]
+        starts.append(("descent_l1fit", lambda: alt_l1(A, p, target(eps), A @ V.T, V,
+                                                       iters=FIT_ITERS, patient=True)[1].T))
+        starts.append(("descent_svd", lambda: V.T))
+    return starts
 
 
 def augmented_start(A: np.ndarray, W: np.ndarray, J: np.ndarray, W_next: np.ndarray | None,
