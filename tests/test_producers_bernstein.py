@@ -161,20 +161,16 @@ def test_growth_phase_never_lowers_the_rank(seed, monkeypatch):
     assert v is not None and v < 1
 
 
-def test_descent_starts_are_the_keyset_l1fit_and_svd_subspaces():
+def test_descent_starts_are_the_l1fit_and_svd_subspaces():
     A = attention(16, 6, 3.0, 1)
     Vt = np.linalg.svd(A)[2]
-    W_key = np.zeros((16, 3))
-    W_key[[0, 1, 2], [0, 1, 2]] = 1.0
-    starts = bn._descent_starts(A, 3, {3: ([0, 1, 2], W_key, 1.0)}, Vt, 0.25)
-    assert [t for t, _ in starts] == ["descent", "descent_l1fit", "descent_svd"]
+    starts = bn._descent_starts(A, 3, Vt, 0.25)
+    assert [t for t, _ in starts] == ["descent_l1fit", "descent_svd"]
     W0 = [make() for _, make in starts]
     assert all(W.shape == (16, 3) for W in W0)
-    assert np.array_equal(W0[0], W_key) and np.allclose(W0[2], Vt[:3].T)
-    assert np.linalg.matrix_rank(W0[1]) == 3
-    # no key-set subspace at this rank: the two others remain
-    assert [t for t, _ in bn._descent_starts(A, 3, {}, Vt, 0.25)] == ["descent_l1fit",
-                                                                       "descent_svd"]
+    assert np.allclose(W0[1], Vt[:3].T)
+    assert np.linalg.matrix_rank(W0[0]) == 3
+    assert bn._descent_starts(A, 17, Vt, 0.25) == []
 
 
 @pytest.mark.parametrize("seed", [0, 5])
@@ -201,7 +197,8 @@ def test_race_continues_the_best_start():
         calls.append((W0.copy(), steps))
         return real(A_, W0, goal, deadline, steps=steps, radius=radius)
 
-    starts = [(f"s{i}", (lambda W=rng.standard_normal((16, 6)): W)) for i in range(3)]
+    W0s = [rng.standard_normal((16, 6)) for _ in range(3)]
+    starts = [(f"s{i}", (lambda W=W: W)) for i, W in enumerate(W0s)]
     orig = bn.descend
     try:
         bn.descend = spy

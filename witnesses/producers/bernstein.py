@@ -12,24 +12,24 @@ whose optimum f_j is sup_{w in S} |w_j| / ||A w||_inf (LP duality); the dual x_j
 with w = W x_j.  So max_j f_j = sup_{w in S} ||w||_inf / ||A w||_inf, and the search is a
 search for a subspace on which A is far from shrinking in the max norm.
 
-Search.  The key-set path of ``keyset`` (0/1 indicators of p disjoint key sets) gives
+Search. The key-set path of ``keyset`` (0/1 indicators of p disjoint key sets) gives
 subspaces at every rank it reaches; the largest rank whose Bernstein value is below the
-claim budget is the first certificate.  Above it, the key-set subspace of the next rank is
-improved by sequential linear programming on the minimax problem min_W max_j f_j (started
-also from the row space of a rank-p l1 fit of A and from the leading right singular vectors:
-each start descends a little, the best one continues): the
+claim budget is the first certificate. Above it, the key-set subspace of the next rank is
+improved by sequential linear programming on the minimax problem min_W max_j f_j: the
 gradient of f_j in W is (e_j - A^T P_j^T) x_j^T (envelope theorem on the row LP); one step
-solves the LP  min t  s.t.  f_j + <g_j, dW> <= t  over the rows within 5% of the worst, in
-a box trust region |dW| <= r, accepts the step when the true maximum drops (r grows) and
-halves r otherwise.  The rank goes up while a rank is reached.  Where the key-set path
-stops helping, the best subspace found grows by one direction at a time: the candidate
-column (a column of the key-set subspace of the next rank, or the indicator of a key with
-the most attention mass that the subspace does not cover) with the smallest max_j f_j
-starts the same descent; on MiniLM heads this reaches ranks that the key-set starts miss.
-The time budget is ``SOFTRANK_BERNSTEIN_BUDGET`` seconds (default 10) for each of the
-three phases (key-set path, descent, growth); descents also stop after a fixed number of
-steps, so a generous budget gives the same certificate on every run (a tight one on a busy
-machine may not: a phase cut short reaches a lower rank).
+solves the LP min t s.t. f_j + <g_j, dW> <= t over the rows within 5% of the worst, in a box
+trust region |dW| <= r, accepts the step when the true maximum drops (r grows) and halves r
+otherwise. The rank goes up while a rank is reached. Then the same descent starts from two
+other subspaces of the next rank, the row space of a rank-p l1 fit of A and the leading
+right singular vectors (each descends a little, the better one continues), and climbs while
+it reaches a rank. Where these stop helping, the best subspace found grows by one direction
+at a time: the candidate column (a column of the key-set subspace of the next rank, or the
+indicator of a key with the most attention mass that the subspace does not cover) with the
+smallest max_j f_j starts the same descent; on MiniLM heads this reaches ranks that the
+key-set starts miss. The time budget is ``SOFTRANK_BERNSTEIN_BUDGET`` seconds (default 10)
+for each of the four phases (key-set path, key-set descent, other starts, growth); descents
+also stop after a fixed number of steps, so a generous budget gives the same certificate on
+every run (a tight one on a busy machine may not: a phase cut short reaches a lower rank).
 
 Nothing here is trusted: the certificate is replayed by ``certify``.
 """
@@ -50,7 +50,7 @@ from .altl1 import alt_l1
 from .decoder_lp import CLAIM_BUDGET, keyset_path
 
 BUDGET_ENV = "SOFTRANK_BERNSTEIN_BUDGET"
-DEFAULT_BUDGET = 10.0  # seconds per (operator, eps), for each of the three phases
+DEFAULT_BUDGET = 10.0  # seconds per (operator, eps), for each of the four phases
 STEPS = 150  # descent steps per rank (a budget-independent stop)
 ACTIVE = 0.05  # rows within this fraction of the worst enter a descent step
 SINGLETONS = 10  # uncovered keys tried as the new direction of a grown subspace
@@ -312,10 +312,22 @@ def search(A: np.ndarray, eps: float, budget: float, *, extra: int = 2,
     p = (found[0] if found is not None else 0) + 1
     # the descent aims a little below the claim budget: polishing P moves the value slightly
     goal = CLAIM_BUDGET * (1 - 1e-4) / eps
+    while p <= min(m, N) and p in path and time.monotonic() < deadline:
+        F, W = descend(A, path[p][1], goal, deadline, steps=steps)
+        # the certificate of a subspace found in time may take a little longer to write
+        c = (certify_subspace(A, W, eps, time.monotonic() + 0.5 * budget + 1.0)
+             if F * eps <= CLAIM_BUDGET else None)
+        if c is None or not c[0] <= CLAIM_BUDGET:
+            break
+        found = (p, c[1], c[2], c[3], c[0], "descent")
+        p += 1
+    # the same descent from two other starts, on a budget of its own (sharing the key-set
+    # phase's budget lost ranks on heads that climb far from the key-set starts)
+    deadline = time.monotonic() + budget
+    p = (found[0] if found is not None else 0) + 1
     Vt = np.linalg.svd(A, full_matrices=False)[2]
     while p <= min(m, N) and time.monotonic() < deadline:
-        reached = _race(A, _descent_starts(A, p, path, Vt, eps), goal, deadline, steps, eps,
-                        budget)
+        reached = _race(A, _descent_starts(A, p, Vt, eps), goal, deadline, steps, eps, budget)
         if reached is None:
             break
         found = (p, *reached)
@@ -370,21 +382,18 @@ def _race(A: np.ndarray, starts: list[tuple[str, Callable[[], np.ndarray]]], goa
     return c[1], c[2], c[3], c[0], tag
 
 
-def _descent_starts(A: np.ndarray, p: int, path: dict, Vt: np.ndarray, eps: float
+def _descent_starts(A: np.ndarray, p: int, Vt: np.ndarray, eps: float
                     ) -> list[tuple[str, Callable[[], np.ndarray]]]:
-    """Returns the tagged makers of the N x p starts of the descent at rank p: the key-set
-    subspace (when the path reaches p), the row space of an alternating-l1 rank-p fit of A
-    (computed only when asked for) and the leading p right singular vectors.  On MiniLM heads
-    each of the three is the only one to reach the next rank on some head."""
-    starts: list[tuple[str, Callable[[], np.ndarray]]] = []
-    if p in path:
-        starts.append(("descent", lambda: path[p][1]))
-    if p <= Vt.shape[0]:
-        V = Vt[:p]
-        starts.append(("descent_l1fit", lambda: alt_l1(A, p, target(eps), A @ V.T, V,
-                                                       iters=FIT_ITERS, patient=True)[1].T))
-        starts.append(("descent_svd", lambda: V.T))
-    return starts
+    """Returns the tagged makers of two N x p starts of the descent at rank p besides the
+    key-set subspace: the row space of an alternating-l1 rank-p fit of A (computed only when
+    asked for) and the leading p right singular vectors (none when p exceeds their number).
+    On MiniLM heads each reaches a rank on some head where the key-set start does not."""
+    if p > Vt.shape[0]:
+        return []
+    V = Vt[:p]
+    return [("descent_l1fit", lambda: alt_l1(A, p, target(eps), A @ V.T, V, iters=FIT_ITERS,
+                                             patient=True)[1].T),
+            ("descent_svd", lambda: V.T)]
 
 
 def augmented_start(A: np.ndarray, W: np.ndarray, J: np.ndarray, W_next: np.ndarray | None,
