@@ -36,6 +36,16 @@ closed 3 -> 5, median U/L 1.67 -> 1.52; seconds: baseline producers 1317, new re
 (bernstein 936 of them).  With bernstein's growth phase (same heads, bernstein alone run
 again): its rank up on 28 heads, down on none; validated total U - L 605 -> 579, median 5,
 closed 5; bernstein 1334 s.
+
+Text 3 (not used for any tuning; T=128, eps 1/4, all 72 heads, two shards), baseline (the
+producers before alt_l1's descent, decoder_lp and bernstein) -> every producer as built now
+(alt_l1's seeded restarts, bernstein's fourth phase): median U - L 7 -> 5, total U - L
+699 -> 581, closed 2 -> 4, median U/L 1.75 -> 1.46; L up on 59 heads, U down on 20, no end
+worse; median U - L by layer 9 / 13.5 / 11.5 / 5.5 / 5 / 3 -> 7.5 / 12 / 10 / 4 / 3 / 1.
+Against the producers as they were before the restarts and the fourth phase (same heads):
+total U - L 595 -> 581, L up on 9 heads, U down on 5; three heads 1 lower were wall-clock
+noise of the unchanged key-set phase (rerun alone, old and new code agree on all three).
+Seconds: baseline producers 688; alt_l1 612, decoder_lp 792, bernstein 2269.
 """
 
 from __future__ import annotations
@@ -46,8 +56,6 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 from softrank.cli import main as cli_main
 
@@ -164,8 +172,8 @@ def per_head(text_index: int, tokens: int, eps: str, out: Path, *, shard: int = 
 
     For each head (every ``shards``-th from ``shard``): the alternating-l1 bisection alone
     (``alt_l1`` before the descent) and the best of the earlier lower producers give the
-    baseline bracket; the descent below that rank, ``decoder_lp`` and ``bernstein`` add
-    records.  Every end
+    baseline bracket; ``alt_l1`` as built in (descent and restarts below the bisection's
+    rank), ``decoder_lp`` and ``bernstein`` add records.  Every end
     is validated by ``certify.check_bracket`` with the operator slack chi; one JSON line per
     head goes to ``out`` (heads already there are skipped, so a run resumes).
     """
@@ -176,8 +184,8 @@ def per_head(text_index: int, tokens: int, eps: str, out: Path, *, shard: int = 
     from softrank.certify.rationals import parse_eps
     from softrank.witnesses.models import Capture, read_texts
     from softrank.witnesses.producers import get_producer
-    from softrank.witnesses.producers._common import one_blas_thread, row_l1, target
-    from softrank.witnesses.producers.altl1 import AlternatingL1, alt_l1
+    from softrank.witnesses.producers._common import one_blas_thread
+    from softrank.witnesses.producers.altl1 import AlternatingL1
 
     e = parse_eps(eps)
     done = set()
@@ -212,23 +220,14 @@ def per_head(text_index: int, tokens: int, eps: str, out: Path, *, shard: int = 
             U0, L0 = validated(A, chi, up, lower_of(best))
             U0 = full if U0 is None else U0
             L0 = 0 if L0 is None else L0
-            # the new records: the patient descent below alt_l1's rank, decoder_lp, bernstein
+            # the new records: alt_l1 with its descent and restarts, decoder_lp, bernstein
+            # (a store keeps every record, so the validated ends are the best of old and new)
             t1 = time.perf_counter()
-            U1 = U0
-            prod = AlternatingL1()
-            if w is not None:
-                k, t, end = w.rank, target(e), time.monotonic() + prod.descent_budget
-                Us, s, Vt = np.linalg.svd(A, full_matrices=False)
-                while k > 1 and time.monotonic() < end:
-                    Uk, Vk, err = alt_l1(A, k - 1, t, Us[:, :k - 1] * s[:k - 1], Vt[:k - 1],
-                                         iters=prod.descent_iters, deadline=end, patient=True)
-                    if not err <= t or not float(row_l1(A, Uk, Vk).max()) <= t:
-                        break
-                    k = k - 1
-                    u, _ = validated(A, chi, {"kind": "factors", "rank": k, "U": Uk, "V": Vk},
-                                     None)
-                    if u is not None:
-                        U1 = min(U1, u)
+            w1 = AlternatingL1().produce(A, e)
+            u1 = None if w1 is None else validated(
+                A, chi, {"kind": "factors", "rank": w1.rank, "U": w1.U, "V": w1.V}, None)[0]
+            U1 = U0 if u1 is None else min(U0, u1)
+            t_up = time.perf_counter() - t1
             c = get_producer("decoder_lp").produce(A, e)
             _, Ld = validated(A, chi, None, lower_of(c))
             t2 = time.perf_counter()
@@ -240,7 +239,10 @@ def per_head(text_index: int, tokens: int, eps: str, out: Path, *, shard: int = 
             rec = {"head": h.id, "full": full, "L0": L0, "U0": U0, "L1": L1, "U1": U1,
                    "L_decoder_lp": Ld or 0, "L_bernstein": Lb or 0,
                    "seconds_old": round(t_old, 2), "seconds_new": round(t_new, 2),
-                   "seconds_bernstein": round(t_bern, 2)}
+                   "seconds_bernstein": round(t_bern, 2), "seconds_alt_l1": round(t_up, 2),
+                   "U_alt_l1": u1 or full,
+                   "restarts_used": 0 if w1 is None else w1.claims.get("restarts_used", 0),
+                   "bernstein_start": None if c is None else c.claims.get("start")}
             with out.open("a") as fh:
                 fh.write(json.dumps(rec) + "\n")
             print(rec, flush=True)
@@ -257,7 +259,13 @@ def per_head_summary(paths: list[Path]) -> dict[str, Any]:
         out[f"run{tag}"] = {"median_gap": statistics.median(gaps) if gaps else None,
                             "closed": sum(g == 0 for g in gaps),
                             "median_L": statistics.median(r["L" + tag] for r in recs),
-                            "median_U": statistics.median(r["U" + tag] for r in recs)}
+                            "median_U": statistics.median(r["U" + tag] for r in recs),
+                            "total_gap": sum(gaps)}
+        layers: dict[str, list[int]] = defaultdict(list)
+        for r in recs:
+            layers[r["head"].split(".")[1]].append(r["U" + tag] - r["L" + tag])
+        out[f"run{tag}"]["median_gap_by_layer"] = {k: statistics.median(v)
+                                                   for k, v in sorted(layers.items())}
     out["worse"] = sum(r["L1"] < r["L0"] or r["U1"] > r["U0"] for r in recs)
     out["L_up"] = sum(r["L1"] > r["L0"] for r in recs)
     out["U_down"] = sum(r["U1"] < r["U0"] for r in recs)
