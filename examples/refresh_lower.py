@@ -21,6 +21,7 @@ import time
 from typing import Any
 
 import numpy as np
+from tqdm import tqdm
 
 from softrank.certify.errors import InputError
 from softrank.witnesses.producers import get_producer
@@ -57,7 +58,8 @@ def _refresh(ap: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     ops: dict[str, dict[str, np.ndarray]] = {}
     anchors = [b for b in reader.brackets if b.lower is not None]
     changed = 0
-    for i, br in enumerate(anchors, 1):
+    bar = tqdm(anchors, unit="bracket", file=sys.stderr, disable=not sys.stderr.isatty())
+    for i, br in enumerate(bar, 1):
         if br.operator not in ops:
             ops.clear()  # one operator at a time: brackets are grouped by operator
             ops[br.operator] = reader.operator(br.operator).load()
@@ -91,7 +93,8 @@ def _refresh(ap: argparse.ArgumentParser, args: argparse.Namespace) -> int:
                               compact_certificate(cert).to_mapping(), producer=producer,
                               claims=claims)
         changed += 1
-        print(f"[{i}/{len(anchors)}] {br.id}: lower {br.lower.rank} -> {cert.rank}", flush=True)
+        tqdm.write(f"[{i}/{len(anchors)}] {br.id}: lower {br.lower.rank} -> {cert.rank}",
+                   file=sys.stdout)
     store.close()
     print(f"{changed} of {len(anchors)} lower ends raised by {args.producer}")
     return 0
