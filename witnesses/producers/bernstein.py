@@ -351,12 +351,13 @@ def search(A: np.ndarray, eps: float, budget: float, *, extra: int = 2,
 def _race(A: np.ndarray, starts: list[tuple[str, Callable[[], np.ndarray]]], goal: float,
           deadline: float, steps: int, eps: float, budget: float
           ) -> tuple[np.ndarray, np.ndarray, np.ndarray, float, str] | None:
-    """Returns (W, P, J, value, tag) of the first start whose descent reaches ``goal``, or None.
+    """Returns (W, P, J, value, tag): the certificate of the best subspace the starts descend
+    to, when its float64 value is at most the claim budget; None otherwise.
 
-    Successive halving: every start first descends with a third of the steps and an equal
-    share of half the time left; the one with the smallest value then continues with the
-    rest, since on real heads the start that reaches the next rank needs two to three times
-    the steps that separate it from the others."""
+    Successive halving: every start descends with a third of the steps on an equal share of
+    half the time left (stopping at the first that reaches ``goal``); the one with the
+    smallest value then continues with all the steps and the rest of the time, so the time
+    goes to the start that looks best instead of being split evenly."""
     tried: list[tuple[float, np.ndarray, str]] = []
     t0 = time.monotonic()
     for tag, make in starts:
