@@ -314,10 +314,8 @@ def search(A: np.ndarray, eps: float, budget: float, *, extra: int = 2,
     goal = CLAIM_BUDGET * (1 - 1e-4) / eps
     while p <= min(m, N) and p in path and time.monotonic() < deadline:
         F, W = descend(A, path[p][1], goal, deadline, steps=steps)
-        # the certificate of a subspace found in time may take a little longer to write
-        c = (certify_subspace(A, W, eps, time.monotonic() + 0.5 * budget + 1.0)
-             if F * eps <= CLAIM_BUDGET else None)
-        if c is None or not c[0] <= CLAIM_BUDGET:
+        c = _claimable(A, W, F, eps, budget)
+        if c is None:
             break
         found = (p, c[1], c[2], c[3], c[0], "descent")
         p += 1
@@ -340,9 +338,8 @@ def search(A: np.ndarray, eps: float, budget: float, *, extra: int = 2,
         if W0 is None:
             break
         F, W = descend(A, W0, goal, deadline, steps=steps)
-        c = (certify_subspace(A, W, eps, time.monotonic() + 0.5 * budget + 1.0)
-             if F * eps <= CLAIM_BUDGET else None)
-        if c is None or not c[0] <= CLAIM_BUDGET:
+        c = _claimable(A, W, F, eps, budget)
+        if c is None:
             break
         found = (found[0] + 1, c[1], c[2], c[3], c[0], "augment")
     return found
@@ -374,13 +371,20 @@ def _race(A: np.ndarray, starts: list[tuple[str, Callable[[], np.ndarray]]], goa
     F, W, tag = min(tried, key=lambda x: x[0])
     if F > goal:
         F, W = descend(A, W, goal, deadline, steps=steps)
+    c = _claimable(A, W, F, eps, budget)
+    return None if c is None else (c[1], c[2], c[3], c[0], tag)
+
+
+def _claimable(A: np.ndarray, W: np.ndarray, F: float, eps: float, budget: float
+               ) -> tuple[float, np.ndarray, np.ndarray, np.ndarray] | None:
+    """Returns ``certify_subspace``'s (value, W', P, J) for a descended subspace with value
+    F, when F eps and the polished certificate's value are both within the claim budget;
+    None otherwise."""
     if not F * eps <= CLAIM_BUDGET:
         return None
     # the certificate of a subspace found in time may take a little longer to write
     c = certify_subspace(A, W, eps, time.monotonic() + 0.5 * budget + 1.0)
-    if c is None or not c[0] <= CLAIM_BUDGET:
-        return None
-    return c[1], c[2], c[3], c[0], tag
+    return c if c is not None and c[0] <= CLAIM_BUDGET else None
 
 
 def _descent_starts(A: np.ndarray, p: int, Vt: np.ndarray, eps: float
