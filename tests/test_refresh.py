@@ -1,5 +1,6 @@
-"""examples/refresh_lower.py: raises an anchor bracket's lower end with a lower producer,
-keeps its upper arrays, the other records and their order, and the kernel confirms the result."""
+"""examples/refresh.py: raises an anchor bracket's lower end with a lower producer (or lowers
+the upper end of an upper producer's own brackets), keeps the other end's arrays, the other
+records and their order, and the kernel confirms the result."""
 
 from __future__ import annotations
 
@@ -14,11 +15,11 @@ from softrank.runner import iter_checks
 from softrank.witnesses.models import softmax64
 from softrank.witnesses.store import Store, open_store
 
-SCRIPT = Path(__file__).resolve().parent.parent / "examples" / "refresh_lower.py"
+SCRIPT = Path(__file__).resolve().parent.parent / "examples" / "refresh.py"
 
 
 def load_script():
-    spec = importlib.util.spec_from_file_location("refresh_lower", SCRIPT)
+    spec = importlib.util.spec_from_file_location("refresh", SCRIPT)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
@@ -61,11 +62,33 @@ def test_refresh_raises_lower_and_kernel_confirms(tmp_path, monkeypatch, capsys)
     assert recs["anchor"]["lower_outcome"] == "confirmed"
 
 
-def test_refresh_refuses_an_upper_producer(tmp_path):
+def test_refresh_lowers_the_upper_end_of_the_producers_own_brackets(tmp_path, monkeypatch,
+                                                                      capsys):
+    monkeypatch.setenv("SOFTRANK_ALT_L1_DESCENT", "1")
     root = tmp_path / "store"
     make_store(root)
-    with pytest.raises(SystemExit):
-        load_script().main([str(root), "tsvd"])
+    before = [json.loads(x) for x in (root / "brackets.jsonl").read_text().splitlines()]
+    assert load_script().main([str(root), "alt_l1"]) == 0
+    assert "1 of 1 upper ends lowered by alt_l1" in capsys.readouterr().out
+    after = [json.loads(x) for x in (root / "brackets.jsonl").read_text().splitlines()]
+    assert [b["id"] for b in after] == ["anchor", "other"]
+    assert after[1] == before[1]  # the tsvd bracket is not alt_l1's
+    anchor = after[0]
+    assert anchor["upper"]["rank"] < 14 and anchor["lower"] == before[0]["lower"]
+    assert anchor["producer"] == {"upper": "alt_l1", "lower": "nonzero"}
+    assert anchor["claims"]["upper_rank"] == anchor["upper"]["rank"]
+    assert anchor["claims"]["lower_rank"] == 1  # claims about the lower end are kept
+    assert "bisection_rank" in anchor["claims"]
+    up, low = open_store(root).brackets[0].load()
+    assert up["rank"] == anchor["upper"]["rank"] and low["kind"] == "nonzero"
+    recs = {r["bracket"]: r for r in iter_checks(str(root))}
+    assert recs["anchor"]["upper"] == anchor["upper"]["rank"]
+    assert recs["anchor"]["upper_outcome"] == "confirmed"
+    # a second run finds nothing smaller and rewrites nothing
+    text = (root / "brackets.jsonl").read_bytes()
+    assert load_script().main([str(root), "alt_l1"]) == 0
+    assert "0 of 1 upper ends lowered" in capsys.readouterr().out
+    assert (root / "brackets.jsonl").read_bytes() == text
 
 
 @pytest.mark.parametrize("what", ["not a store", "foreign header", "unknown producer"])
