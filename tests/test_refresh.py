@@ -25,6 +25,23 @@ def load_script():
     return mod
 
 
+def records(root: Path) -> list[dict]:
+    return [json.loads(x) for x in (root / "brackets.jsonl").read_text().splitlines()]
+
+
+def refreshed(root: Path, producer: str, message: str, capsys) -> tuple[list[dict], dict]:
+    """Refreshes a new test store with ``producer``; returns (records before, the anchor's
+    record after), having checked the message, the order and that "other" is untouched."""
+    make_store(root)
+    before = records(root)
+    assert load_script().main([str(root), producer]) == 0
+    assert message in capsys.readouterr().out
+    after = records(root)
+    assert [b["id"] for b in after] == ["anchor", "other"]
+    assert after[1] == before[1]  # neither end of the tsvd bracket is refreshed
+    return before, after[0]
+
+
 def make_store(root: Path) -> None:
     rng = np.random.default_rng(5)
     n = 14
@@ -43,14 +60,7 @@ def make_store(root: Path) -> None:
 def test_refresh_raises_lower_and_kernel_confirms(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("SOFTRANK_BERNSTEIN_BUDGET", "2")
     root = tmp_path / "store"
-    make_store(root)
-    before = [json.loads(x) for x in (root / "brackets.jsonl").read_text().splitlines()]
-    assert load_script().main([str(root), "bernstein"]) == 0
-    assert "1 of 1 lower ends raised" in capsys.readouterr().out
-    after = [json.loads(x) for x in (root / "brackets.jsonl").read_text().splitlines()]
-    assert [b["id"] for b in after] == ["anchor", "other"]
-    assert after[1] == before[1]
-    anchor = after[0]
+    _, anchor = refreshed(root, "bernstein", "1 of 1 lower ends raised", capsys)
     assert anchor["lower"]["kind"] == "bernstein" and anchor["lower"]["rank"] > 1
     assert anchor["producer"] == {"upper": "alt_l1", "lower": "bernstein"}
     assert anchor["claims"]["lower_rank"] == anchor["lower"]["rank"]
@@ -66,14 +76,7 @@ def test_refresh_lowers_the_upper_end_of_the_producers_own_brackets(tmp_path, mo
                                                                       capsys):
     monkeypatch.setenv("SOFTRANK_ALT_L1_DESCENT", "1")
     root = tmp_path / "store"
-    make_store(root)
-    before = [json.loads(x) for x in (root / "brackets.jsonl").read_text().splitlines()]
-    assert load_script().main([str(root), "alt_l1"]) == 0
-    assert "1 of 1 upper ends lowered by alt_l1" in capsys.readouterr().out
-    after = [json.loads(x) for x in (root / "brackets.jsonl").read_text().splitlines()]
-    assert [b["id"] for b in after] == ["anchor", "other"]
-    assert after[1] == before[1]  # the tsvd bracket is not alt_l1's
-    anchor = after[0]
+    before, anchor = refreshed(root, "alt_l1", "1 of 1 upper ends lowered by alt_l1", capsys)
     assert anchor["upper"]["rank"] < 14 and anchor["lower"] == before[0]["lower"]
     assert anchor["producer"] == {"upper": "alt_l1", "lower": "nonzero"}
     assert anchor["claims"]["upper_rank"] == anchor["upper"]["rank"]
