@@ -167,7 +167,7 @@ def report_changes(base: list[dict[str, Any]], new: list[dict[str, Any]]) -> Non
 
 
 def per_head(text_index: int, tokens: int, eps: str, out: Path, *, shard: int = 0,
-             shards: int = 1) -> None:
+             shards: int = 1, texts: Path = TEXTS) -> None:
     """Today's producers against the new ones, head by head, in one process.
 
     For each head (every ``shards``-th from ``shard``): the alternating-l1 bisection alone
@@ -191,7 +191,7 @@ def per_head(text_index: int, tokens: int, eps: str, out: Path, *, shard: int = 
     done = set()
     if out.is_file():
         done = {json.loads(line)["head"] for line in out.read_text().splitlines() if line}
-    heads = list(Capture("minilm").capture(read_texts(TEXTS)[text_index], tokens=tokens,
+    heads = list(Capture("minilm").capture(read_texts(texts)[text_index], tokens=tokens,
                                            text_index=text_index))
     old_lowers = [n for n in LOWERS if n not in ("decoder_lp", "bernstein")]
 
@@ -298,7 +298,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.per_head:
         if len(args.per_head) == 1:
             per_head(args.text_index, args.tokens[0], args.eps[0], Path(args.per_head[0]),
-                     shard=args.shard[0], shards=args.shard[1])
+                     shard=args.shard[0], shards=args.shard[1], texts=Path(args.texts))
         print(per_head_summary([Path(p) for p in args.per_head if Path(p).is_file()]))
         return 0
     producers = args.producers or ["alt_l1", *LOWERS]
