@@ -46,6 +46,14 @@ Against the producers as they were before the restarts and the fourth phase (sam
 total U - L 595 -> 581, L up on 9 heads, U down on 5; three heads 1 lower were wall-clock
 noise of the unchanged key-set phase (rerun alone, old and new code agree on all three).
 Seconds: baseline producers 688; alt_l1 612, decoder_lp 792, bernstein 2269.
+
+Held-out text (``--texts benchmarks/heldout_texts.txt --text-index 0``, written after every
+producer setting was chosen; T=128, eps 1/4, all 72 heads, two shards; bernstein with the
+pace rule on its descents): baseline -> every producer as built now: median U - L 6 -> 4,
+total U - L 624 -> 477, closed 2 -> 3, median U/L 1.75 -> 1.40; L up on 58 heads, U down on
+29, no end worse; median U - L by layer 9.5 / 9.5 / 11.5 / 6 / 4 / 3 -> 7 / 8 / 8 / 3 / 2 / 2;
+decoder_lp strictly above every other lower producer on no head.  Seconds: baseline
+producers 219; alt_l1 407, decoder_lp 477, bernstein 930.
 """
 
 from __future__ import annotations
