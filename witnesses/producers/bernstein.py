@@ -47,10 +47,10 @@ import scipy.sparse as sp
 from scipy.linalg import qr
 from scipy.optimize import linprog
 
-from . import BaseProducer, Certificate
-from ._common import as_float64, budget_from_env, eps_up, target
+from . import Certificate
+from ._common import as_float64, target
 from .altl1 import alt_l1
-from .decoder_lp import CLAIM_BUDGET, keyset_path
+from .decoder_lp import CLAIM_BUDGET, BudgetedLower, keyset_path
 
 BUDGET_ENV = "SOFTRANK_BERNSTEIN_BUDGET"
 DEFAULT_BUDGET = 10.0  # seconds per (operator, eps), for each of the four phases
@@ -460,24 +460,18 @@ def augmented_start(A: np.ndarray, W: np.ndarray, J: np.ndarray, W_next: np.ndar
     return best_W
 
 
-class Bernstein(BaseProducer):
+class Bernstein(BudgetedLower):
     """Bernstein certificate (W, P, J): key-set subspaces, improved by minimax LP descent."""
 
     name = "bernstein"
-    role = "lower"
+    budget_env = BUDGET_ENV
+    default_budget = DEFAULT_BUDGET
 
-    def __init__(self, budget: float | None = None):
-        self.budget = (budget_from_env(BUDGET_ENV, DEFAULT_BUDGET) if budget is None
-                       else float(budget))
+    def _search(self, A, eps, budget):
+        return search(A, eps, budget)
 
-    def produce(self, A, eps, *, logits=None):
-        A = as_float64(A)
-        e = eps_up(eps)
-        t0 = time.perf_counter()
-        res = search(A, e, self.budget)
-        if res is None:
-            return None
-        p, W, P, J, v, start = res
+    def _certificate(self, found, seconds):
+        p, W, P, J, v, start = found
         if not v <= CLAIM_BUDGET:
             return None
         return Certificate(kind="bernstein", rank=p,
@@ -485,4 +479,4 @@ class Bernstein(BaseProducer):
                                    "P": np.ascontiguousarray(P, dtype=np.float64),
                                    "J": np.ascontiguousarray(J, dtype=np.int64)},
                            claims={"lower_rank": p, "bernstein_value": v, "start": start,
-                                   "search_seconds": round(time.perf_counter() - t0, 3)})
+                                   "search_seconds": seconds})

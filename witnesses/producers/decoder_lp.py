@@ -317,28 +317,48 @@ def _select(X: np.ndarray, rows: list[int], m: int) -> np.ndarray:
     return out
 
 
-class DecoderLP(BaseProducer):
-    """Decoder (D', W, X = I) optimised by alternating LPs, rank raised from keyset's."""
+class BudgetedLower(BaseProducer):
+    """A lower producer whose search gets ``budget`` seconds per (operator, eps): from the
+    constructor, else from the environment variable ``budget_env``, else ``default_budget``.
+    Subclasses supply ``_search(A, eps, budget)`` (None when nothing was found) and
+    ``_certificate(found, seconds)`` (None when the found value misses the claim budget)."""
 
-    name = "decoder_lp"
     role = "lower"
+    budget_env = BUDGET_ENV
+    default_budget = DEFAULT_BUDGET
 
     def __init__(self, budget: float | None = None):
-        self.budget = (budget_from_env(BUDGET_ENV, DEFAULT_BUDGET) if budget is None
+        self.budget = (budget_from_env(self.budget_env, self.default_budget) if budget is None
                        else float(budget))
 
     def produce(self, A, eps, *, logits=None):
         A = as_float64(A)
-        e = eps_up(eps)
         t0 = time.perf_counter()
-        res = search(A, e, self.budget)
-        if res is None:
-            return None
-        p, D, W, v, start = res
+        res = self._search(A, eps_up(eps), self.budget)
+        return None if res is None else self._certificate(
+            res, round(time.perf_counter() - t0, 3))
+
+    def _search(self, A: np.ndarray, eps: float, budget: float) -> tuple | None:
+        raise NotImplementedError
+
+    def _certificate(self, found: tuple, seconds: float) -> Certificate | None:
+        raise NotImplementedError
+
+
+class DecoderLP(BudgetedLower):
+    """Decoder (D', W, X = I) optimised by alternating LPs, rank raised from keyset's."""
+
+    name = "decoder_lp"
+
+    def _search(self, A, eps, budget):
+        return search(A, eps, budget)
+
+    def _certificate(self, found, seconds):
+        p, D, W, v, start = found
         if not v <= CLAIM_BUDGET:
             return None
         return Certificate(kind="decoder", rank=p,
                            arrays={"D": np.ascontiguousarray(D), "W": np.ascontiguousarray(W),
                                    "X": np.eye(p)},
                            claims={"lower_rank": p, "decoder_value": v, "start": start,
-                                   "search_seconds": round(time.perf_counter() - t0, 3)})
+                                   "search_seconds": seconds})
