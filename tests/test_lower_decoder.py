@@ -54,6 +54,7 @@ def random_decoder(rng: np.random.Generator, m: int, N: int, p: int):
 
 
 def assert_consistent(c, exact_value: Fraction) -> None:
+    """The check's enclosure contains the exact value, and holds/fails agree with value < 1."""
     assert c.value is not None and c.value.lo <= exact_value <= c.value.hi
     if c.status == "holds":
         assert exact_value < 1
