@@ -66,8 +66,7 @@ def _refresh(ap: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     if role == "lower":
         todo = [b for b in reader.brackets if b.lower is not None]
     else:
-        todo = [b for b in reader.brackets
-                if store.bracket_record(b.id).get("producer", {}).get("upper") == args.producer]
+        todo = [b for b in reader.brackets if b.producer.get("upper") == args.producer]
     changed = 0
     bar = tqdm(todo, unit="bracket", file=sys.stderr, disable=not sys.stderr.isatty())
     for i, br in enumerate(bar, 1):
