@@ -324,8 +324,8 @@ class BudgetedLower(BaseProducer):
     ``_certificate(found, seconds)`` (None when the found value misses the claim budget)."""
 
     role = "lower"
-    budget_env = BUDGET_ENV
-    default_budget = DEFAULT_BUDGET
+    budget_env: str
+    default_budget: float
 
     def __init__(self, budget: float | None = None):
         self.budget = (budget_from_env(self.budget_env, self.default_budget) if budget is None
@@ -349,6 +349,8 @@ class DecoderLP(BudgetedLower):
     """Decoder (D', W, X = I) optimised by alternating LPs, rank raised from keyset's."""
 
     name = "decoder_lp"
+    budget_env = BUDGET_ENV
+    default_budget = DEFAULT_BUDGET
 
     def _search(self, A, eps, budget):
         return search(A, eps, budget)
