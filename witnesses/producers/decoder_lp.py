@@ -320,8 +320,9 @@ def _select(X: np.ndarray, rows: list[int], m: int) -> np.ndarray:
 class BudgetedLower(BaseProducer):
     """A lower producer whose search gets ``budget`` seconds per (operator, eps): from the
     constructor, else from the environment variable ``budget_env``, else ``default_budget``.
-    Subclasses supply ``_search(A, eps, budget)`` (None when nothing was found) and
-    ``_certificate(found, seconds)`` (None when the found value misses the claim budget)."""
+    Subclasses supply ``_search(A, eps, budget)`` (their module's search: None when nothing
+    was found) and ``_parts(found)``, which turns what it found into (kind, rank, arrays,
+    value, start); a value above the claim budget is not claimed."""
 
     role = "lower"
     budget_env: str
@@ -334,14 +335,20 @@ class BudgetedLower(BaseProducer):
     def produce(self, A, eps, *, logits=None):
         A = as_float64(A)
         t0 = time.perf_counter()
-        res = self._search(A, eps_up(eps), self.budget)
-        return None if res is None else self._certificate(
-            res, round(time.perf_counter() - t0, 3))
+        found = self._search(A, eps_up(eps), self.budget)
+        if found is None:
+            return None
+        kind, p, arrays, v, start = self._parts(found)
+        if not v <= CLAIM_BUDGET:
+            return None
+        return Certificate(kind=kind, rank=p, arrays=arrays,
+                           claims={"lower_rank": p, f"{kind}_value": v, "start": start,
+                                   "search_seconds": round(time.perf_counter() - t0, 3)})
 
     def _search(self, A: np.ndarray, eps: float, budget: float) -> tuple | None:
         raise NotImplementedError
 
-    def _certificate(self, found: tuple, seconds: float) -> Certificate | None:
+    def _parts(self, found: tuple) -> tuple[str, int, dict[str, np.ndarray], float, str]:
         raise NotImplementedError
 
 
@@ -353,14 +360,9 @@ class DecoderLP(BudgetedLower):
     default_budget = DEFAULT_BUDGET
 
     def _search(self, A, eps, budget):
-        return search(A, eps, budget)
+        return search(A, eps, budget)  # looked up at call time: tests may replace it
 
-    def _certificate(self, found, seconds):
+    def _parts(self, found):
         p, D, W, v, start = found
-        if not v <= CLAIM_BUDGET:
-            return None
-        return Certificate(kind="decoder", rank=p,
-                           arrays={"D": np.ascontiguousarray(D), "W": np.ascontiguousarray(W),
-                                   "X": np.eye(p)},
-                           claims={"lower_rank": p, "decoder_value": v, "start": start,
-                                   "search_seconds": seconds})
+        return ("decoder", p, {"D": np.ascontiguousarray(D), "W": np.ascontiguousarray(W),
+                               "X": np.eye(p)}, v, start)
