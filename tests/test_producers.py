@@ -329,3 +329,20 @@ def test_produce_parallel_matches_serial(tmp_path, capsys):
     assert main(["producers", str(tmp_path / "st1"), "--reference", "tsvd", "--quiet"]) == 0
     out = capsys.readouterr().out
     assert "tsvd" in out and "1.00x" in out and "cpqr" in out
+
+
+def test_default_producers_leave_out_the_opt_in_ones(tmp_path, capsys, monkeypatch):
+    from softrank.witnesses.producers import OPT_IN, default_producers
+    from softrank.witnesses.producers.decoder_lp import DecoderLP
+
+    assert "decoder_lp" in OPT_IN and "bernstein" in default_producers()
+    assert default_producers() == [n for n in BUILTINS if n not in OPT_IN]
+    calls = []
+    monkeypatch.setattr(DecoderLP, "produce", lambda self, A, eps, *, logits=None:
+                        calls.append(A.shape))
+    src = _npz(tmp_path, logits=np.random.default_rng(3).standard_normal((1, 5, 5)))
+    assert main(["produce", str(tmp_path / "st"), "--npz", src, "--eps", "0.25", "--quiet"]) == 0
+    assert calls == []
+    assert main(["produce", str(tmp_path / "st2"), "--npz", src, "--eps", "0.25", "--quiet",
+                 "--producers", "tsvd", "decoder_lp"]) == 0
+    assert calls == [(5, 5)]

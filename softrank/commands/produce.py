@@ -31,7 +31,7 @@ from softrank.certify.rationals import parse_eps
 from softrank.witnesses import Store, open_store
 from softrank.witnesses.models import softmax64
 from softrank.witnesses.npzsafe import read_npz
-from softrank.witnesses.producers import BUILTINS, get_producer
+from softrank.witnesses.producers import default_producers, get_producer
 from softrank.witnesses.producers._common import one_blas_thread
 from softrank.witnesses.producers.pipeline import OperatorResult, bracket_id, produce_operator
 
@@ -75,7 +75,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="tolerances, exact rationals such as 0.25 or 1/4 (default 0.15 0.25 0.35)")
     p.add_argument("--producers", nargs="+", metavar="NAME",
                    help="producer names: built-in or registered under the entry-point group "
-                        "'softrank.producers' (default: every built-in)")
+                        "'softrank.producers' (default: every built-in except "
+                        "decoder_lp, which never beat bernstein on the heads measured)")
     p.add_argument("--jobs", type=int, default=1, metavar="N", help="worker processes")
     p.add_argument("--family", help="family label for the operators (default: model or file)")
     p.add_argument("--description", default="", help="store description (new stores)")
@@ -248,7 +249,7 @@ def run(args: argparse.Namespace) -> int:
     for e in eps_list:
         if e >= 1:
             raise InputError(f"eps must be < 1 for attention operators, got {e}", field="eps")
-    names = args.producers or list(BUILTINS)
+    names = args.producers or default_producers()
     if len(set(names)) != len(names):
         raise InputError("duplicate producer names", field="producers")
     uppers, lowers = _split_producers(names)
