@@ -220,13 +220,16 @@ def test_closed_pipe_exits_141_quietly(tmp_path):
 
 
 def test_ctrl_c_during_parallel_audit_prints_one_line(tmp_path):
-    build_store(tmp_path / "s", n_ops=6)
+    # 12 operators at 1 s a record: the run cannot finish in the moments between the test
+    # seeing two records and sending Ctrl-C even on a loaded machine (at 6 x 0.3 s it once
+    # did, and a run that ends normally exits 1 with nothing on stderr)
+    build_store(tmp_path / "s", n_ops=12)
     driver = (
         "import sys, time\n"
         "import softrank.audit.journal as J\n"
         "orig = J.Journal.append\n"
         "def slow(*a, **k):\n"  # a slow parent: the workers wait idle on their queue
-        "    time.sleep(0.3)\n"
+        "    time.sleep(1.0)\n"
         "    return orig(*a, **k)\n"
         "J.Journal.append = slow\n"
         "from softrank.cli import main\n"
