@@ -245,3 +245,59 @@ def test_descent_towards_an_unreachable_goal_stops_before_its_step_limit(monkeyp
     # without the pace test only the trust region's collapse stops it, much later
     assert with_rule < len(calls)
     assert F2 <= F * (1 + 1e-9)
+
+
+def _frontier(A):
+    """The rank after the one search reaches without hops, and a descended subspace there."""
+    found = bn.search(A, float(EPS), 20.0)
+    p = (found[0] if found else 0) + 1
+    Vt = np.linalg.svd(A)[2]
+    F, W = bn.descend(A, Vt[:p].T, 0.0, time.monotonic() + 30, steps=20)
+    return p, F, W
+
+
+def test_hop_never_worse_than_its_start_and_deterministic():
+    A = attention(20, 6, 3.0, 4)
+    p, F0, W0 = _frontier(A)
+    goal = 0.5 * F0  # out of reach: the pace rule or the deadline stops the hops
+    a = bn.hop(A, F0, W0, goal, time.monotonic() + 60, seed=7)
+    b = bn.hop(A, F0, W0, goal, time.monotonic() + 60, seed=7)
+    assert a[0] <= F0 and a[1].shape == (20, p)
+    assert a[0] == b[0] and np.array_equal(a[1], b[1])  # seeded, stopped by the pace rule
+    assert bn.row_values(A, bn.normalise(a[1])[0])[0].max() == pytest.approx(a[0], rel=1e-6)
+    t0 = time.monotonic()
+    c = bn.hop(A, F0, W0, 0.0, t0 + 0.2, seed=7)
+    assert time.monotonic() - t0 < 5.0 and c[0] <= F0
+
+
+@pytest.mark.parametrize("seed, climbs", [(1, True), (7, True), (2, False)])
+def test_hops_climb_where_descents_stall(seed, climbs, monkeypatch):
+    # descents cut to two steps stall early; hops (with full descents) never lose a rank
+    # against no hops, climb past the stall on these heads, and every certificate holds
+    A = attention(24, 8, 4.0, seed)
+    real_descend, real_hop = bn.descend, bn.hop
+
+    def short(A_, W0, goal, deadline, *, steps=bn.STEPS, radius=0.2):
+        return real_descend(A_, W0, goal, deadline, steps=min(steps, 2), radius=radius)
+
+    def hop_full(*a, **k):
+        monkeypatch.setattr(bn, "descend", real_descend)
+        try:
+            return real_hop(*a, **k)
+        finally:
+            monkeypatch.setattr(bn, "descend", short)
+
+    monkeypatch.setattr(bn, "descend", short)
+    monkeypatch.setattr(bn, "hop", hop_full)
+    monkeypatch.setattr(bn, "HOP_BUDGETS", 0)
+    without = bn.search(A, float(EPS), 5.0)
+    monkeypatch.setattr(bn, "HOP_BUDGETS", 3)
+    with_hops = bn.search(A, float(EPS), 5.0)
+    assert with_hops is not None
+    assert with_hops[0] >= (without[0] if without else 0)
+    v = exact_value(A, with_hops[1], with_hops[2], with_hops[3], EPS)
+    assert v is not None and v < 1
+    assert (with_hops[0] > without[0]) is climbs
+    if climbs:
+        assert with_hops[5] == "hop"
+
