@@ -53,7 +53,11 @@ pace rule on its descents): baseline -> every producer as built now: median U - 
 total U - L 624 -> 477, closed 2 -> 3, median U/L 1.75 -> 1.40; L up on 58 heads, U down on
 29, no end worse; median U - L by layer 9.5 / 9.5 / 11.5 / 6 / 4 / 3 -> 7 / 8 / 8 / 3 / 2 / 2;
 decoder_lp strictly above every other lower producer on no head.  Seconds: baseline
-producers 219; alt_l1 407, decoder_lp 477, bernstein 930.
+producers 219; alt_l1 407, decoder_lp 477, bernstein 930.  Then bernstein alone again with
+its hop phase (60 s of hops; same heads, every rank validated with chi), against the ends
+above: its rank up on 35 heads, down on none; total U - L 476 -> 430, closed 3 -> 6, median
+U - L 4 -> 4 (by layer 7 / 8 / 8 / 3 / 2 / 2 -> 6.5 / 6.5 / 7 / 2.5 / 2 / 1.5); bernstein
+4145 s.  Replaying the recorded hop times, the default 30 s of hops gives total 438, closed 6.
 """
 
 from __future__ import annotations
