@@ -329,7 +329,10 @@ Found = tuple[int, np.ndarray, np.ndarray, np.ndarray, float, str]
 def search(A: np.ndarray, eps: float, budget: float, *, extra: int = 2,
            steps: int = STEPS) -> Found | None:
     """Returns (p, W, P, J, value, start) of the largest rank reached with value at most
-    1 - 1e-6, or None.  ``budget`` seconds for the key-set path, as much for the descent."""
+    1 - 1e-6, or None.  ``budget`` seconds for each of the key-set path, the key-set
+    descent, the other starts and the growth, HOP_BUDGETS times that for the hops; ``start``
+    names the phase that reached the rank ("keyset", "descent", "descent_l1fit",
+    "descent_svd", "augment" or "hop")."""
     A = as_float64(A)
     m, N = A.shape
     path = keyset_path(A, eps, singletons=False, extra=extra,
