@@ -136,7 +136,9 @@ def test_same_seed_same_intervals_other_seed_moves_them(audits):
                             figures=[], run={}, bootstrap=(seed, 400))["intervals"]
 
     assert rebuild(7) == rep["intervals"]
-    assert rebuild(8) != rep["intervals"]
+    # six operators a group give few distinct resampled values, so one other seed may land
+    # on the same percentiles by chance; among five other seeds some must move them
+    assert any(rebuild(seed) != rep["intervals"] for seed in (8, 9, 10, 11, 12))
 
 
 def test_per_layer_table_counts_the_layer(audits):
