@@ -139,3 +139,22 @@ def test_alt_l1_restarts_reach_a_rank_the_svd_start_misses():
             lowered += 1
             assert w1.claims["restarts_used"] >= 1
     assert lowered >= 1
+
+
+def test_patient_alt_l1_honours_its_deadline_and_never_ends_above_its_start():
+    import time
+
+    from softrank.witnesses.producers.altl1 import alt_l1
+
+    A = attention(40, 8, 3.0, 11)
+    Us, s, Vt = np.linalg.svd(A, full_matrices=False)
+    k = 3
+    U0, V0 = Us[:, :k] * s[:k], Vt[:k]
+    start_err = float(np.abs(A - U0 @ V0).sum(axis=1).max())
+    t0 = time.monotonic()
+    # a target no rank-3 factorization meets, so only the deadline can stop the run
+    U, V, e = alt_l1(A, k, 1e-9, U0, V0, iters=10**7, deadline=t0 + 0.5, patient=True)
+    assert time.monotonic() - t0 < 5.0
+    assert U.shape == (40, k) and V.shape == (k, 40)
+    assert e <= start_err
+    assert e == pytest.approx(float(np.abs(A - U @ V).sum(axis=1).max()), rel=1e-12)

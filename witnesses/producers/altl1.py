@@ -25,7 +25,12 @@ from . import BaseProducer, Witness
 from ._common import as_float64, least_rank, row_l1, target
 
 DESCENT_ENV = "SOFTRANK_ALT_L1_DESCENT"
-DEFAULT_DESCENT = 6.0
+DEFAULT_DESCENT = 30.0
+# IRLS steps of the SVD start's runs, in turn: the floor anneals over the run's steps, and a
+# short schedule gets below eps sooner where there is slack (rank 72 in 6 s on a 128 x 128
+# head where 5,000 steps reached 75 in 30 s), a long one ends lower where there is none
+# (5,000 steps reach eps at rank 4 on a head where 2,000 stop 0.3% above it)
+DESCENT_ITERS = (2000, 5000)
 RESTARTS = 12  # seeded restarts per rank of the descent (a budget-independent stop)
 RESTART_ITERS = 600  # IRLS steps per restart
 SEED = 20261201
@@ -53,7 +58,9 @@ def alt_l1(A: np.ndarray, k: int, t: float, U0: np.ndarray, V0: np.ndarray, *,
     """Returns (U, V, err): the best rank-k iterate found and its float64 max-row-l1 error.
 
     Stops as soon as err <= t, at ``deadline`` (time.monotonic()), after ``iters`` steps,
-    and (unless ``patient``) when progress stalls or the error is far above t.
+    and (unless ``patient``) when progress stalls or the error is far above t.  The majorizer
+    floor falls 100x over ``iters`` steps (by step, not by time, so the schedule does not
+    depend on the machine's speed).
     """
     m, N = A.shape
     k = U0.shape[1]
@@ -107,11 +114,13 @@ class AlternatingL1(BaseProducer):
     name = "alt_l1"
     role = "upper"
 
-    def __init__(self, iters: int = 300, budget: float = 10.0, descent_iters: int = 2000,
+    def __init__(self, iters: int = 300, budget: float = 10.0,
+                 descent_iters: int | tuple[int, ...] = DESCENT_ITERS,
                  descent_budget: float | None = None, restarts: int = RESTARTS):
         self.iters = iters
         self.budget = budget  # seconds per call; past it, untried ranks count as failures
-        self.descent_iters = descent_iters
+        self.descent_iters = (descent_iters,) if isinstance(descent_iters, int) \
+            else tuple(descent_iters)
         self.restarts = restarts
         self.descent_budget = _descent_default() if descent_budget is None \
             else float(descent_budget)
@@ -157,14 +166,18 @@ class AlternatingL1(BaseProducer):
         restarts_used = 0
         while k > 1 and time.monotonic() < descent_end:
             found = None
-            for r, (U0, V0) in enumerate(_starts(A, k - 1, Us, s, Vt, self.restarts)):
+            starts = _starts(A, k - 1, Us, s, Vt, self.restarts)
+            svd = next(starts)
+            runs = [(n, svd) for n in self.descent_iters]
+            runs += [(RESTART_ITERS, st) for st in starts]
+            for r, (n, (U0, V0)) in enumerate(runs):
                 if time.monotonic() > descent_end:
                     break
-                U2, V2, e2 = alt_l1(A, k - 1, t, U0, V0,
-                                    iters=self.descent_iters if r == 0 else RESTART_ITERS,
-                                    deadline=descent_end, patient=True)
+                U2, V2, e2 = alt_l1(A, k - 1, t, U0, V0, iters=n, deadline=descent_end,
+                                    patient=True)
                 if e2 <= t:
-                    found, restarts_used = (U2, V2, e2), restarts_used + r
+                    used = max(0, r - len(self.descent_iters) + 1)
+                    found, restarts_used = (U2, V2, e2), restarts_used + used
                     break
             if found is None:
                 break
