@@ -58,6 +58,11 @@ its hop phase (60 s of hops; same heads, every rank validated with chi), against
 above: its rank up on 35 heads, down on none; total U - L 476 -> 430, closed 3 -> 6, median
 U - L 4 -> 4 (by layer 7 / 8 / 8 / 3 / 2 / 2 -> 6.5 / 6.5 / 7 / 2.5 / 2 / 1.5); bernstein
 4145 s.  Replaying the recorded hop times, the default 30 s of hops gives total 438, closed 6.
+Then alt_l1 alone again with the two-schedule descent (2,000 then 5,000 IRLS steps from the
+SVD start, 30 s; same heads, every rank validated with chi): its rank down on 12 heads (19
+ranks in all), up on none; with bernstein's 30 s of hops (replayed) total U - L 438 -> 419,
+closed 6 -> 8, median U - L 4 -> 3.5; with 60 s of hops 411, 8, 3.5; adding 200 s hop runs on
+the ten heads nearest to a next rank (L up on five of them), 406, 8, 3.0.  alt_l1 1,162 s.
 """
 
 from __future__ import annotations
