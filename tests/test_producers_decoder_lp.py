@@ -158,3 +158,26 @@ def test_patient_alt_l1_honours_its_deadline_and_never_ends_above_its_start():
     assert U.shape == (40, k) and V.shape == (k, 40)
     assert e <= start_err
     assert e == pytest.approx(float(np.abs(A - U @ V).sum(axis=1).max()), rel=1e-12)
+
+
+def test_alt_l1_descent_runs_the_svd_start_on_each_schedule_before_the_restarts(monkeypatch):
+    from softrank.witnesses.producers import altl1
+
+    calls: list[tuple[int, int, bool]] = []
+    real = altl1.alt_l1
+
+    def spy(A, k, t, U0, V0, *, iters=300, deadline=None, patient=False):
+        calls.append((k, iters, patient))
+        return real(A, k, t, U0, V0, iters=iters, deadline=deadline, patient=patient)
+
+    monkeypatch.setattr(altl1, "alt_l1", spy)
+    A = attention(24, 8, 2.5, 4)
+    w = AlternatingL1(descent_budget=60, descent_iters=(50, 80), restarts=2).produce(A, EPS)
+    assert w is not None and check_upper(A, w.U, w.V, EPS, rank=w.rank).holds
+    patient = [c for c in calls if c[2]]
+    assert patient, "the descent never ran"
+    # the last rank tried failed on every start: both schedules from the SVD start, then the
+    # restarts, in that order
+    last = [c[1] for c in patient if c[0] == patient[-1][0]]
+    assert last == [50, 80, altl1.RESTART_ITERS, altl1.RESTART_ITERS]
+    assert patient[-1][0] == w.rank - 1
