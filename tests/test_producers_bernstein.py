@@ -301,3 +301,31 @@ def test_hops_climb_where_descents_stall(seed, climbs, monkeypatch):
     if climbs:
         assert with_hops[5] == "hop"
 
+
+
+@pytest.mark.parametrize("near", [True, False])
+def test_hops_go_on_past_the_deadline_only_near_the_goal(near, monkeypatch):
+    # a fake descent that gains 0.1% a call: past the deadline, hopping continues (until the
+    # grace deadline) only while the value is within HOP_NEAR of the goal
+    A = attention(12, 4, 2.0, 3)
+    W0 = np.linalg.svd(A)[2][:3].T
+    goal = 1.0
+    state = {"F": bn.HOP_NEAR * goal * (0.995 if near else 1.2)}
+    F0 = state["F"]
+    calls = []
+
+    def creep(A_, W, goal, deadline, *, steps=bn.STEPS, radius=0.2):
+        calls.append(deadline)
+        state["F"] *= 0.999
+        return state["F"], W
+
+    monkeypatch.setattr(bn, "descend", creep)
+    monkeypatch.setattr(bn, "hopeless", lambda seen, goal, **k: False)
+    now = time.monotonic()
+    F, _ = bn.hop(A, F0, W0, goal, now - 1.0, seed=1, grace=now + 0.3)
+    if near:
+        assert calls and all(d == pytest.approx(now + 0.3) for d in calls)
+        assert F < bn.HOP_NEAR * goal
+    else:
+        assert not calls
+    assert time.monotonic() - now < 5.0
