@@ -302,7 +302,6 @@ def test_hops_climb_where_descents_stall(seed, climbs, monkeypatch):
         assert with_hops[5] == "hop"
 
 
-
 @pytest.mark.parametrize("near", [True, False])
 def test_hops_go_on_past_the_deadline_only_near_the_goal(near, monkeypatch):
     # a fake descent that gains 0.1% a call: past the deadline, hopping continues (until the
