@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterator
+from itertools import chain
 
 import numpy as np
 
@@ -168,8 +169,9 @@ class AlternatingL1(BaseProducer):
             found = None
             starts = _starts(A, k - 1, Us, s, Vt, self.restarts)
             svd = next(starts)
-            runs = [(n, svd) for n in self.descent_iters]
-            runs += [(RESTART_ITERS, st) for st in starts]
+            # the restarts stay lazy: each costs a least-squares fit, wasted once a run succeeds
+            runs = chain(((n, svd) for n in self.descent_iters),
+                         ((RESTART_ITERS, st) for st in starts))
             for r, (n, (U0, V0)) in enumerate(runs):
                 if time.monotonic() > descent_end:
                     break

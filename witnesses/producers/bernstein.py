@@ -336,9 +336,8 @@ def search(A: np.ndarray, eps: float, budget: float, *, extra: int = 2,
     """Returns (p, W, P, J, value, start) of the largest rank reached with value at most
     1 - 1e-6, or None.  ``budget`` seconds for each of the key-set path, the key-set
     descent, the other starts and the growth, HOP_BUDGETS times that for the hops (HOP_GRACE
-    times while within HOP_NEAR of the goal); ``start``
-    names the phase that reached the rank ("keyset", "descent", "descent_l1fit",
-    "descent_svd", "augment" or "hop")."""
+    times while within HOP_NEAR of the goal); ``start`` names the phase that reached the rank
+    ("keyset", "descent", "descent_l1fit", "descent_svd", "augment" or "hop")."""
     A = as_float64(A)
     m, N = A.shape
     path = keyset_path(A, eps, singletons=False, extra=extra,
@@ -431,16 +430,17 @@ def hop(A: np.ndarray, F0: float, W0: np.ndarray, goal: float, deadline: float, 
     F, W = F0, W0
     seen = [F]
     while F > goal and np.isfinite(F):
-        end = grace if grace is not None and F <= HOP_NEAR * goal else deadline
-        if time.monotonic() >= max(end, deadline) or hopeless(seen, goal, patience=HOP_PATIENCE):
+        near = grace is not None and F <= HOP_NEAR * goal
+        end = max(grace, deadline) if near else deadline
+        if time.monotonic() >= end or hopeless(seen, goal, patience=HOP_PATIENCE):
             break
         try:
             Wn, _ = normalise(W)
         except (np.linalg.LinAlgError, ValueError):
             break
         scale = float(rng.choice(HOP_SCALES)) * float(np.abs(Wn).max())
-        F2, W2 = descend(A, Wn + scale * rng.standard_normal(Wn.shape), goal,
-                         max(end, deadline), steps=steps)
+        F2, W2 = descend(A, Wn + scale * rng.standard_normal(Wn.shape), goal, end,
+                         steps=steps)
         if F2 < F:
             F, W = F2, W2
         seen.append(F)
