@@ -14,6 +14,8 @@ rigorous replay (which charges every rounding) confirms it.
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 import numpy as np
 
 from . import BaseProducer, Certificate
@@ -102,6 +104,13 @@ class PinvDecoder(BaseProducer):
         return best
 
 
+def _keysets(A: np.ndarray, eps: Fraction | float, *, singletons: bool
+             ) -> tuple[list[int], list[np.ndarray], np.ndarray, float] | None:
+    """``keyset_search`` at eps rounded up, claiming only values within DECODER_BUDGET."""
+    return keyset_search(as_float64(A), eps_up(eps), singletons=singletons,
+                         budget=DECODER_BUDGET)
+
+
 class SubmatrixSearch(BaseProducer):
     """Submatrix A[rows, cols] with eps ||inv||_inf < 1: the key-set search with singletons."""
 
@@ -109,9 +118,7 @@ class SubmatrixSearch(BaseProducer):
     role = "lower"
 
     def produce(self, A, eps, *, logits=None):
-        A = as_float64(A)
-        e = eps_up(eps)
-        res = keyset_search(A, e, singletons=True, budget=DECODER_BUDGET)
+        res = _keysets(A, eps, singletons=True)
         if res is None:
             return None
         rows, sets, X, v = res
@@ -129,13 +136,11 @@ class KeySetDecoder(BaseProducer):
     role = "lower"
 
     def produce(self, A, eps, *, logits=None):
-        A = as_float64(A)
-        e = eps_up(eps)
-        res = keyset_search(A, e, singletons=False, budget=DECODER_BUDGET)
+        res = _keysets(A, eps, singletons=False)
         if res is None:
             return None
         rows, sets, X, v = res
-        m, N = A.shape
+        m, N = np.shape(A)
         p = len(rows)
         D = np.zeros((p, m))
         D[np.arange(p), rows] = 1.0
