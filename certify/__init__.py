@@ -9,8 +9,8 @@ Public API:
 
 * :func:`check_upper` ``(A, U, V, eps)`` - upper witness B = U V: ||A - B||_row1 <= eps;
 * :func:`check_lower` ``(A, certificate, eps)`` - lower certificate (``nonzero``,
-  ``frobenius_tail``, ``decoder``, ``submatrix``, ``bernstein``): every B within eps has
-  rank >= L;
+  ``frobenius_tail``, ``decoder``, ``submatrix``, ``bernstein``, ``rowset``): every B within
+  eps has rank >= L;
 * :func:`check_bracket` ``(A, upper, lower, eps)`` - both ends, validated bracket
   :class:`BracketCheck` with outcomes and verdicts at rank budgets;
 * :func:`operator_slack` ``(record)`` - :class:`Slack` chi between the stored A and the

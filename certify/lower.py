@@ -1,7 +1,7 @@
 """Lower certificates: proofs that every B with ||A - B||_row1 <= eps + chi has rank >= L.
 
 Kinds (statements and proofs in proofs_notes/lower_nonzero.md, lower_frobenius.md,
-lower_decoder.md, bernstein.md):
+lower_decoder.md, bernstein.md, rowset.md):
 
 * ``nonzero`` (L = 1): ||A||_row1 > eps + chi, so B = 0 is not close enough.
 * ``frobenius_tail`` (L): sum_{i >= L} sigma_i(A)^2 > m (eps + chi)^2 (Eckart-Young with
@@ -11,6 +11,8 @@ lower_decoder.md, bernstein.md):
 * ``submatrix`` (p; rows, cols, X): the decoder argument with D, W row/column selections.
 * ``bernstein`` (p; W N x p with W[J, :] = I, P N x m, J): ||P A W - W||_inf + ||P||_inf
   (eps + chi) < 1 (``certify/bernstein.py``).
+* ``rowset`` (p <= 12; I p rows, Z 2^(p-1) x N in [-1, 1]): every sign pattern sigma has a
+  z_s with sigma_i (A[I] z_s)_i > eps + chi (``certify/rowset.py``).
 
 "fails" means the certificate's own inequality is proved false, not that r_eps < L.
 """
@@ -23,7 +25,7 @@ from fractions import Fraction
 import numpy as np
 from flint import arb_mat, fmpz_mat
 
-from . import arbutil, bernstein, dyadic, tiers
+from . import arbutil, bernstein, dyadic, rowset, tiers
 from .arrays import as_index_vector, as_matrix
 from .ballmat import (
     Ball,
@@ -46,6 +48,7 @@ KINDS: dict[str, tuple[str, ...]] = {
     "decoder": ("D", "W", "X"),
     "submatrix": ("rows", "cols", "X"),
     "bernstein": bernstein.ARRAYS,
+    "rowset": rowset.ARRAYS,
 }
 DECODER_ARB_PRECISIONS = (128, 256)
 SVD_AUTO_TIERS = ("float64", "arb")
@@ -65,7 +68,8 @@ def check_lower(A: object, certificate: Mapping, eps: object, *, tier: str = "au
     * decoder / submatrix: ||I - X M||_inf + ||X D||_inf ||W||_inf (eps + chi), claim
       value < 1 (``detail["sense"]`` is ``"<"``, so ``margin`` = 1 - value; a margin of
       exactly 0 is not a proof);
-    * bernstein: ||P A W - W||_inf + ||P||_inf (eps + chi), claim value < 1 (as decoder).
+    * bernstein: ||P A W - W||_inf + ||P||_inf (eps + chi), claim value < 1 (as decoder);
+    * rowset: min_(s,i) sigma_i(s) (A[I] z_s)_i, claim value > eps + chi.
 
     ``tier="auto"`` escalates float64 -> arb -> exact (frobenius_tail: float64 -> arb; the
     ``"exact"`` tier, when forced, uses exact dyadic residuals of the same float SVD).
@@ -100,6 +104,9 @@ def check_lower(A: object, certificate: Mapping, eps: object, *, tier: str = "au
     if kind == "bernstein":
         W, P, _ = bernstein.parse_arrays(arrays, rank, m, N, source=source)
         return bernstein.check_bernstein(A, W, P, t, eps=eps_q, chi=chi_q, tier=tier)
+    if kind == "rowset":
+        I, Z = rowset.parse_arrays(arrays, rank, m, N, source=source)
+        return rowset.check_rowset(A, I, Z, t, eps=eps_q, chi=chi_q, tier=tier)
     rows = as_index_vector(arrays["rows"], "lower.rows", m, source=source)
     cols = as_index_vector(arrays["cols"], "lower.cols", N, source=source)
     if len(rows) != rank:

@@ -28,6 +28,7 @@ MAX_MEMBER = 1 << 30  # refuse members above 1 GiB before reading them
 DTYPES = {"<f8": ("d", 8), "<f4": ("f", 4), "<i8": ("q", 8)}
 P = 192  # fixed-point bits of the exp bounds used for the slack chi
 FLINT = None  # the python-flint module when --flint is given
+ROWSET_MAX_RANK = 12  # a rowset certificate holds 2^(rank-1) sign vectors
 
 
 class BundleError(Exception):
@@ -225,6 +226,16 @@ def check_bernstein(A: tuple, W: tuple, P: tuple, t: Fraction) -> tuple[str, Fra
     """||P A W - W||_inf + ||P||_inf t < 1, exactly (the caller has checked W[J, :] = I)."""
     value = max_row_abs(dsub(dmul(P, dmul(A, W)), W)) + max_row_abs(P) * t
     return ("holds" if value < 1 else "fails"), value
+
+
+def check_rowset(A: tuple, I: list[int], Z: tuple, t: Fraction) -> tuple[str, Fraction]:
+    """min over s, i of sigma_i(s) (A[I] z_s)_i > t, exactly; sigma_0(s) = +1 and
+    sigma_i(s) = -1 exactly when bit i - 1 of s is set (the caller has checked |Z| <= 1)."""
+    Y = dmul(Z, (transpose([A[0][i] for i in I]), A[1]))
+    best = min((-v if i and (s >> (i - 1)) & 1 else v)
+               for s, row in enumerate(Y[0]) for i, v in enumerate(row))
+    value = scale(best, Y[1])
+    return ("holds" if value > t else "fails"), value
 
 
 def gram(A: tuple, side: str) -> tuple:
@@ -450,6 +461,17 @@ def replay_end(end: object, ops: dict, blobs: dict, f: str) -> dict:
         if any(Wf[j][k] != (1 if i == k else 0) for i, j in enumerate(J) for k in range(rank)):
             raise BundleError(f"{f}.W: the rows W[J, :] are not exactly the identity")
         value = check_bernstein(A, dyadic(Wf), get("P", (N, m)), eps + chi)
+    elif kind == "rowset":
+        if not 1 <= rank <= min(ROWSET_MAX_RANK, m):
+            raise BundleError(f"{f}.rank: a rowset certificate has rank 1 .. "
+                              f"{min(ROWSET_MAX_RANK, m)}, got {rank}")
+        I = array(cert.get("I"), blobs, f"{f}.I", (rank,))
+        if len(set(I)) != rank or not all(isinstance(i, int) and 0 <= i < m for i in I):
+            raise BundleError(f"{f}.I: need {rank} distinct indices < {m}")
+        Zf = array(cert.get("Z"), blobs, f"{f}.Z", (1 << (rank - 1), N))
+        if any(abs(x) > 1 for r in Zf for x in r):
+            raise BundleError(f"{f}.Z: an entry lies outside [-1, 1]")
+        value = check_rowset(A, I, dyadic(Zf), eps + chi)
     elif kind == "frobenius_tail" and rank >= 1:
         side = "AtA" if N <= m else "AAt"
         if cert and cert.get("side") != side:

@@ -27,6 +27,7 @@ import numpy as np
 
 from softrank.certify.errors import InputError
 from softrank.certify.rationals import parse_eps, to_rational
+from softrank.certify.rowset import MAX_RANK as ROWSET_MAX_RANK
 
 from . import jsonexact
 from .atomic import write_atomic, write_text_atomic
@@ -43,6 +44,7 @@ LOWER_ARRAYS: dict[str, tuple[str, ...]] = {
     "decoder": ("D", "W", "X"),
     "submatrix": ("rows", "cols", "X"),
     "bernstein": ("W", "P", "J"),
+    "rowset": ("I", "Z"),
 }
 UPPER_ARRAYS: dict[str, tuple[str, ...]] = {"factors": ("U", "V")}
 OPERATOR_SOURCES = ("logits", "block")  # optional operator-of-record data beside A
@@ -257,7 +259,9 @@ class BracketRecord:
                 continue
             r = end.rank
             dims = {"U": (m, r), "V": (r, n), "D": (r, m), "W": (n, r), "X": (r, r),
-                    "rows": (r,), "cols": (r,), "P": (n, m), "J": (r,)}
+                    "rows": (r,), "cols": (r,), "P": (n, m), "J": (r,), "I": (r,)}
+            if end.kind == "rowset":  # rank within 1 .. ROWSET_MAX_RANK (_parse_end)
+                dims["Z"] = (1 << (r - 1), n)
             for name in table[end.kind]:
                 shape = dims.get(name)
                 out[f"{prefix}.{name}"] = None if shape is None or None in shape else shape
@@ -333,7 +337,12 @@ def _parse_end(val: Any, fld: str, src: str, table: Mapping[str, tuple[str, ...]
     if not isinstance(kind, str) or kind not in table:
         raise InputError(f"unknown kind {kind!r}; known: {sorted(table)}",
                          field=f"{fld}.kind", source=src)
-    return EndRecord(kind=kind, rank=_rank(val.get("rank"), f"{fld}.rank", src))
+    rank = _rank(val.get("rank"), f"{fld}.rank", src)
+    if kind == "rowset" and not 1 <= rank <= ROWSET_MAX_RANK:
+        # checked here, before 2^(rank-1) enters an expected array shape
+        raise InputError(f"a rowset certificate has rank 1 .. {ROWSET_MAX_RANK}, got {rank}",
+                         field=f"{fld}.rank", source=src)
+    return EndRecord(kind=kind, rank=rank)
 
 
 def _parse_bracket(rec: Any, src: str, line: int, root: Path) -> BracketRecord:
@@ -635,6 +644,9 @@ class Store:
             if kind not in table:
                 raise InputError(f"unknown kind {kind!r}", field=f"{prefix}.kind")
             ends[prefix] = {"kind": kind, "rank": _rank(end.get("rank"), f"{prefix}.rank", "")}
+            if kind == "rowset" and not 1 <= ends[prefix]["rank"] <= ROWSET_MAX_RANK:
+                raise InputError(f"a rowset certificate has rank 1 .. {ROWSET_MAX_RANK}",
+                                 field=f"{prefix}.rank")
             for name in table[kind]:
                 if name not in end:
                     raise InputError("array missing", field=f"{prefix}.{name}")

@@ -34,7 +34,8 @@ ABOUT = ("Replay bundle of softrank-certify: every end of every bracket with the
          "little-endian (dtype and shape in bundle.json); every member's sha256 is listed "
          "here. Replay with: python replay/replay.py BUNDLE")
 LOWER_NAMES = {"nonzero": (), "frobenius_tail": (), "decoder": ("D", "W", "X"),
-               "submatrix": ("rows", "cols", "X"), "bernstein": ("W", "P", "J")}
+               "submatrix": ("rows", "cols", "X"), "bernstein": ("W", "P", "J"),
+               "rowset": ("I", "Z")}
 
 
 class _Members:

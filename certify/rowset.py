@@ -1,0 +1,163 @@
+"""Lower certificate ``rowset``: p rows of A whose images of the unit cube reach every orthant.
+
+Certificate (rank p): I (p distinct row indices of A) and Z (2^(p-1) x N, every entry in
+[-1, 1]); row s of Z belongs to the sign pattern sigma(s) (:func:`sign_patterns`).  With
+t = eps + chi,
+
+    value := min over s and i of sigma_i(s) (A[I] z_s)_i  >  t
+
+proves that every B with ||A - B||_row1 <= t has rank >= p (proofs_notes/rowset.md): if
+rank B < p, some y != 0 has y^T B[I] = 0, so ||A[I]^T y||_1 = ||(A - B)[I]^T y||_1 <= t ||y||_1,
+while z_s for the orthant of y gives ||A[I]^T y||_1 >= y . A[I] z_s > t ||y||_1.  For fixed
+rows the best Z makes the test exact (LP duality), so the kind decides r_t(A[I]) >= p.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from fractions import Fraction
+
+import numpy as np
+
+from . import arbutil, dyadic
+from .arrays import as_index_vector, as_matrix
+from .ballmat import Ball, ball_matmul
+from .errors import InputError
+from .result import Check, Enclosure
+from .rounding import down, up
+
+ARRAYS = ("I", "Z")
+#: Largest rank accepted: Z holds 2^(p-1) rows, so the kind is for small ranks only.
+MAX_RANK = 12
+ARB_PRECISIONS = (128, 256)
+
+
+def sign_patterns(p: int) -> np.ndarray:
+    """Returns the 2^(p-1) x p matrix of sign patterns: row s has sigma_0 = +1 and
+    sigma_i = -1 exactly when bit i - 1 of s is set (1 <= i < p).  One of each pair
+    +-sigma: z_s serves -sigma(s) as -z_s."""
+    s = np.arange(1 << (p - 1), dtype=np.int64)[:, None]
+    bits = (s >> np.arange(p - 1, dtype=np.int64)[None, :]) & 1
+    return np.hstack([np.ones((len(s), 1)), 1.0 - 2.0 * bits])
+
+
+def parse_arrays(arrays: Mapping[str, object], rank: int, m: int, N: int, *,
+                 source: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Returns (I, Z) as an int64 vector of p distinct rows and a float64 2^(p-1) x N matrix.
+
+    Raises InputError naming ``lower.rank`` (p > MAX_RANK or p > m), ``lower.I`` (not p
+    distinct indices in [0, m)) or ``lower.Z`` (other shape, NaN/Inf, an entry outside
+    [-1, 1]).  The rank is checked before Z's expected shape is formed.
+    """
+    if rank > MAX_RANK:
+        raise InputError(f"rank {rank} exceeds {MAX_RANK}: a rowset certificate holds 2^(p-1) "
+                         "sign vectors and is meant for small ranks", field="lower.rank",
+                         source=source)
+    if rank > m:
+        raise InputError(f"rank {rank} exceeds the {m} rows of A", field="lower.rank",
+                         source=source)
+    I = as_index_vector(arrays["I"], "lower.I", m, source=source)
+    if len(I) != rank:
+        raise InputError(f"has {len(I)} indices but rank is {rank}", field="lower.I",
+                         source=source)
+    Z = as_matrix(arrays["Z"], "lower.Z", source=source, shape=(1 << (rank - 1), N))
+    if not np.all(np.abs(Z) <= 1.0):  # exact comparison of stored floats
+        raise InputError("every entry must lie in [-1, 1]", field="lower.Z", source=source)
+    return I, Z
+
+
+def check_rowset(A: np.ndarray, I: np.ndarray, Z: np.ndarray, t: Fraction, *,
+                 eps: Fraction, chi: Fraction, tier: str = "auto") -> Check:
+    """Decides min_{s,i} sigma_i(s) (A[I] z_s)_i > t for exact stored A, I, Z (validated by
+    :func:`parse_arrays`; ``t`` = eps + chi).
+
+    Returns a :class:`Check` of kind ``"rowset"`` with ``threshold`` t and
+    ``detail["sense"]`` ``">"`` (``margin`` = value - t; a margin of exactly 0 is not a
+    proof).  ``value`` is an interval containing the exact minimum.  ``status`` is
+    ``"holds"`` when value > t is proved (then every B with ||A - B||_row1 <= t has rank
+    >= p), ``"fails"`` when value <= t is proved, else ``"undecided"``.  ``tier="auto"`` runs
+    float64 (a-priori rounding bounds), arb at 128 and 256 bits, then exact dyadic integers,
+    stopping at the first tier that decides; the exact tier always decides.
+    """
+    p = len(I)
+    S = sign_patterns(p)
+    AI = np.ascontiguousarray(A[I])
+    steps: list[tuple[str, int | None]] = []
+    if tier in ("auto", "float64"):
+        steps.append(("float64", None))
+    if tier in ("auto", "arb"):
+        steps += [("arb", prec) for prec in ARB_PRECISIONS]
+    if tier in ("auto", "exact"):
+        steps.append(("exact", None))
+    value: Enclosure | None = None
+    run: list[str] = []
+    status, prec_used = "undecided", None
+    for tr, prec in steps:
+        if not run or run[-1] != tr:
+            run.append(tr)
+        prec_used = prec
+        if tr == "float64":
+            enc = _float_min(AI, Z, S)
+        elif tr == "arb":
+            enc = _arb_min(AI, Z, S, prec)  # type: ignore[arg-type]
+        else:
+            enc = _exact_min(AI, Z, S)
+        if enc is None:  # a non-finite intermediate: no information from this tier
+            continue
+        # every tier's interval contains the exact minimum, so the intersection does too
+        value = enc if value is None else Enclosure(max(enc.lo, value.lo),
+                                                    min(enc.hi, value.hi))
+        if value.lo > t:
+            status = "holds"
+            break
+        if value.hi <= t:
+            status = "fails"
+            break
+    return Check(status=status, kind="rowset", rank=p, eps=eps,  # type: ignore[arg-type]
+                 threshold=t, value=value, tier=run[-1] if run else "float64",
+                 claim=f"min_(s,i) sigma_i(s) (A[I] z_s)_i > {t}", chi=chi,
+                 precision=prec_used if run and run[-1] == "arb" else None,
+                 tiers_run=tuple(run), detail={"sense": ">"})
+
+
+def _float_min(AI: np.ndarray, Z: np.ndarray, S: np.ndarray) -> Enclosure | None:
+    """Mid-radius enclosure of Z A[I]^T (ballmat, a-priori rounding bounds); multiplying by
+    sigma = +-1 is exact, so the signed entries lie in [sigma mid - rad, sigma mid + rad]."""
+    with np.errstate(all="ignore"):
+        Y = ball_matmul(Ball.exact(Z), Ball.exact(AI.T))
+        signed = S * Y.mid
+        lo = float(np.min(down(signed - Y.rad)))
+        hi = float(np.min(up(signed + Y.rad)))
+    if not (np.isfinite(lo) and np.isfinite(hi)):
+        return None
+    return Enclosure(Fraction(lo), Fraction(hi))
+
+
+def _arb_min(AI: np.ndarray, Z: np.ndarray, S: np.ndarray, prec: int) -> Enclosure | None:
+    with arbutil.precision(prec):
+        Y = arbutil.matrix(Z) * arbutil.matrix(np.ascontiguousarray(AI.T))
+        lo = hi = None
+        for s in range(Y.nrows()):
+            for i in range(Y.ncols()):
+                try:
+                    a, b = arbutil.endpoints(Y[s, i])
+                except ValueError:
+                    return None
+                if S[s, i] < 0:
+                    a, b = -b, -a
+                lo = a if lo is None else min(lo, a)
+                hi = b if hi is None else min(hi, b)
+    if lo is None or hi is None:
+        return None
+    return Enclosure(lo, hi)
+
+
+def _exact_min(AI: np.ndarray, Z: np.ndarray, S: np.ndarray) -> Enclosure:
+    MZ, ez = dyadic.to_int_matrix(Z)
+    MA, ea = dyadic.to_int_matrix(np.ascontiguousarray(AI.T))
+    Y = MZ * MA
+    cols = Y.ncols()
+    ent = [int(v) for v in Y.entries()]
+    best = min(int(S[k // cols, k % cols]) * v for k, v in enumerate(ent))
+    q = Fraction(best) * dyadic.pow2(ez + ea)
+    return Enclosure(q, q)
