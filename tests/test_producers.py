@@ -27,7 +27,7 @@ from softrank.witnesses.producers.pipeline import eps_tag
 
 UPPERS = ["tsvd", "rw_svd", "alt_l1", "cpqr", "rpqr", "rep_rows"]
 LOWERS = ["nonzero", "frobenius_tail", "pinv_decoder", "submatrix", "keyset", "decoder_lp",
-          "bernstein"]
+          "bernstein", "rowset"]
 
 
 def attention(m: int, N: int, d: int, beta: float, seed: int) -> tuple[np.ndarray, np.ndarray]:

@@ -49,6 +49,7 @@ BUILTINS: dict[str, str] = {
     "keyset": "softrank.witnesses.producers.lower:KeySetDecoder",
     "decoder_lp": "softrank.witnesses.producers.decoder_lp:DecoderLP",
     "bernstein": "softrank.witnesses.producers.bernstein:Bernstein",
+    "rowset": "softrank.witnesses.producers.rowset:RowSet",
 }
 
 # Built-ins that ``produce`` runs only when named.  decoder_lp: on 144 MiniLM heads (two texts,

@@ -1,0 +1,111 @@
+"""rowset (row sets I with one sign vector per orthant): every certificate it emits is rechecked
+here in exact rational arithmetic; the rank it claims is the exact LP optimum's verdict for its
+rows, never above an independent upper end; it is deterministic and honours its budget."""
+
+from __future__ import annotations
+
+import time
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from softrank.certify import check_lower, check_upper
+from softrank.witnesses.models import softmax64
+from softrank.witnesses.producers import get_producer
+from softrank.witnesses.producers import rowset as rs
+
+EPS = Fraction(1, 4)
+
+
+def attention(n: int, d: int, beta: float, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    S = beta * rng.standard_normal((n, d)) @ rng.standard_normal((d, n)) / np.sqrt(d)
+    return softmax64(S)
+
+
+def exact_value(A: np.ndarray, I: np.ndarray, Z: np.ndarray) -> Fraction:
+    """min over patterns s and rows i of sigma_i(s) (A[I] z_s)_i in exact rationals, with the
+    sign patterns written out here independently of the producer and the kernel."""
+    p = len(I)
+    best = None
+    for s in range(1 << (p - 1)):
+        sigma = [1] + [-1 if (s >> (i - 1)) & 1 else 1 for i in range(1, p)]
+        for i, row in enumerate(I):
+            v = sigma[i] * sum(Fraction(float(a)) * Fraction(float(z))
+                               for a, z in zip(A[row], Z[s], strict=True))
+            best = v if best is None else min(best, v)
+    return best
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_certificate_holds_exactly(seed):
+    A = attention(12, 4, 3.0, seed)
+    c = rs.RowSet(budget=20.0).produce(A, EPS)
+    assert c is not None and c.kind == "rowset"
+    I, Z = c.arrays["I"], c.arrays["Z"]
+    assert I.dtype == np.int64 and len(set(I.tolist())) == c.rank == len(I)
+    assert Z.shape == (1 << (c.rank - 1), A.shape[1]) and np.all(np.abs(Z) <= 1.0)
+    v = exact_value(A, I, Z)
+    assert v > EPS
+    assert abs(float(EPS / v) - c.claims["rowset_value"]) < 1e-9
+    assert check_lower(A, {"kind": "rowset", "rank": c.rank, "I": I, "Z": Z}, EPS,
+                       tier="exact").status == "holds"
+
+
+@pytest.mark.parametrize("seed", [4, 5])
+def test_rank_never_above_a_verified_upper_end(seed):
+    A = attention(10, 3, 4.0, seed)
+    c = rs.RowSet(budget=20.0).produce(A, EPS)
+    assert c is not None
+    U, s, Vt = np.linalg.svd(A)
+    k = next(k for k in range(1, 11)
+             if check_upper(A, U[:, :k] * s[:k], Vt[:k], EPS).status == "holds")
+    assert c.rank <= k
+
+
+def test_orthant_lp_is_the_exact_row_set_value():
+    # rows with disjoint supports: every orthant reaches 1 (z = sigma on each support)
+    A = np.array([[0.5, 0.5, 0.0, 0.0], [0.0, 0.0, 1.0, 0.0], [0.0, 0.0, 0.0, 1.0]])
+    for sigma in rs.patterns(3):
+        lam, z = rs.orthant(A, sigma)
+        assert lam == pytest.approx(1.0) and np.all(np.abs(z) <= 1.0)
+    # two equal rows: the pattern (+, -) cannot be reached at all
+    B = np.array([[0.25, 0.75], [0.25, 0.75]])
+    lam, _ = rs.orthant(B, np.array([1.0, -1.0]))
+    assert lam == pytest.approx(0.0, abs=1e-9)
+    assert rs.RowSet(budget=5.0).produce(B, EPS).rank == 1
+
+
+def test_patterns_follow_the_certificate_order():
+    S = rs.patterns(4)
+    assert S.shape == (8, 4) and np.all(S[:, 0] == 1)
+    assert S[5].tolist() == [1.0, -1.0, 1.0, -1.0]  # bits 0 and 2 of s = 5
+
+
+def test_deterministic_and_registered():
+    A = attention(12, 4, 3.0, 7)
+    a = rs.RowSet(budget=20.0).produce(A, EPS)
+    b = get_producer("rowset").__class__(budget=20.0).produce(A, EPS)
+    assert a.rank == b.rank
+    assert np.array_equal(a.arrays["I"], b.arrays["I"])
+    assert np.array_equal(a.arrays["Z"], b.arrays["Z"])
+
+
+def test_budget_from_environment_and_respected(monkeypatch):
+    monkeypatch.setenv(rs.BUDGET_ENV, "0.25")
+    p = get_producer("rowset")
+    assert p.budget == 0.25
+    A = attention(64, 8, 3.0, 1)
+    t = time.monotonic()
+    c = p.produce(A, EPS)
+    # one LP may finish after the deadline; the search stops at the next one
+    assert time.monotonic() - t < 5.0
+    if c is not None:
+        assert check_lower(A, {"kind": "rowset", "rank": c.rank, **c.arrays}, EPS,
+                           tier="exact").status == "holds"
+
+
+def test_nothing_claimed_when_no_row_exceeds_eps():
+    A = np.full((3, 8), 1 / 32)  # every row has l1 norm 1/4 = eps
+    assert rs.RowSet(budget=5.0).produce(A, EPS) is None
