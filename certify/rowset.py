@@ -19,7 +19,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from . import arbutil, dyadic
+from . import arbutil, dyadic, tiers
 from .arrays import as_index_vector, as_matrix
 from .ballmat import Ball, ball_matmul
 from .errors import InputError
@@ -82,17 +82,10 @@ def check_rowset(A: np.ndarray, I: np.ndarray, Z: np.ndarray, t: Fraction, *,
     p = len(I)
     S = sign_patterns(p)
     AI = np.ascontiguousarray(A[I])
-    steps: list[tuple[str, int | None]] = []
-    if tier in ("auto", "float64"):
-        steps.append(("float64", None))
-    if tier in ("auto", "arb"):
-        steps += [("arb", prec) for prec in ARB_PRECISIONS]
-    if tier in ("auto", "exact"):
-        steps.append(("exact", None))
     value: Enclosure | None = None
     run: list[str] = []
     status, prec_used = "undecided", None
-    for tr, prec in steps:
+    for tr, prec in tiers.plan(tier, ARB_PRECISIONS):
         if not run or run[-1] != tr:
             run.append(tr)
         prec_used = prec
