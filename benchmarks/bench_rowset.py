@@ -1,0 +1,61 @@
+"""rowset lower certificates: the kernel's check vs a plain float64 evaluation, same process.
+
+For softmax matrices of size n (128, 256, 512) and p rows (6, 9, 12: 32 to 2048 sign vectors),
+Z holds the sign of each row's pattern on the keys where that row is largest (untrusted, not
+optimised: the check's cost does not depend on how good Z is).  Prints the median wall time of
+the plain evaluation min_(s,i) sigma_i(s) (A[I] z_s)_i (one float product, no bounds), of the
+kernel's float64 tier and of the forced exact tier, and the ratios to the plain time.
+Run: ``.venv/bin/python benchmarks/bench_rowset.py [--reps N] [--sizes ...]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+import numpy as np
+from bench_lower import median_time, softmax_matrix  # run as a script: its folder is on sys.path
+
+from softrank.certify import check_lower
+from softrank.certify.rowset import sign_patterns
+
+
+def certificate(A: np.ndarray, p: int) -> dict:
+    """Untrusted float64: p rows and, per pattern, z_k = sigma_i on the keys row i owns."""
+    I = np.arange(0, A.shape[0], A.shape[0] // p)[:p]
+    owner = np.argmax(A[I], axis=0)
+    S = sign_patterns(p)
+    return {"kind": "rowset", "rank": p, "I": I, "Z": S[:, owner]}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--reps", type=int, default=9)
+    ap.add_argument("--sizes", type=int, nargs="*", default=[128, 256, 512])
+    args = ap.parse_args()
+    rng = np.random.default_rng(0)
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(f"# OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', 'default')}, "
+          f"cpus={os.cpu_count()}, load average {load:.2f}")
+    print(f"{'n':>5} {'p':>4} {'plain (ms)':>11} {'float64 tier':>13} {'ratio':>6} "
+          f"{'exact tier':>11} {'ratio':>7} {'status':>7}")
+    eps = 0.01
+    for n, p in zip(args.sizes, (6, 9, 12), strict=False):
+        A = softmax_matrix(n, rng)
+        c = certificate(A, p)
+        S, AI, Z = sign_patterns(p), A[c["I"]], c["Z"]
+
+        def plain(S=S, AI=AI, Z=Z):
+            return float(np.min(S * (Z @ AI.T)))
+
+        t_plain = median_time(plain, args.reps)
+        t_f = median_time(lambda A=A, c=c: check_lower(A, c, eps, tier="float64"), args.reps)
+        t_e = median_time(lambda A=A, c=c: check_lower(A, c, eps, tier="exact"),
+                          max(1, args.reps // 3))
+        status = check_lower(A, c, eps).status
+        print(f"{n:>5} {p:>4} {1e3 * t_plain:>11.3f} {1e3 * t_f:>13.2f} "
+              f"{t_f / t_plain:>6.1f} {1e3 * t_e:>11.1f} {t_e / t_plain:>7.0f} {status:>7}")
+
+
+if __name__ == "__main__":
+    main()
