@@ -263,16 +263,17 @@ def test_replayer_is_short_and_imports_only_the_standard_library():
 
 
 def test_example_store_subset_replays(tmp_path):
-    """Every decoder and submatrix end of the shipped store and some upper ends (all: slow)."""
+    """Two brackets of each lower kind in the shipped store, with their upper ends (all: slow)."""
     lines = [json.loads(x) for x in (EXAMPLE / "brackets.jsonl").read_text().splitlines()]
-    ids = [b["id"] for b in lines if b["lower"] and b["operator"].endswith("H0.T64")][:3]
-    ids += [b["id"] for b in lines if b["lower"] and b["lower"]["kind"] == "submatrix"][:2]
+    kinds = ("decoder", "submatrix", "bernstein", "rowset")
+    ids = [i for k in kinds for i in [b["id"] for b in lines
+                                      if b["lower"] and b["lower"]["kind"] == k][:2]]
     records = list(iter_checks(EXAMPLE, ids=ids))
     out = tmp_path / "ex.zip"
     write_bundle(EXAMPLE, records, out)
     s = rp.replay(str(out))
     assert s["disagreements"] == 0 and s["kernel_proved"] == s["replayed_proved"] == s["ends"]
-    assert {r["kind"] for r in s["results"]} >= {"decoder", "submatrix", "factors"}
+    assert {r["kind"] for r in s["results"]} == {*kinds, "factors"}
 
 
 @pytest.mark.slow
