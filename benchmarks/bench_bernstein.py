@@ -10,12 +10,9 @@ Run: ``.venv/bin/python benchmarks/bench_bernstein.py [--reps N] [--sizes ...]``
 from __future__ import annotations
 
 import argparse
-import os
 
 import numpy as np
-from bench_lower import median_time, softmax_matrix  # run as a script: its folder is on sys.path
-
-from softrank.certify import check_lower
+from bench_lower import softmax_matrix, tier_table  # run as a script: its folder is on sys.path
 
 
 def certificate(A: np.ndarray, p: int) -> dict:
@@ -40,28 +37,20 @@ def main() -> None:
     ap.add_argument("--sizes", type=int, nargs="*", default=[128, 256, 512])
     args = ap.parse_args()
     rng = np.random.default_rng(0)
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    print(f"# OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', 'default')}, "
-          f"cpus={os.cpu_count()}, load average {load:.2f}")
-    print(f"{'n':>5} {'p':>4} {'plain (ms)':>11} {'float64 tier':>13} {'ratio':>6} "
-          f"{'exact tier':>11} {'ratio':>7} {'status':>7}")
     eps = 0.01
-    for n in args.sizes:
-        A = softmax_matrix(n, rng)
-        c = certificate(A, n // 4)
-        W, P = c["W"], c["P"]
 
-        def plain(A=A, W=W, P=P):
-            return float(np.abs(P @ (A @ W) - W).sum(axis=1).max()
-                         + np.abs(P).sum(axis=1).max() * eps)
+    def cases():
+        for n in args.sizes:
+            A = softmax_matrix(n, rng)
+            c = certificate(A, n // 4)
+            W, P = c["W"], c["P"]
 
-        t_plain = median_time(plain, args.reps)
-        t_f = median_time(lambda A=A, c=c: check_lower(A, c, eps, tier="float64"), args.reps)
-        t_e = median_time(lambda A=A, c=c: check_lower(A, c, eps, tier="exact"),
-                          max(1, args.reps // 3))
-        status = check_lower(A, c, eps).status
-        print(f"{n:>5} {n // 4:>4} {1e3 * t_plain:>11.2f} {1e3 * t_f:>13.2f} "
-              f"{t_f / t_plain:>6.2f} {1e3 * t_e:>11.1f} {t_e / t_plain:>7.1f} {status:>7}")
+            def plain(A=A, W=W, P=P):
+                return float(np.abs(P @ (A @ W) - W).sum(axis=1).max()
+                             + np.abs(P).sum(axis=1).max() * eps)
+            yield n, n // 4, A, c, plain
+
+    tier_table(cases(), args.reps, eps)
 
 
 if __name__ == "__main__":

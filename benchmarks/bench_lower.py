@@ -38,6 +38,32 @@ def median_time(fn, reps: int, clock=time.perf_counter) -> float:
     return float(np.median(ts))
 
 
+def machine_line() -> str:
+    """The first line of every table: BLAS threads, cpus and load average."""
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    return (f"# OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', 'default')}, "
+            f"cpus={os.cpu_count()}, load average {load:.2f}")
+
+
+def tier_table(cases, reps: int, eps: float) -> None:
+    """Prints, per (n, p, A, certificate, plain) case, the median time of ``plain()`` (the
+    same value in float64 without bounds), of check_lower's float64 tier and of its exact
+    tier, with the ratios to the plain time and the auto status."""
+    from softrank.certify import check_lower
+
+    print(machine_line())
+    print(f"{'n':>5} {'p':>4} {'plain (ms)':>11} {'float64 tier':>13} {'ratio':>6} "
+          f"{'exact tier':>11} {'ratio':>7} {'status':>7}")
+    for n, p, A, c, plain in cases:
+        t_plain = median_time(plain, reps)
+        t_f = median_time(lambda A=A, c=c: check_lower(A, c, eps, tier="float64"), reps)
+        t_e = median_time(lambda A=A, c=c: check_lower(A, c, eps, tier="exact"),
+                          max(1, reps // 3))
+        status = check_lower(A, c, eps).status
+        print(f"{n:>5} {p:>4} {1e3 * t_plain:>11.3f} {1e3 * t_f:>13.2f} "
+              f"{t_f / t_plain:>6.1f} {1e3 * t_e:>11.1f} {t_e / t_plain:>7.0f} {status:>7}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--reps", type=int, default=15)
@@ -50,9 +76,7 @@ def main() -> None:
     args = ap.parse_args()
     clock = time.perf_counter if args.clock == "wall" else time.process_time
     rng = np.random.default_rng(0)
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    print(f"# OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', 'default')}, "
-          f"cpus={os.cpu_count()}, load average {load:.2f}, clock={args.clock}")
+    print(f"{machine_line()}, clock={args.clock}")
     print(f"{'n':>5} {'svd values (ms)':>16} {'validated (ms)':>15} {'ratio':>6} "
           f"{'max width / sigma_1':>20} {'min lo / sigma_min':>19}")
     for n in args.sizes:

@@ -11,12 +11,10 @@ Run: ``.venv/bin/python benchmarks/bench_rowset.py [--reps N] [--sizes ...]``.
 from __future__ import annotations
 
 import argparse
-import os
 
 import numpy as np
-from bench_lower import median_time, softmax_matrix  # run as a script: its folder is on sys.path
+from bench_lower import softmax_matrix, tier_table  # run as a script: its folder is on sys.path
 
-from softrank.certify import check_lower
 from softrank.certify.rowset import sign_patterns
 
 
@@ -34,27 +32,18 @@ def main() -> None:
     ap.add_argument("--sizes", type=int, nargs="*", default=[128, 256, 512])
     args = ap.parse_args()
     rng = np.random.default_rng(0)
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    print(f"# OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', 'default')}, "
-          f"cpus={os.cpu_count()}, load average {load:.2f}")
-    print(f"{'n':>5} {'p':>4} {'plain (ms)':>11} {'float64 tier':>13} {'ratio':>6} "
-          f"{'exact tier':>11} {'ratio':>7} {'status':>7}")
-    eps = 0.01
-    for n, p in zip(args.sizes, (6, 9, 12), strict=False):
-        A = softmax_matrix(n, rng)
-        c = certificate(A, p)
-        S, AI, Z = sign_patterns(p), A[c["I"]], c["Z"]
 
-        def plain(S=S, AI=AI, Z=Z):
-            return float(np.min(S * (Z @ AI.T)))
+    def cases():
+        for n, p in zip(args.sizes, (6, 9, 12), strict=False):
+            A = softmax_matrix(n, rng)
+            c = certificate(A, p)
+            S, AI, Z = sign_patterns(p), A[c["I"]], c["Z"]
 
-        t_plain = median_time(plain, args.reps)
-        t_f = median_time(lambda A=A, c=c: check_lower(A, c, eps, tier="float64"), args.reps)
-        t_e = median_time(lambda A=A, c=c: check_lower(A, c, eps, tier="exact"),
-                          max(1, args.reps // 3))
-        status = check_lower(A, c, eps).status
-        print(f"{n:>5} {p:>4} {1e3 * t_plain:>11.3f} {1e3 * t_f:>13.2f} "
-              f"{t_f / t_plain:>6.1f} {1e3 * t_e:>11.1f} {t_e / t_plain:>7.0f} {status:>7}")
+            def plain(S=S, AI=AI, Z=Z):
+                return float(np.min(S * (Z @ AI.T)))
+            yield n, p, A, c, plain
+
+    tier_table(cases(), args.reps, 0.01)
 
 
 if __name__ == "__main__":
