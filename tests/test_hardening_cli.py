@@ -225,7 +225,10 @@ def test_ctrl_c_during_parallel_audit_prints_one_line(tmp_path):
     # did, and a run that ends normally exits 1 with nothing on stderr)
     build_store(tmp_path / "s", n_ops=12)
     driver = (
-        "import sys, time\n"
+        "import signal, sys, time\n"
+        # a job started in the background by a non-interactive shell (`make test &`, nohup)
+        # inherits SIGINT ignored, and Python keeps it so: restore what a terminal gives
+        "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
         "import softrank.audit.journal as J\n"
         "orig = J.Journal.append\n"
         "def slow(*a, **k):\n"  # a slow parent: the workers wait idle on their queue
