@@ -95,7 +95,10 @@ class _RowSets:
 
 def _candidates(A: np.ndarray, I: list[int], k: int) -> list[int]:
     """The k rows outside I farthest in l1 from their nearest row of I."""
-    d = np.min(np.abs(A[:, None, :] - A[None, I, :]).sum(axis=2), axis=1)
+    # one set row at a time: memory m x N, not m x |I| x N
+    d = np.full(A.shape[0], np.inf)
+    for i in I:
+        d = np.minimum(d, np.abs(A - A[i]).sum(axis=1))
     d[I] = -np.inf
     return [int(r) for r in np.argsort(-d, kind="stable")[:k] if np.isfinite(d[r])]
 
