@@ -13,6 +13,7 @@ lower_decoder.md, bernstein.md, rowset.md):
   (eps + chi) < 1 (``certify/bernstein.py``).
 * ``rowset`` (p <= 12; I p rows, Z 2^(p-1) x N in [-1, 1]): every sign pattern sigma has a
   z_s with sigma_i (A[I] z_s)_i > eps + chi (``certify/rowset.py``).
+* ``rowmix`` (p <= 12; D p x m with rows of l1 norm <= 1, Z): the same on the rows of D A.
 
 "fails" means the certificate's own inequality is proved false, not that r_eps < L.
 """
@@ -49,6 +50,7 @@ KINDS: dict[str, tuple[str, ...]] = {
     "submatrix": ("rows", "cols", "X"),
     "bernstein": bernstein.ARRAYS,
     "rowset": rowset.ARRAYS,
+    "rowmix": rowset.MIX_ARRAYS,
 }
 DECODER_ARB_PRECISIONS = (128, 256)
 SVD_AUTO_TIERS = ("float64", "arb")
@@ -69,7 +71,8 @@ def check_lower(A: object, certificate: Mapping, eps: object, *, tier: str = "au
       value < 1 (``detail["sense"]`` is ``"<"``, so ``margin`` = 1 - value; a margin of
       exactly 0 is not a proof);
     * bernstein: ||P A W - W||_inf + ||P||_inf (eps + chi), claim value < 1 (as decoder);
-    * rowset: min_(s,i) sigma_i(s) (A[I] z_s)_i, claim value > eps + chi.
+    * rowset: min_(s,i) sigma_i(s) (A[I] z_s)_i, claim value > eps + chi;
+    * rowmix: the same on the rows of D A (every row of D of l1 norm at most 1).
 
     ``tier="auto"`` escalates float64 -> arb -> exact (frobenius_tail: float64 -> arb; the
     ``"exact"`` tier, when forced, uses exact dyadic residuals of the same float SVD).
@@ -107,6 +110,9 @@ def check_lower(A: object, certificate: Mapping, eps: object, *, tier: str = "au
     if kind == "rowset":
         I, Z = rowset.parse_arrays(arrays, rank, m, N, source=source)
         return rowset.check_rowset(A, I, Z, t, eps=eps_q, chi=chi_q, tier=tier)
+    if kind == "rowmix":
+        D, Z = rowset.parse_mix_arrays(arrays, rank, m, N, source=source)
+        return rowset.check_rowmix(A, D, Z, t, eps=eps_q, chi=chi_q, tier=tier)
     rows = as_index_vector(arrays["rows"], "lower.rows", m, source=source)
     cols = as_index_vector(arrays["cols"], "lower.cols", N, source=source)
     if len(rows) != rank:

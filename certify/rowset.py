@@ -10,6 +10,10 @@ proves that every B with ||A - B||_row1 <= t has rank >= p (proofs_notes/rowset.
 rank B < p, some y != 0 has y^T B[I] = 0, so ||A[I]^T y||_1 = ||(A - B)[I]^T y||_1 <= t ||y||_1,
 while z_s for the orthant of y gives ||A[I]^T y||_1 >= y . A[I] z_s > t ||y||_1.  For fixed
 rows the best Z makes the test exact (LP duality), so the kind decides r_t(A[I]) >= p.
+
+Certificate ``rowmix`` (rank p): D (p x m, every row of l1 norm at most 1) in place of the row
+selection: ||D A - D B||_row1 <= ||D||_inf ||A - B||_row1 <= t and rank D B <= rank B, so
+the same test on the rows of D A proves rank B >= p.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from .result import Check, Enclosure
 from .rounding import down, up
 
 ARRAYS = ("I", "Z")
+MIX_ARRAYS = ("D", "Z")
 #: Largest rank accepted: Z holds 2^(p-1) rows, so the kind is for small ranks only.
 MAX_RANK = 12
 ARB_PRECISIONS = (128, 256)
@@ -66,6 +71,32 @@ def parse_arrays(arrays: Mapping[str, object], rank: int, m: int, N: int, *,
     return I, Z
 
 
+def parse_mix_arrays(arrays: Mapping[str, object], rank: int, m: int, N: int, *,
+                     source: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Returns (D, Z) as float64 p x m and 2^(p-1) x N matrices.
+
+    Raises InputError naming ``lower.rank`` (p > MAX_RANK), ``lower.D`` (not p x m, NaN/Inf,
+    or a row whose exact l1 norm exceeds 1) or ``lower.Z`` (as :func:`parse_arrays`).
+    """
+    if rank > MAX_RANK:
+        raise InputError(f"rank {rank} exceeds {MAX_RANK}: a rowmix certificate holds 2^(p-1) "
+                         "sign vectors and is meant for small ranks", field="lower.rank",
+                         source=source)
+    D = as_matrix(arrays["D"], "lower.D", source=source, shape=(rank, m))
+    MD, e = dyadic.to_int_matrix(D)
+    cols = MD.ncols()
+    ent = [abs(int(v)) for v in MD.entries()]
+    # D = MD 2^e exactly: a row's l1 norm is at most 1 iff its integer sum is at most 2^-e
+    if any(Fraction(sum(ent[i * cols:(i + 1) * cols])) * dyadic.pow2(e) > 1
+           for i in range(MD.nrows())):
+        raise InputError("every row must have l1 norm at most 1 (exactly)", field="lower.D",
+                         source=source)
+    Z = as_matrix(arrays["Z"], "lower.Z", source=source, shape=(1 << (rank - 1), N))
+    if not np.all(np.abs(Z) <= 1.0):  # exact comparison of stored floats
+        raise InputError("every entry must lie in [-1, 1]", field="lower.Z", source=source)
+    return D, Z
+
+
 def check_rowset(A: np.ndarray, I: np.ndarray, Z: np.ndarray, t: Fraction, *,
                  eps: Fraction, chi: Fraction, tier: str = "auto") -> Check:
     """Decides min_{s,i} sigma_i(s) (A[I] z_s)_i > t for exact stored A, I, Z (validated by
@@ -79,9 +110,27 @@ def check_rowset(A: np.ndarray, I: np.ndarray, Z: np.ndarray, t: Fraction, *,
     float64 (a-priori rounding bounds), arb at 128 and 256 bits, then exact dyadic integers,
     stopping at the first tier that decides; the exact tier always decides.
     """
-    p = len(I)
-    S = sign_patterns(p)
-    AI = np.ascontiguousarray(A[I])
+    return _decide("rowset", f"min_(s,i) sigma_i(s) (A[I] z_s)_i > {t}", None,
+                   np.ascontiguousarray(A[I]), Z, t, eps, chi, tier)
+
+
+def check_rowmix(A: np.ndarray, D: np.ndarray, Z: np.ndarray, t: Fraction, *,
+                 eps: Fraction, chi: Fraction, tier: str = "auto") -> Check:
+    """Decides min_{s,i} sigma_i(s) (D A z_s)_i > t for exact stored A, D, Z (validated by
+    :func:`parse_mix_arrays`, so every row of D has l1 norm at most 1; ``t`` = eps + chi).
+
+    Returns a :class:`Check` of kind ``"rowmix"``, otherwise as :func:`check_rowset`: when
+    it holds, every B with ||A - B||_row1 <= t has rank >= p (D B is within t of D A).
+    """
+    return _decide("rowmix", f"min_(s,i) sigma_i(s) (D A z_s)_i > {t}", D, A, Z, t, eps,
+                   chi, tier)
+
+
+def _decide(kind: str, claim: str, D: np.ndarray | None, M: np.ndarray, Z: np.ndarray,
+            t: Fraction, eps: Fraction, chi: Fraction, tier: str) -> Check:
+    """The tier escalation of both kinds: the rows compared are those of D M (of M when D
+    is None), exactly."""
+    S = sign_patterns(Z.shape[0].bit_length())
     value: Enclosure | None = None
     run: list[str] = []
     status, prec_used = "undecided", None
@@ -90,11 +139,11 @@ def check_rowset(A: np.ndarray, I: np.ndarray, Z: np.ndarray, t: Fraction, *,
             run.append(tr)
         prec_used = prec
         if tr == "float64":
-            enc = _float_min(AI, Z, S)
+            enc = _float_min(D, M, Z, S)
         elif tr == "arb":
-            enc = _arb_min(AI, Z, S, prec)  # type: ignore[arg-type]
+            enc = _arb_min(D, M, Z, S, prec)  # type: ignore[arg-type]
         else:
-            enc = _exact_min(AI, Z, S)
+            enc = _exact_min(D, M, Z, S)
         if enc is None:  # a non-finite intermediate: no information from this tier
             continue
         # every tier's interval contains the exact minimum, so the intersection does too
@@ -106,18 +155,25 @@ def check_rowset(A: np.ndarray, I: np.ndarray, Z: np.ndarray, t: Fraction, *,
         if value.hi <= t:
             status = "fails"
             break
-    return Check(status=status, kind="rowset", rank=p, eps=eps,  # type: ignore[arg-type]
+    return Check(status=status, kind=kind, rank=S.shape[1], eps=eps,  # type: ignore[arg-type]
                  threshold=t, value=value, tier=run[-1] if run else "float64",
-                 claim=f"min_(s,i) sigma_i(s) (A[I] z_s)_i > {t}", chi=chi,
+                 claim=claim, chi=chi,
                  precision=prec_used if run and run[-1] == "arb" else None,
                  tiers_run=tuple(run), detail={"sense": ">"})
 
 
-def _float_min(AI: np.ndarray, Z: np.ndarray, S: np.ndarray) -> Enclosure | None:
-    """Mid-radius enclosure of Z A[I]^T (ballmat, a-priori rounding bounds); multiplying by
-    sigma = +-1 is exact, so the signed entries lie in [sigma mid - rad, sigma mid + rad]."""
+def _float_min(D: np.ndarray | None, M: np.ndarray, Z: np.ndarray,
+               S: np.ndarray) -> Enclosure | None:
+    """Mid-radius enclosure of Z (D M)^T (ballmat, a-priori rounding bounds; D M formed as a
+    ball first); multiplying by sigma = +-1 is exact, so the signed entries lie in
+    [sigma mid - rad, sigma mid + rad]."""
     with np.errstate(all="ignore"):
-        Y = ball_matmul(Ball.exact(Z), Ball.exact(AI.T))
+        if D is None:
+            Mt = Ball.exact(np.ascontiguousarray(M.T))
+        else:
+            DM = ball_matmul(Ball.exact(D), Ball.exact(M))
+            Mt = Ball(np.ascontiguousarray(DM.mid.T), np.ascontiguousarray(DM.rad.T))
+        Y = ball_matmul(Ball.exact(Z), Mt)
         signed = S * Y.mid
         lo = float(np.min(down(signed - Y.rad)))
         hi = float(np.min(up(signed + Y.rad)))
@@ -126,9 +182,14 @@ def _float_min(AI: np.ndarray, Z: np.ndarray, S: np.ndarray) -> Enclosure | None
     return Enclosure(Fraction(lo), Fraction(hi))
 
 
-def _arb_min(AI: np.ndarray, Z: np.ndarray, S: np.ndarray, prec: int) -> Enclosure | None:
+def _arb_min(D: np.ndarray | None, M: np.ndarray, Z: np.ndarray, S: np.ndarray,
+             prec: int) -> Enclosure | None:
     with arbutil.precision(prec):
-        Y = arbutil.matrix(Z) * arbutil.matrix(np.ascontiguousarray(AI.T))
+        if D is None:
+            Mt = arbutil.matrix(np.ascontiguousarray(M.T))
+        else:
+            Mt = (arbutil.matrix(D) * arbutil.matrix(M)).transpose()
+        Y = arbutil.matrix(Z) * Mt
         lo = hi = None
         for s in range(Y.nrows()):
             for i in range(Y.ncols()):
@@ -145,12 +206,18 @@ def _arb_min(AI: np.ndarray, Z: np.ndarray, S: np.ndarray, prec: int) -> Enclosu
     return Enclosure(lo, hi)
 
 
-def _exact_min(AI: np.ndarray, Z: np.ndarray, S: np.ndarray) -> Enclosure:
+def _exact_min(D: np.ndarray | None, M: np.ndarray, Z: np.ndarray,
+               S: np.ndarray) -> Enclosure:
     MZ, ez = dyadic.to_int_matrix(Z)
-    MA, ea = dyadic.to_int_matrix(np.ascontiguousarray(AI.T))
-    Y = MZ * MA
+    if D is None:
+        Mt, em = dyadic.to_int_matrix(np.ascontiguousarray(M.T))
+    else:
+        MD, ed = dyadic.to_int_matrix(D)
+        MM, e1 = dyadic.to_int_matrix(M)
+        Mt, em = (MD * MM).transpose(), ed + e1
+    Y = MZ * Mt
     cols = Y.ncols()
     ent = [int(v) for v in Y.entries()]
     best = min(int(S[k // cols, k % cols]) * v for k, v in enumerate(ent))
-    q = Fraction(best) * dyadic.pow2(ez + ea)
+    q = Fraction(best) * dyadic.pow2(ez + em)
     return Enclosure(q, q)

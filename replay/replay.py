@@ -228,10 +228,13 @@ def check_bernstein(A: tuple, W: tuple, P: tuple, t: Fraction) -> tuple[str, Fra
     return ("holds" if value < 1 else "fails"), value
 
 
-def check_rowset(A: tuple, I: list[int], Z: tuple, t: Fraction) -> tuple[str, Fraction]:
-    """min over s, i of sigma_i(s) (A[I] z_s)_i > t, exactly; sigma_0(s) = +1 and
-    sigma_i(s) = -1 exactly when bit i - 1 of s is set (the caller has checked |Z| <= 1)."""
-    Y = dmul(Z, (transpose([A[0][i] for i in I]), A[1]))
+def check_rowset(A: tuple, I: list[int] | None, Z: tuple, t: Fraction,
+                 D: tuple | None = None) -> tuple[str, Fraction]:
+    """min over s, i of sigma_i(s) (M z_s)_i > t, exactly, for the rows M = A[I] (rowset) or
+    M = D A (rowmix); sigma_0(s) = +1 and sigma_i(s) = -1 exactly when bit i - 1 of s is
+    set (the caller has checked |Z| <= 1 and, for rowmix, the rows of D)."""
+    M = dmul(D, A) if D is not None else ([A[0][i] for i in I], A[1])
+    Y = dmul(Z, (transpose(M[0]), M[1]))
     best = min((-v if i and (s >> (i - 1)) & 1 else v)
                for s, row in enumerate(Y[0]) for i, v in enumerate(row))
     value = scale(best, Y[1])
@@ -472,6 +475,17 @@ def replay_end(end: object, ops: dict, blobs: dict, f: str) -> dict:
         if any(abs(x) > 1 for r in Zf for x in r):
             raise BundleError(f"{f}.Z: an entry lies outside [-1, 1]")
         value = check_rowset(A, I, dyadic(Zf), eps + chi)
+    elif kind == "rowmix":
+        if not 1 <= rank <= ROWSET_MAX_RANK:
+            raise BundleError(f"{f}.rank: a rowmix certificate has rank 1 .. "
+                              f"{ROWSET_MAX_RANK}, got {rank}")
+        Dd = get("D", (rank, m))
+        if any(scale(sum(map(abs, r)), Dd[1]) > 1 for r in Dd[0]):
+            raise BundleError(f"{f}.D: a row has l1 norm above 1")
+        Zf = array(cert.get("Z"), blobs, f"{f}.Z", (1 << (rank - 1), N))
+        if any(abs(x) > 1 for r in Zf for x in r):
+            raise BundleError(f"{f}.Z: an entry lies outside [-1, 1]")
+        value = check_rowset(A, None, dyadic(Zf), eps + chi, D=Dd)
     elif kind == "frobenius_tail" and rank >= 1:
         side = "AtA" if N <= m else "AAt"
         if cert and cert.get("side") != side:

@@ -45,6 +45,7 @@ LOWER_ARRAYS: dict[str, tuple[str, ...]] = {
     "submatrix": ("rows", "cols", "X"),
     "bernstein": ("W", "P", "J"),
     "rowset": ("I", "Z"),
+    "rowmix": ("D", "Z"),
 }
 UPPER_ARRAYS: dict[str, tuple[str, ...]] = {"factors": ("U", "V")}
 OPERATOR_SOURCES = ("logits", "block")  # optional operator-of-record data beside A
@@ -260,7 +261,7 @@ class BracketRecord:
             r = end.rank
             dims = {"U": (m, r), "V": (r, n), "D": (r, m), "W": (n, r), "X": (r, r),
                     "rows": (r,), "cols": (r,), "P": (n, m), "J": (r,), "I": (r,)}
-            if end.kind == "rowset":  # rank within 1 .. ROWSET_MAX_RANK (_parse_end)
+            if end.kind in ("rowset", "rowmix"):  # rank within 1 .. 12 (_parse_end)
                 dims["Z"] = (1 << (r - 1), n)
             for name in table[end.kind]:
                 shape = dims.get(name)
@@ -338,9 +339,9 @@ def _parse_end(val: Any, fld: str, src: str, table: Mapping[str, tuple[str, ...]
         raise InputError(f"unknown kind {kind!r}; known: {sorted(table)}",
                          field=f"{fld}.kind", source=src)
     rank = _rank(val.get("rank"), f"{fld}.rank", src)
-    if kind == "rowset" and not 1 <= rank <= ROWSET_MAX_RANK:
+    if kind in ("rowset", "rowmix") and not 1 <= rank <= ROWSET_MAX_RANK:
         # checked here, before 2^(rank-1) enters an expected array shape
-        raise InputError(f"a rowset certificate has rank 1 .. {ROWSET_MAX_RANK}, got {rank}",
+        raise InputError(f"a {kind} certificate has rank 1 .. {ROWSET_MAX_RANK}, got {rank}",
                          field=f"{fld}.rank", source=src)
     return EndRecord(kind=kind, rank=rank)
 
@@ -644,8 +645,8 @@ class Store:
             if kind not in table:
                 raise InputError(f"unknown kind {kind!r}", field=f"{prefix}.kind")
             ends[prefix] = {"kind": kind, "rank": _rank(end.get("rank"), f"{prefix}.rank", "")}
-            if kind == "rowset" and not 1 <= ends[prefix]["rank"] <= ROWSET_MAX_RANK:
-                raise InputError(f"a rowset certificate has rank 1 .. {ROWSET_MAX_RANK}",
+            if kind in ("rowset", "rowmix") and not 1 <= ends[prefix]["rank"] <= ROWSET_MAX_RANK:
+                raise InputError(f"a {kind} certificate has rank 1 .. {ROWSET_MAX_RANK}",
                                  field=f"{prefix}.rank")
             for name in table[kind]:
                 if name not in end:
