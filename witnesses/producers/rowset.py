@@ -34,6 +34,9 @@ DEFAULT_BUDGET = 10.0
 MAX_P = 10  # 2^9 LPs per row set; the kernel accepts up to 12
 CANDIDATES = 12  # rows tried per growth step
 WIDER = (12, 48, 1 << 30)  # candidates per swap position, widened while the budget lasts
+ROW_SHARE = 0.6  # of the budget for the row sets; the rest for mixtures at the next rank
+MIX_ROUNDS = 15  # alternations of D and Z per climb
+MIX_HOP = 0.05  # relative perturbation of D between climbs
 
 
 def patterns(p: int) -> np.ndarray:
@@ -104,15 +107,18 @@ def _candidates(A: np.ndarray, I: list[int], k: int) -> list[int]:
 
 
 def search(A: np.ndarray, eps: float, budget: float, *, max_p: int = MAX_P
-           ) -> tuple[list[int], np.ndarray, float] | None:
-    """Returns (I, Z, v) for the largest row set found with v = min orthant optimum above
-    eps / CLAIM_BUDGET, or None (no row of A has l1 norm above that)."""
+           ) -> tuple[str, int, dict[str, np.ndarray], float] | None:
+    """Returns (kind, p, arrays, v): the largest row set found with v = min orthant optimum
+    above eps / CLAIM_BUDGET ("rowset", arrays I and Z), or, where the next rank fails with
+    rows and a mixture of rows reaches it, that ("rowmix", arrays D and Z); None when no row
+    of A has l1 norm above eps / CLAIM_BUDGET."""
     m, N = A.shape
     goal = eps / CLAIM_BUDGET
     norms = np.abs(A).sum(axis=1)
     if not norms.max() > goal:
         return None
-    sets = _RowSets(A, time.monotonic() + budget)
+    t0 = time.monotonic()
+    sets = _RowSets(A, t0 + ROW_SHARE * budget)
     i0 = int(np.argmax(norms))
     best = ([i0], np.sign(A[i0])[None, :], float(norms[i0]))
     I = [i0]
@@ -127,23 +133,32 @@ def search(A: np.ndarray, eps: float, budget: float, *, max_p: int = MAX_P
         if top is None:  # none above the goal: swap rows of the most promising grown set
             if not tried or not np.isfinite(max(tried)[0]):
                 break
-            found = None
+            found, near, near_v = None, I + [max(tried)[1]], -np.inf
             for k in WIDER:  # more candidate rows per position while time is left
-                found = _swap(sets, A, I + [max(tried)[1]], goal, k)
+                found, J, v = _swap(sets, A, I + [max(tried)[1]], goal, k)
+                if found is None and v > near_v:
+                    near, near_v = J, v
                 if found is not None or time.monotonic() > sets.deadline:
                     break
             if found is None:
+                # past the row sets: mixtures of rows, from the best set that failed
+                mixed = compress(A, near, goal, t0 + budget)
+                if mixed is not None:
+                    D, Z, v = mixed
+                    return "rowmix", len(near), {"D": D, "Z": Z}, v
                 break
             top, top_v, top_Z = found
         I = top
         best = (list(I), top_Z, top_v)
-    return best
+    return "rowset", len(best[0]), {"I": np.asarray(best[0], dtype=np.int64),
+                                    "Z": best[1]}, best[2]
 
 
 def _swap(sets: _RowSets, A: np.ndarray, J: list[int], goal: float, k: int
-          ) -> tuple[list[int], float, np.ndarray] | None:
+          ) -> tuple[tuple[list[int], float, np.ndarray] | None, list[int], float]:
     """Swaps rows of J one at a time for one of ``k`` candidates while that raises its value;
-    returns the first set whose value exceeds ``goal`` (with its Z) or None."""
+    returns (found, J', v'): found the first set whose value exceeds ``goal`` (with its Z)
+    or None, and the best set met with its value (the start of a compression)."""
     cur, _ = sets.value(J)
     improved = True
     while improved and np.isfinite(cur):
@@ -154,11 +169,92 @@ def _swap(sets: _RowSets, A: np.ndarray, J: list[int], goal: float, k: int
                 K = rest[:pos] + [r] + rest[pos:]
                 v, Z = sets.value(K, beat=cur)  # complete only when not below cur
                 if Z is not None and v > goal:
-                    return K, v, Z
+                    return (K, v, Z), K, v
                 if Z is not None and v > cur:
                     J, cur, improved = K, v, True
                     break
-    return None
+    return None, J, cur
+
+
+def _orthants(M: np.ndarray, deadline: float) -> tuple[float, np.ndarray] | None:
+    """(v, Z): every orthant optimum of the rows M, in certificate order; None past the
+    deadline or when an LP fails."""
+    S = patterns(M.shape[0])
+    Z = np.zeros((len(S), M.shape[1]))
+    v = np.inf
+    for s in range(len(S)):
+        if time.monotonic() > deadline:
+            return None
+        r = orthant(M, S[s])
+        if r is None:
+            return None
+        lam, Z[s] = r
+        v = min(v, lam)
+    return v, Z
+
+
+def _norm_rows(D: np.ndarray) -> np.ndarray:
+    """D with every row scaled to l1 norm at most 1 - 1e-12 (a float sum within m ulps of
+    the exact one, so the exact norm stays at most 1)."""
+    n = np.abs(D).sum(axis=1, keepdims=True)
+    return D * np.minimum(1.0, (1.0 - 1e-12) / np.maximum(n, 1e-300))
+
+
+def _mix_step(A: np.ndarray, D: np.ndarray, Z: np.ndarray) -> np.ndarray:
+    """Each row of D re-chosen with Z fixed: maximise min_s sigma_i(s) d . (A z_s) over
+    ||d||_1 <= 1 (one LP per row); the old row is feasible, so no row gets worse."""
+    p, m = D.shape
+    S = patterns(p)
+    AZ = A @ Z.T  # m x patterns
+    out = D.copy()
+    for i in range(p):
+        C = (S[:, i][None, :] * AZ).T  # patterns x m
+        n = C.shape[0]
+        A_ub = np.vstack([np.hstack([-C, C, np.ones((n, 1))]),
+                          np.r_[np.ones(2 * m), 0.0][None, :]])
+        r = linprog(np.r_[np.zeros(2 * m), -1.0], A_ub=A_ub, b_ub=np.r_[np.zeros(n), 1.0],
+                    bounds=[(0, None)] * (2 * m) + [(None, None)], method="highs")
+        if r.status == 0 and r.x is not None:
+            out[i] = r.x[:m] - r.x[m:2 * m]
+    return _norm_rows(out)
+
+
+def compress(A: np.ndarray, J: list[int], goal: float, deadline: float, *, seed: int = 0
+             ) -> tuple[np.ndarray, np.ndarray, float] | None:
+    """Returns (D, Z, v) with v above ``goal`` for rows of D A, or None: D starts as the
+    selection of rows J; the rows of D and the z_s are re-chosen in turn (MIX_ROUNDS rounds
+    or until the value stops rising), then perturbed by relative MIX_HOP on their support
+    and re-chosen again while the deadline allows, keeping the best."""
+    rng = np.random.default_rng(seed)
+    p, m = len(J), A.shape[0]
+    D = np.zeros((p, m))
+    D[np.arange(p), J] = 1.0
+
+    def climb(D: np.ndarray) -> tuple[float, np.ndarray, np.ndarray] | None:
+        best = None
+        for _ in range(MIX_ROUNDS):
+            r = _orthants(D @ A, deadline)
+            if r is None:
+                break
+            v, Z = r
+            if best is not None and v <= best[0] * (1 + 1e-9):
+                break
+            best = (v, D, Z)
+            if v > goal:
+                break
+            D = _mix_step(A, D, Z)
+        return best
+
+    best = climb(D)
+    while best is not None and best[0] <= goal and time.monotonic() < deadline:
+        v, D, _ = best
+        Dp = _norm_rows(D + MIX_HOP * rng.standard_normal(D.shape) * (D != 0))
+        trial = climb(Dp)
+        if trial is not None and trial[0] > v:
+            best = trial
+    if best is None or not best[0] > goal:
+        return None
+    return best[1], best[2], best[0]
 
 
 class RowSet(BudgetedLower):
@@ -173,8 +269,7 @@ class RowSet(BudgetedLower):
         return None if found is None else (*found, eps)
 
     def _parts(self, found):
-        I, Z, v, eps = found
+        kind, p, arrays, v, eps = found
+        arrays = {k: np.ascontiguousarray(a) for k, a in arrays.items()}
         # the claim budget is on eps / value (< 1 when the certificate holds)
-        return ("rowset", len(I), {"I": np.asarray(I, dtype=np.int64),
-                                   "Z": np.ascontiguousarray(Z, dtype=np.float64)},
-                eps / v, "grow")
+        return kind, p, arrays, eps / v, "grow" if kind == "rowset" else "mix"
