@@ -15,7 +15,7 @@ candidate keeps it above eps, rows are swapped one at a time for candidates whil
 the minimum.  A set's patterns are tried hardest first (those that bound the last set), and
 its evaluation stops as soon as one pattern falls below the value to beat.  Every set costs
 up to 2^(p-1) small LPs, so the search stops at rank MAX_P; the time budget is
-``SOFTRANK_ROWSET_BUDGET`` seconds (default 10) per (operator, eps).
+``SOFTRANK_ROWSET_BUDGET`` seconds (default 15, two thirds for the row sets) per (operator, eps).
 
 Nothing here is trusted: the certificate is replayed by ``certify``.
 """
@@ -30,11 +30,11 @@ from scipy.optimize import linprog
 from .decoder_lp import CLAIM_BUDGET, BudgetedLower
 
 BUDGET_ENV = "SOFTRANK_ROWSET_BUDGET"
-DEFAULT_BUDGET = 10.0
+DEFAULT_BUDGET = 15.0
 MAX_P = 10  # 2^9 LPs per row set; the kernel accepts up to 12
 CANDIDATES = 12  # rows tried per growth step
 WIDER = (12, 48, 1 << 30)  # candidates per swap position, widened while the budget lasts
-ROW_SHARE = 0.6  # of the budget for the row sets; the rest for mixtures at the next rank
+ROW_SHARE = 2 / 3  # of the budget for the row sets (10 s of 15); the rest for mixtures
 MIX_ROUNDS = 15  # alternations of D and Z per climb
 MIX_HOP = 0.05  # relative perturbation of D between climbs
 
