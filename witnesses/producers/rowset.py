@@ -16,6 +16,8 @@ the minimum.  A set's patterns are tried hardest first (those that bound the las
 its evaluation stops as soon as one pattern falls below the value to beat.  Every set costs
 up to 2^(p-1) small LPs, so the search stops at rank MAX_P; the time budget is
 ``SOFTRANK_ROWSET_BUDGET`` seconds (default 15, two thirds for the row sets) per (operator, eps).
+Where the next rank fails with rows, the rest of the budget goes to mixtures (``compress``):
+the rows of D A for D with rows of l1 norm at most 1, a ``rowmix`` certificate.
 
 Nothing here is trusted: the certificate is replayed by ``certify``.
 """
