@@ -38,7 +38,8 @@ CANDIDATES = 12  # rows tried per growth step
 WIDER = (12, 48, 1 << 30)  # candidates per swap position, widened while the budget lasts
 ROW_SHARE = 2 / 3  # of the budget for the row sets (10 s of 15); the rest for mixtures
 MIX_ROUNDS = 15  # alternations of D and Z per climb
-MIX_HOP = 0.05  # relative perturbation of D between climbs
+MIX_HOP = 0.05  # perturbation of D's support between climbs
+MIX_NEAR = 0.95  # hops only from a first climb within 5% of the goal
 
 
 def patterns(p: int) -> np.ndarray:
@@ -225,8 +226,9 @@ def compress(A: np.ndarray, J: list[int], goal: float, deadline: float, *, seed:
              ) -> tuple[np.ndarray, np.ndarray, float] | None:
     """Returns (D, Z, v) with v above ``goal`` for rows of D A, or None: D starts as the
     selection of rows J; the rows of D and the z_s are re-chosen in turn (MIX_ROUNDS rounds
-    or until the value stops rising), then perturbed by relative MIX_HOP on their support
-    and re-chosen again while the deadline allows, keeping the best."""
+    or until the value stops rising), then, when that climb ends within MIX_NEAR of the
+    goal, perturbed by MIX_HOP on their support and re-chosen again while the deadline
+    allows, keeping the best."""
     rng = np.random.default_rng(seed)
     p, m = len(J), A.shape[0]
     D = np.zeros((p, m))
@@ -248,7 +250,9 @@ def compress(A: np.ndarray, J: list[int], goal: float, deadline: float, *, seed:
         return best
 
     best = climb(D)
-    while best is not None and best[0] <= goal and time.monotonic() < deadline:
+    if best is None or best[0] < MIX_NEAR * goal:
+        return None  # hops gained at most 3% on the held-out heads: this one will not get there
+    while best[0] <= goal and time.monotonic() < deadline:
         v, D, _ = best
         Dp = _norm_rows(D + MIX_HOP * rng.standard_normal(D.shape) * (D != 0))
         trial = climb(Dp)
