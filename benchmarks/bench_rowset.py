@@ -4,7 +4,8 @@ For softmax matrices of size n (128, 256, 512) and p rows (6, 9, 12: 32 to 2048 
 Z holds the sign of each row's pattern on the keys where that row is largest (untrusted, not
 optimised: the check's cost does not depend on how good Z is).  Prints the median wall time of
 the plain evaluation min_(s,i) sigma_i(s) (A[I] z_s)_i (one float product, no bounds), of the
-kernel's float64 tier and of the forced exact tier, and the ratios to the plain time.
+kernel's float64 tier and of the forced exact tier, and the ratios to the plain time; then the
+same for a rowmix certificate with the same Z on the rows of D A (D dense, rows of l1 norm 1).
 Run: ``.venv/bin/python benchmarks/bench_rowset.py [--reps N] [--sizes ...]``.
 """
 
@@ -42,6 +43,14 @@ def main() -> None:
             def plain(S=S, AI=AI, Z=Z):
                 return float(np.min(S * (Z @ AI.T)))
             yield n, p, A, c, plain
+            # rowmix: the same sign vectors on the rows of D A, D mixing every query
+            D = rng.random((p, n))
+            D /= np.abs(D).sum(axis=1, keepdims=True) * (1 + 1e-9)
+            mix = {"kind": "rowmix", "rank": p, "D": D, "Z": Z}
+
+            def plain_mix(S=S, D=D, A=A, Z=Z):
+                return float(np.min(S * (Z @ (D @ A).T)))
+            yield n, p, A, mix, plain_mix
 
     tier_table(cases(), args.reps, 0.01)
 
