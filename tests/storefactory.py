@@ -39,3 +39,23 @@ def build_store(path: Path, *, seed: int = 0, n_ops: int = 3, size: int = 8,
                 expected[bid] = {"upper_holds": holds, "eps": eps, "error": err, "rank": k,
                                  "full_rank": size}
     return expected
+
+
+def set_first_lower_rank(store: Path, rank: int) -> None:
+    """Rewrites the first bracket record's lower rank in place (its arrays untouched): a
+    tampered record whose declared rank no longer matches what its file holds."""
+    import json
+
+    path = Path(store) / "brackets.jsonl"
+    recs = [json.loads(x) for x in path.read_text().splitlines()]
+    recs[0]["lower"]["rank"] = rank
+    path.write_text("".join(json.dumps(r) + "\n" for r in recs))
+
+
+def forbid_array_loads(monkeypatch) -> None:
+    """Makes any load of a store's arrays fail the test (refusals must come before them)."""
+    def no_load(*args, **kwargs):
+        raise AssertionError("an array was loaded")
+
+    monkeypatch.setattr("softrank.witnesses.store.load_npz", no_load)
+    monkeypatch.setattr(np, "load", no_load)

@@ -5,7 +5,6 @@ oracle, the store, and the replayer (a tampered D rejected)."""
 
 from __future__ import annotations
 
-import json
 from fractions import Fraction
 
 import numpy as np
@@ -20,6 +19,7 @@ from softrank.runner import iter_checks
 from softrank.witnesses import Store, open_store
 
 from .helpers import random_attention
+from .storefactory import forbid_array_loads, set_first_lower_rank
 
 TIERS = ("auto", "float64", "arb", "exact")
 
@@ -226,15 +226,8 @@ def test_replay_rejects_a_row_of_d_above_norm_one(tmp_path):
 def test_a_stored_rowmix_rank_above_12_is_refused_before_any_array(tmp_path, rank,
                                                                   monkeypatch):
     _store(tmp_path / "s")
-    path = tmp_path / "s" / "brackets.jsonl"
-    recs = [json.loads(x) for x in path.read_text().splitlines()]
-    recs[0]["lower"]["rank"] = rank
-    path.write_text("".join(json.dumps(r) + "\n" for r in recs))
-
-    def no_load(*args, **kwargs):
-        raise AssertionError("an array was loaded")
-
-    monkeypatch.setattr("softrank.witnesses.store.load_npz", no_load)
+    set_first_lower_rank(tmp_path / "s", rank)
+    forbid_array_loads(monkeypatch)
     with pytest.raises(InputError) as ei:
         open_store(tmp_path / "s")
     assert ei.value.field.endswith("lower.rank")

@@ -29,6 +29,7 @@ from softrank.runner import iter_checks
 from softrank.witnesses import Store, open_store
 
 from .helpers import random_attention, softmax_rows, tsvd_witness
+from .storefactory import forbid_array_loads, set_first_lower_rank
 
 TIERS = ("auto", "float64", "arb", "exact")
 
@@ -491,16 +492,8 @@ def test_store_round_trip_and_check_agree(tmp_path):
 def test_a_stored_rowset_rank_outside_1_to_12_is_refused_before_any_array(tmp_path, rank,
                                                                           monkeypatch):
     _store_with_rowset(tmp_path / "s")
-    path = tmp_path / "s" / "brackets.jsonl"
-    recs = [json.loads(x) for x in path.read_text().splitlines()]
-    recs[0]["lower"]["rank"] = rank
-    path.write_text("".join(json.dumps(r) + "\n" for r in recs))
-
-    def no_load(*args, **kwargs):
-        raise AssertionError("an array was loaded")
-
-    monkeypatch.setattr("softrank.witnesses.store.load_npz", no_load)
-    monkeypatch.setattr(np, "load", no_load)
+    set_first_lower_rank(tmp_path / "s", rank)
+    forbid_array_loads(monkeypatch)
     for opener in (open_store, Store.open):
         with pytest.raises(InputError) as ei:
             opener(tmp_path / "s")

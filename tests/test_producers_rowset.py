@@ -114,8 +114,7 @@ def test_nothing_claimed_when_no_row_exceeds_eps():
 def test_mixing_rows_never_lowers_the_value_and_keeps_rows_within_norm_one():
     A = attention(12, 4, 3.0, 3)
     I = [0, 5, 9]
-    D = np.zeros((3, 12))
-    D[np.arange(3), I] = 1.0
+    D = rs.selection(I, 12)
     v0, Z = rs._orthants(D @ A, time.monotonic() + 60)
     D2 = rs._mix_step(A, D, Z)
     assert all(sum(abs(Fraction(float(x))) for x in row) <= 1 for row in D2)
@@ -127,8 +126,7 @@ def test_a_mixture_reaches_past_its_row_set_and_the_kernel_confirms_it():
     # seed 0: mixing these rows lifts the smallest orthant optimum from 0.34 to 0.75
     A = attention(12, 4, 3.0, 0)
     I = [0, 5, 9]
-    D = np.zeros((3, 12))
-    D[np.arange(3), I] = 1.0
+    D = rs.selection(I, 12)
     v0, _ = rs._orthants(D @ A, time.monotonic() + 60)
     goal = v0 * (1 + 1e-3)  # the rows alone do not reach it
     found = rs.compress(A, I, goal, time.monotonic() + 20)

@@ -222,6 +222,13 @@ def _mix_step(A: np.ndarray, D: np.ndarray, Z: np.ndarray) -> np.ndarray:
     return _norm_rows(out)
 
 
+def selection(J: list[int], m: int) -> np.ndarray:
+    """The len(J) x m matrix selecting rows J (row i is the unit vector of J[i])."""
+    D = np.zeros((len(J), m))
+    D[np.arange(len(J)), J] = 1.0
+    return D
+
+
 def compress(A: np.ndarray, J: list[int], goal: float, deadline: float, *, seed: int = 0
              ) -> tuple[np.ndarray, np.ndarray, float] | None:
     """Returns (D, Z, v) with v above ``goal`` for rows of D A, or None: D starts as the
@@ -230,9 +237,7 @@ def compress(A: np.ndarray, J: list[int], goal: float, deadline: float, *, seed:
     goal, perturbed by MIX_HOP on their support and re-chosen again while the deadline
     allows, keeping the best."""
     rng = np.random.default_rng(seed)
-    p, m = len(J), A.shape[0]
-    D = np.zeros((p, m))
-    D[np.arange(p), J] = 1.0
+    D = selection(J, A.shape[0])
 
     def climb(D: np.ndarray) -> tuple[float, np.ndarray, np.ndarray] | None:
         best = None
