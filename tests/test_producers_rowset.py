@@ -138,3 +138,49 @@ def test_a_mixture_reaches_past_its_row_set_and_the_kernel_confirms_it():
     assert c.status == "holds"
     assert check_lower(A, {"kind": "rowmix", "rank": 3, "D": D, "Z": Z2}, Fraction(goal),
                        tier="exact").status == "fails"
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_warm_started_orthants_agree_with_one_lp_per_pattern(seed, monkeypatch):
+    rng = np.random.default_rng(seed)
+    A = attention(40, 5, 3.0, seed)
+    for trial in range(6):
+        p = int(rng.integers(2, 7))
+        M = A[rng.choice(40, p, replace=False)] if trial % 2 else rng.standard_normal((p, 40))
+        lps = rs.Orthants(M)
+        for sigma in rs.patterns(p)[rng.permutation(1 << (p - 1))]:  # any order, many flips
+            lam, z = lps.solve(sigma)
+            ref, _ = rs.orthant(M, sigma)
+            assert np.all(np.abs(z) <= 1.0)
+            assert lam == float(np.min(sigma * (M @ z)))  # the value is z's, not the solver's
+            assert lam == pytest.approx(ref, rel=1e-9, abs=1e-12)
+    # without the binding it is the plain LP
+    monkeypatch.setattr(rs, "_highs", None)
+    M = A[:3]
+    assert rs.Orthants(M).h is None
+    for sigma in rs.patterns(3):
+        assert rs.Orthants(M).solve(sigma)[0] == rs.orthant(M, sigma)[0]
+
+
+def test_fit_rows_are_distinct_rows_of_a_and_respect_the_deadline():
+    A = attention(60, 6, 3.0, 5)
+    rows = rs._fit_rows(A, 3, time.monotonic() + 30)
+    assert len(rows) == len(set(rows)) == rs.GUIDE_ROWS
+    assert all(0 <= r < 60 for r in rows)
+    t = time.monotonic()
+    late = rs._fit_rows(A, 3, t - 1.0)  # past the deadline: the start's rows, at once
+    assert len(set(late)) == rs.GUIDE_ROWS and time.monotonic() - t < 2.0
+
+
+def test_guided_search_finds_a_set_its_start_misses_and_the_kernel_confirms_it():
+    A = attention(30, 6, 3.0, 11)
+    sets = rs._RowSets(A, time.monotonic() + 60)
+    start = [0, 1, 2, 3]
+    v0, _ = sets.value(start)
+    found, J, v = rs._guided(sets, A, start, v0 * 1.05, time.monotonic() + 20)
+    assert v > v0 * 1.05 if found is None else found[1] > v0 * 1.05
+    K, vk, Zk = found if found is not None else (J, v, sets.value(J)[1])
+    assert len(set(K)) == 4
+    assert exact_value(A, np.asarray(K), Zk) == pytest.approx(vk, rel=1e-9)
+    assert check_lower(A, {"kind": "rowset", "rank": 4, "I": np.asarray(K, dtype=np.int64),
+                           "Z": Zk}, Fraction(v0), tier="exact").status == "holds"

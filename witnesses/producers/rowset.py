@@ -12,12 +12,15 @@ decides r_eps(A[I]) >= p exactly.  So the search is a search for rows: the set g
 candidate row that keeps that minimum largest (candidates: the rows farthest in l1 from the
 set, since ||a_i - a_r||_1 / 2 bounds the minimum of any set holding rows i and r); where no
 candidate keeps it above eps, rows are swapped one at a time for candidates while that raises
-the minimum.  A set's patterns are tried hardest first (those that bound the last set), and
+the minimum, first among the rows farthest from the set, then among the rows a rank-(p - 1)
+alternating-l1 fit leaves worst (from random starts), then among all rows.  A set's patterns
+are tried hardest first (those that bound the last set) in one warm-started HiGHS model, and
 its evaluation stops as soon as one pattern falls below the value to beat.  Every set costs
 up to 2^(p-1) small LPs, so the search stops at rank MAX_P; the time budget is
-``SOFTRANK_ROWSET_BUDGET`` seconds (default 15, two thirds for the row sets) per (operator, eps).
-Where the next rank fails with rows, the rest of the budget goes to mixtures (``compress``):
-the rows of D A for D with rows of l1 norm at most 1, a ``rowmix`` certificate.
+``SOFTRANK_ROWSET_BUDGET`` seconds (default 15, half for the row sets) per (operator, eps).
+Where the next rank fails with rows, the rest of the budget goes to mixtures (``compress``)
+from the best failing sets in turn: the rows of D A for D with rows of l1 norm at most 1, a
+``rowmix`` certificate.
 
 Nothing here is trusted: the certificate is replayed by ``certify``.
 """
@@ -25,10 +28,14 @@ Nothing here is trusted: the certificate is replayed by ``certify``.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import numpy as np
+import scipy.sparse as sp
 from scipy.optimize import linprog
 
+from ._common import row_l1
+from .altl1 import alt_l1
 from .decoder_lp import CLAIM_BUDGET, BudgetedLower
 
 BUDGET_ENV = "SOFTRANK_ROWSET_BUDGET"
@@ -36,10 +43,19 @@ DEFAULT_BUDGET = 15.0
 MAX_P = 10  # 2^9 LPs per row set; the kernel accepts up to 12
 CANDIDATES = 12  # rows tried per growth step
 WIDER = (12, 48, 1 << 30)  # candidates per swap position, widened while the budget lasts
-ROW_SHARE = 2 / 3  # of the budget for the row sets (10 s of 15); the rest for mixtures
+GUIDE_END = 1 / 2  # guided search (rows a low-rank fit leaves worst) to the end of the row share
+GUIDE_ROWS = 24  # its candidate rows
+GUIDE_ITERS = 3000  # IRLS steps of its fit
+ROW_SHARE = 1 / 2  # of the budget for the row sets (7.5 s of 15); the rest for mixtures
 MIX_ROUNDS = 15  # alternations of D and Z per climb
 MIX_HOP = 0.05  # perturbation of D's support between climbs
 MIX_NEAR = 0.95  # hops only from a first climb within 5% of the goal
+MIX_STARTS = 3  # best failing row sets a mixture starts from, in turn
+
+try:  # the HiGHS binding scipy ships: one model per row set, warm-started pattern after pattern
+    import scipy.optimize._highspy._core as _highs
+except ImportError:  # pragma: no cover - older scipy: plain linprog per pattern
+    _highs = None
 
 
 def patterns(p: int) -> np.ndarray:
@@ -62,6 +78,68 @@ def orthant(AI: np.ndarray, sigma: np.ndarray) -> tuple[float, np.ndarray] | Non
     return float(np.min(sigma * (AI @ z))), z
 
 
+class Orthants:
+    """The orthant LPs of one p x N matrix M, pattern after pattern in one HiGHS model.
+
+    Patterns differ only in the sign of lambda's coefficient and the side of each row's
+    bound (sigma_i = -1 turns (M z)_i - lambda >= 0 into (M z)_i + lambda <= 0), so the model
+    is built once and the simplex warm-starts from the previous pattern's basis: about ten
+    times faster than a fresh ``linprog`` per pattern.  Falls back to ``orthant`` where
+    scipy's HiGHS binding is missing or refuses the model.
+    """
+
+    def __init__(self, M: np.ndarray):
+        self.M = M
+        self.sigma = np.ones(M.shape[0])
+        self.h = None
+        if _highs is not None:
+            try:
+                self.h = self._model(M)
+            except Exception:  # any binding mismatch: plain linprog per pattern
+                self.h = None
+
+    @staticmethod
+    def _model(M: np.ndarray):
+        p, N = M.shape
+        C = sp.csc_matrix(np.hstack([M, -np.ones((p, 1))]))
+        lp = _highs.HighsLp()
+        lp.num_col_, lp.num_row_ = N + 1, p
+        lp.a_matrix_.num_col_, lp.a_matrix_.num_row_ = N + 1, p
+        lp.a_matrix_.format_ = _highs.MatrixFormat.kColwise
+        lp.a_matrix_.start_, lp.a_matrix_.index_, lp.a_matrix_.value_ = C.indptr, C.indices, C.data
+        lp.sense_ = _highs.ObjSense.kMaximize
+        lp.col_cost_ = np.r_[np.zeros(N), 1.0]
+        lp.col_lower_ = np.r_[-np.ones(N), -np.inf]
+        lp.col_upper_ = np.r_[np.ones(N), np.inf]
+        lp.row_lower_, lp.row_upper_ = np.zeros(p), np.full(p, np.inf)
+        h = _highs._Highs()
+        h.setOptionValue("output_flag", False)
+        h.setOptionValue("presolve", "off")  # keeps the basis for the next pattern
+        h.setOptionValue("threads", 1)
+        h.setOptionValue("simplex_iteration_limit", 50 * (N + p) + 1000)  # no cycling
+        h.passModel(lp)
+        return h
+
+    def solve(self, sigma: np.ndarray) -> tuple[float, np.ndarray] | None:
+        """Returns what ``orthant(M, sigma)`` returns (an LP optimum, recomputed in float64
+        from z clipped into the box), or None if the LP fails."""
+        if self.h is None:
+            return orthant(self.M, sigma)
+        h, N = self.h, self.M.shape[1]
+        for i in np.flatnonzero(sigma != self.sigma):
+            h.changeCoeff(int(i), N, -float(sigma[i]))
+            if sigma[i] > 0:
+                h.changeRowBounds(int(i), 0.0, np.inf)
+            else:
+                h.changeRowBounds(int(i), -np.inf, 0.0)
+        self.sigma = sigma.copy()
+        h.run()
+        if h.getModelStatus() != _highs.HighsModelStatus.kOptimal:
+            return None
+        z = np.clip(np.asarray(h.getSolution().col_value)[:N], -1.0, 1.0)
+        return float(np.min(sigma * (self.M @ z))), z
+
+
 class _RowSets:
     """Evaluates row sets of one A, remembering which patterns were hardest."""
 
@@ -69,6 +147,12 @@ class _RowSets:
         self.A = A
         self.deadline = deadline
         self.hard: dict[int, list[int]] = {}  # per p: pattern indices that bound recent sets
+        self.seen: dict[frozenset[int], tuple[float, list[int]]] = {}  # sets fully evaluated
+
+    def best(self, p: int, k: int) -> list[list[int]]:
+        """The (at most) k distinct sets of p rows with the largest values evaluated so far."""
+        done = sorted((v, J) for v, J in self.seen.values() if len(J) == p)
+        return [J for _, J in reversed(done[-k:])]
 
     def value(self, I: list[int], beat: float = -np.inf
               ) -> tuple[float, np.ndarray | None]:
@@ -82,10 +166,11 @@ class _RowSets:
         order = hard + [s for s in range(len(S)) if s not in set(hard)]
         Z = np.zeros((len(S), self.A.shape[1]))
         v = np.inf
+        lps = Orthants(AI)
         for s in order:
             if time.monotonic() > self.deadline:
                 return -np.inf, None
-            r = orthant(AI, S[s])
+            r = lps.solve(S[s])
             if r is None:
                 return -np.inf, None
             lam, Z[s] = r
@@ -96,6 +181,7 @@ class _RowSets:
                 hard.insert(0, s)
                 del hard[8:]
                 return v, None
+        self.seen[frozenset(I)] = (v, list(I))
         return v, Z
 
 
@@ -136,19 +222,17 @@ def search(A: np.ndarray, eps: float, budget: float, *, max_p: int = MAX_P
         if top is None:  # none above the goal: swap rows of the most promising grown set
             if not tried or not np.isfinite(max(tried)[0]):
                 break
-            found, near, near_v = None, I + [max(tried)[1]], -np.inf
-            for k in WIDER:  # more candidate rows per position while time is left
-                found, J, v = _swap(sets, A, I + [max(tried)[1]], goal, k)
-                if found is None and v > near_v:
-                    near, near_v = J, v
-                if found is not None or time.monotonic() > sets.deadline:
-                    break
+            found = _stuck(sets, A, I + [max(tried)[1]], goal, t0 + GUIDE_END * budget)
             if found is None:
-                # past the row sets: mixtures of rows, from the best set that failed
-                mixed = compress(A, near, goal, t0 + budget)
-                if mixed is not None:
-                    D, Z, v = mixed
-                    return "rowmix", len(near), {"D": D, "Z": Z}, v
+                # past the row sets: mixtures of rows, from the best sets that failed (a
+                # mixture's climb depends on its start more than on the start's value)
+                starts = sets.best(len(I) + 1, MIX_STARTS)
+                for n, J in enumerate(starts):
+                    left = t0 + budget - time.monotonic()
+                    mixed = compress(A, J, goal, time.monotonic() + left / (len(starts) - n))
+                    if mixed is not None:
+                        D, Z, v = mixed
+                        return "rowmix", len(J), {"D": D, "Z": Z}, v
                 break
             top, top_v, top_Z = found
         I = top
@@ -157,18 +241,89 @@ def search(A: np.ndarray, eps: float, budget: float, *, max_p: int = MAX_P
                                     "Z": best[1]}, best[2]
 
 
-def _swap(sets: _RowSets, A: np.ndarray, J: list[int], goal: float, k: int
-          ) -> tuple[tuple[list[int], float, np.ndarray] | None, list[int], float]:
-    """Swaps rows of J one at a time for one of ``k`` candidates while that raises its value;
-    returns (found, J', v'): found the first set whose value exceeds ``goal`` (with its Z)
-    or None, and the best set met with its value (the start of a compression)."""
+Found = tuple[list[int], float, np.ndarray]
+
+
+def _stuck(sets: _RowSets, A: np.ndarray, J: list[int], goal: float, guide_end: float
+           ) -> Found | None:
+    """Where no grown set passes ``goal``: swaps among the rows farthest from the set (12,
+    then 48 candidates), then a guided search among the rows a low-rank fit leaves worst
+    (until ``guide_end``), then swaps among all rows while the row sets' time lasts.  Returns
+    the first set found above ``goal`` (with its value and Z), or None."""
+    found, near, near_v = None, J, -np.inf
+    steps: list[Callable[[list[int]], tuple[Found | None, list[int], float]]] = [
+        *(lambda J, k=k: _swap(sets, J, goal, lambda rest: _candidates(A, rest, k))
+          for k in WIDER[:-1]),
+        lambda J: _guided(sets, A, J, goal, guide_end),
+        lambda J: _swap(sets, J, goal, lambda rest: _candidates(A, rest, WIDER[-1])),
+    ]
+    for step in steps:
+        if found is not None or time.monotonic() > sets.deadline:
+            break
+        found, J, v = step(near)
+        if found is None and v > near_v:
+            near, near_v = J, v
+    return found
+
+
+def _fit_rows(A: np.ndarray, k: int, deadline: float) -> list[int]:
+    """The GUIDE_ROWS rows of A farthest in l1 from a rank-k fit (alternating l1 from the
+    leading singular subspace, stopped at ``deadline``): the rows a rank-k matrix finds hardest
+    to follow, so the likeliest members of a row set of rank k + 1."""
+    m, N = A.shape
+    rng = np.random.default_rng(0)
+    # the leading subspace by two steps of subspace iteration: no full SVD of a large A
+    Q, _ = np.linalg.qr(A @ rng.standard_normal((N, min(k + 8, N))))
+    for _ in range(2):
+        Q, _ = np.linalg.qr(A @ (A.T @ Q))
+    u, s, vt = np.linalg.svd(Q.T @ A, full_matrices=False)
+    U, V, _ = alt_l1(A, k, 0.0, (Q @ u[:, :k]) * s[:k], vt[:k], iters=GUIDE_ITERS,
+                     deadline=deadline, patient=True)
+    err = row_l1(A, U, V)
+    return [int(r) for r in np.argsort(-err, kind="stable")[:GUIDE_ROWS]]
+
+
+def _guided(sets: _RowSets, A: np.ndarray, J: list[int], goal: float, deadline: float,
+            *, seed: int = 0) -> tuple[Found | None, list[int], float]:
+    """Swap searches restricted to the rows a rank-(p - 1) fit leaves worst, from J and then
+    from random p-subsets of them, until ``deadline``; returns (found, J', v') as ``_swap``."""
+    p = len(J)
+    if time.monotonic() > deadline or p < 2:
+        return None, J, -np.inf
+    pool = _fit_rows(A, p - 1, deadline)
+    if len(pool) < p:
+        return None, J, -np.inf
+    rng = np.random.default_rng(seed)
+    saved, sets.deadline = sets.deadline, min(sets.deadline, deadline)
+    try:
+        best: tuple[list[int], float] = (J, -np.inf)
+        start = list(J)
+        while time.monotonic() < sets.deadline:
+            found, K, v = _swap(sets, start, goal,
+                                lambda rest: [r for r in pool if r not in rest])
+            if found is not None:
+                return found, K, v
+            if v > best[1]:
+                best = (K, v)
+            start = [int(r) for r in rng.choice(pool, p, replace=False)]
+        return None, *best
+    finally:
+        sets.deadline = saved
+
+
+def _swap(sets: _RowSets, J: list[int], goal: float,
+          candidates: Callable[[list[int]], list[int]]
+          ) -> tuple[Found | None, list[int], float]:
+    """Swaps rows of J one at a time for one of ``candidates(rest)`` while that raises its
+    value; returns (found, J', v'): found the first set whose value exceeds ``goal`` (with its
+    Z) or None, and the best set met with its value (the start of a compression)."""
     cur, _ = sets.value(J)
     improved = True
     while improved and np.isfinite(cur):
         improved = False
         for pos in range(len(J)):
             rest = J[:pos] + J[pos + 1:]
-            for r in _candidates(A, rest, k):
+            for r in candidates(rest):
                 K = rest[:pos] + [r] + rest[pos:]
                 v, Z = sets.value(K, beat=cur)  # complete only when not below cur
                 if Z is not None and v > goal:
@@ -185,10 +340,11 @@ def _orthants(M: np.ndarray, deadline: float) -> tuple[float, np.ndarray] | None
     S = patterns(M.shape[0])
     Z = np.zeros((len(S), M.shape[1]))
     v = np.inf
+    lps = Orthants(M)
     for s in range(len(S)):
         if time.monotonic() > deadline:
             return None
-        r = orthant(M, S[s])
+        r = lps.solve(S[s])
         if r is None:
             return None
         lam, Z[s] = r
