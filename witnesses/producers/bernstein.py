@@ -47,11 +47,11 @@ import time
 from collections.abc import Callable
 
 import numpy as np
-import scipy.sparse as sp
 from scipy.linalg import qr
 from scipy.optimize import linprog
 
 from ._common import as_float64, target
+from ._highs import lp_model, optimal
 from .altl1 import alt_l1
 from .decoder_lp import CLAIM_BUDGET, BudgetedLower, keyset_path
 
@@ -73,10 +73,6 @@ HOP_GRACE = 9
 HOP_NEAR = 1.03
 HOP_SEED = 20261201
 
-try:  # the HiGHS binding scipy ships: one model per A W, warm-started row after row
-    import scipy.optimize._highspy._core as _highs
-except ImportError:  # pragma: no cover - older scipy: plain linprog per row
-    _highs = None
 
 
 def _inf(X: np.ndarray) -> float:
@@ -107,36 +103,9 @@ class _RowLP:
         self.deadline = deadline
         m, p = G.shape
         self.m, self.p = m, p
-        self.h = None
-        if _highs is not None:
-            try:
-                self.h = self._model(G)
-            except Exception:  # any binding mismatch: fall back to linprog
-                self.h = None
-
-    @staticmethod
-    def _model(G: np.ndarray):
-        m, p = G.shape
-        M = sp.csc_matrix(np.hstack([G.T, -G.T]))
-        lp = _highs.HighsLp()
-        lp.num_col_, lp.num_row_ = 2 * m, p
-        lp.a_matrix_.num_col_, lp.a_matrix_.num_row_ = 2 * m, p
-        lp.a_matrix_.format_ = _highs.MatrixFormat.kColwise
-        lp.col_cost_ = np.ones(2 * m)
-        lp.col_lower_ = np.zeros(2 * m)
-        lp.col_upper_ = np.full(2 * m, np.inf)
-        lp.row_lower_ = np.zeros(p)
-        lp.row_upper_ = np.zeros(p)
-        lp.a_matrix_.start_ = M.indptr
-        lp.a_matrix_.index_ = M.indices
-        lp.a_matrix_.value_ = M.data
-        h = _highs._Highs()
-        h.setOptionValue("output_flag", False)
-        h.setOptionValue("presolve", "off")  # keeps the basis for the next right-hand side
-        h.setOptionValue("threads", 1)
-        h.setOptionValue("simplex_iteration_limit", 50 * (m + p) + 1000)  # no cycling
-        h.passModel(lp)
-        return h
+        # one model per G: only the right-hand side changes, so the basis carries over
+        self.h = lp_model(np.hstack([G.T, -G.T]), np.ones(2 * m), np.zeros(2 * m),
+                          np.full(2 * m, np.inf), np.zeros(p), np.zeros(p))
 
     def solve(self, c: np.ndarray) -> tuple[float, np.ndarray, np.ndarray] | None:
         """Returns (f, y, x): the optimum, a minimiser y and a dual x with c.x = f."""
@@ -153,7 +122,7 @@ class _RowLP:
             for i in range(self.p):
                 h.changeRowBounds(i, float(c[i]), float(c[i]))
             h.run()
-            if h.getModelStatus() != _highs.HighsModelStatus.kOptimal:
+            if not optimal(h):
                 return None
             s = h.getSolution()
             v = np.asarray(s.col_value)

@@ -31,10 +31,10 @@ import time
 from collections.abc import Callable
 
 import numpy as np
-import scipy.sparse as sp
 from scipy.optimize import linprog
 
 from ._common import row_l1
+from ._highs import lp_model, optimal
 from .altl1 import alt_l1
 from .decoder_lp import CLAIM_BUDGET, BudgetedLower
 
@@ -51,11 +51,6 @@ MIX_ROUNDS = 15  # alternations of D and Z per climb
 MIX_HOP = 0.05  # perturbation of D's support between climbs
 MIX_NEAR = 0.95  # hops only from a first climb within 5% of the goal
 MIX_STARTS = 3  # best failing row sets a mixture starts from, in turn
-
-try:  # the HiGHS binding scipy ships: one model per row set, warm-started pattern after pattern
-    import scipy.optimize._highspy._core as _highs
-except ImportError:  # pragma: no cover - older scipy: plain linprog per pattern
-    _highs = None
 
 
 def patterns(p: int) -> np.ndarray:
@@ -91,34 +86,10 @@ class Orthants:
     def __init__(self, M: np.ndarray):
         self.M = M
         self.sigma = np.ones(M.shape[0])
-        self.h = None
-        if _highs is not None:
-            try:
-                self.h = self._model(M)
-            except Exception:  # any binding mismatch: plain linprog per pattern
-                self.h = None
-
-    @staticmethod
-    def _model(M: np.ndarray):
         p, N = M.shape
-        C = sp.csc_matrix(np.hstack([M, -np.ones((p, 1))]))
-        lp = _highs.HighsLp()
-        lp.num_col_, lp.num_row_ = N + 1, p
-        lp.a_matrix_.num_col_, lp.a_matrix_.num_row_ = N + 1, p
-        lp.a_matrix_.format_ = _highs.MatrixFormat.kColwise
-        lp.a_matrix_.start_, lp.a_matrix_.index_, lp.a_matrix_.value_ = C.indptr, C.indices, C.data
-        lp.sense_ = _highs.ObjSense.kMaximize
-        lp.col_cost_ = np.r_[np.zeros(N), 1.0]
-        lp.col_lower_ = np.r_[-np.ones(N), -np.inf]
-        lp.col_upper_ = np.r_[np.ones(N), np.inf]
-        lp.row_lower_, lp.row_upper_ = np.zeros(p), np.full(p, np.inf)
-        h = _highs._Highs()
-        h.setOptionValue("output_flag", False)
-        h.setOptionValue("presolve", "off")  # keeps the basis for the next pattern
-        h.setOptionValue("threads", 1)
-        h.setOptionValue("simplex_iteration_limit", 50 * (N + p) + 1000)  # no cycling
-        h.passModel(lp)
-        return h
+        self.h = lp_model(np.hstack([M, -np.ones((p, 1))]), np.r_[np.zeros(N), 1.0],
+                          np.r_[-np.ones(N), -np.inf], np.r_[np.ones(N), np.inf],
+                          np.zeros(p), np.full(p, np.inf), maximize=True)
 
     def solve(self, sigma: np.ndarray) -> tuple[float, np.ndarray] | None:
         """Returns what ``orthant(M, sigma)`` returns (an LP optimum, recomputed in float64
@@ -134,7 +105,7 @@ class Orthants:
                 h.changeRowBounds(int(i), -np.inf, 0.0)
         self.sigma = sigma.copy()
         h.run()
-        if h.getModelStatus() != _highs.HighsModelStatus.kOptimal:
+        if not optimal(h):
             return None
         z = np.clip(np.asarray(h.getSolution().col_value)[:N], -1.0, 1.0)
         return float(np.min(sigma * (self.M @ z))), z
