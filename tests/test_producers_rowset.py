@@ -153,7 +153,7 @@ def test_warm_started_orthants_agree_with_one_lp_per_pattern(seed, monkeypatch):
             ref, _ = rs.orthant(M, sigma)
             assert np.all(np.abs(z) <= 1.0)
             assert lam == float(np.min(sigma * (M @ z)))  # the value is z's, not the solver's
-            assert lam == pytest.approx(ref, rel=1e-9, abs=1e-12)
+            assert lam == pytest.approx(ref, rel=1e-7, abs=1e-9)  # two solvers' tolerances
     # without the binding it is the plain LP
     monkeypatch.setattr(rs, "lp_model", lambda *a, **k: None)
     M = A[:3]

@@ -2,7 +2,7 @@
 
 ``linprog`` rebuilds and presolves its model on every call; the producers solve long runs of
 LPs that differ in a few bounds or coefficients, where keeping one model and its basis is
-about ten times faster.
+several times faster (benchmarks/bench_orthants.py: 5.6 - 9.2x for rowset's orthant LPs).
 """
 
 from __future__ import annotations
