@@ -72,3 +72,22 @@ def lp_left_inverse(A: np.ndarray, W: np.ndarray) -> np.ndarray:
         assert res.status == 0
         rows.append(res.x[:m] - res.x[m:])
     return np.array(rows)
+
+
+def sign_patterns(p: int) -> list[list[int]]:
+    """The 2^(p-1) sign patterns from the format's words (sigma_0 = +1, sigma_i = -1 iff bit
+    i - 1 of the pattern index is set), written here independently of the kernel."""
+    return [[1] + [-1 if (s >> (i - 1)) & 1 else 1 for i in range(1, p)]
+            for s in range(1 << (p - 1))]
+
+
+def exact_orthant_min(rows: list[list[Fraction]], Z) -> Fraction:
+    """min over patterns s and rows i of sigma_i(s) (rows . z_s) in exact rationals."""
+    best = None
+    for sig, z in zip(sign_patterns(len(rows)), Z, strict=True):
+        zq = [Fraction(float(x)) for x in z]
+        for sg, row in zip(sig, rows, strict=True):
+            v = sg * sum((a * b for a, b in zip(row, zq, strict=True)), Fraction(0))
+            best = v if best is None else min(best, v)
+    assert best is not None
+    return best

@@ -18,16 +18,11 @@ from softrank.export import write_bundle
 from softrank.runner import iter_checks
 from softrank.witnesses import Store, open_store
 
-from .helpers import random_attention
+from .helpers import exact_orthant_min, random_attention
+from .helpers import sign_patterns as patterns
 from .storefactory import forbid_array_loads, set_first_lower_rank
 
 TIERS = ("auto", "float64", "arb", "exact")
-
-
-def patterns(p: int) -> list[list[int]]:
-    """The sign patterns from the format's words: sigma_0 = +1, sigma_i = -1 iff bit i - 1."""
-    return [[1] + [-1 if (s >> (i - 1)) & 1 else 1 for i in range(1, p)]
-            for s in range(1 << (p - 1))]
 
 
 def exact_value(A, D, Z) -> Fraction:
@@ -37,13 +32,7 @@ def exact_value(A, D, Z) -> Fraction:
     N = len(Aq[0])
     M = [[sum((d * Aq[k][j] for k, d in enumerate(drow) if d), Fraction(0)) for j in range(N)]
          for drow in Dq]
-    best = None
-    for sig, z in zip(patterns(len(Dq)), Z, strict=True):
-        zq = [Fraction(float(x)) for x in z]
-        for sg, row in zip(sig, M, strict=True):
-            v = sg * sum((a * b for a, b in zip(row, zq, strict=True)), Fraction(0))
-            best = v if best is None else min(best, v)
-    return best
+    return exact_orthant_min(M, Z)
 
 
 def mixing(rng: np.random.Generator, p: int, m: int) -> np.ndarray:

@@ -28,7 +28,13 @@ from softrank.export import write_bundle
 from softrank.runner import iter_checks
 from softrank.witnesses import Store, open_store
 
-from .helpers import random_attention, softmax_rows, tsvd_witness
+from .helpers import (
+    exact_orthant_min,
+    random_attention,
+    softmax_rows,
+    tsvd_witness,
+)
+from .helpers import sign_patterns as patterns  # the format's words, not the kernel's
 from .storefactory import forbid_array_loads, set_first_lower_rank
 
 TIERS = ("auto", "float64", "arb", "exact")
@@ -36,23 +42,9 @@ TIERS = ("auto", "float64", "arb", "exact")
 
 # --- independent reference ------------------------------------------------------------------
 
-def patterns(p: int) -> list[list[int]]:
-    """The 2^(p-1) sign patterns, derived here from the format's words."""
-    return [[1] + [-1 if (s >> (i - 1)) & 1 else 1 for i in range(1, p)]
-            for s in range(1 << (p - 1))]
-
-
 def exact_value(A, I, Z) -> Fraction:
     """min over s, i of sigma_i(s) (A[I] z_s)_i in exact rationals (I in certificate order)."""
-    rows = [[Fraction(float(a)) for a in A[i]] for i in I]
-    best = None
-    for sig, z in zip(patterns(len(I)), Z, strict=True):
-        zq = [Fraction(float(x)) for x in z]
-        for sg, row in zip(sig, rows, strict=True):
-            v = sg * sum((a * b for a, b in zip(row, zq, strict=True)), Fraction(0))
-            best = v if best is None else min(best, v)
-    assert best is not None
-    return best
+    return exact_orthant_min([[Fraction(float(a)) for a in A[i]] for i in I], Z)
 
 
 def lp_rowset(A: np.ndarray, I) -> tuple[np.ndarray, float]:

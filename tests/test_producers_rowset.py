@@ -15,6 +15,8 @@ from softrank.witnesses.models import softmax64
 from softrank.witnesses.producers import get_producer
 from softrank.witnesses.producers import rowset as rs
 
+from .helpers import exact_orthant_min
+
 EPS = Fraction(1, 4)
 
 
@@ -26,16 +28,8 @@ def attention(n: int, d: int, beta: float, seed: int) -> np.ndarray:
 
 def exact_value(A: np.ndarray, I: np.ndarray, Z: np.ndarray) -> Fraction:
     """min over patterns s and rows i of sigma_i(s) (A[I] z_s)_i in exact rationals, with the
-    sign patterns written out here independently of the producer and the kernel."""
-    p = len(I)
-    best = None
-    for s in range(1 << (p - 1)):
-        sigma = [1] + [-1 if (s >> (i - 1)) & 1 else 1 for i in range(1, p)]
-        for i, row in enumerate(I):
-            v = sigma[i] * sum(Fraction(float(a)) * Fraction(float(z))
-                               for a, z in zip(A[row], Z[s], strict=True))
-            best = v if best is None else min(best, v)
-    return best
+    sign patterns written out in the test helpers, independently of the producer and kernel."""
+    return exact_orthant_min([[Fraction(float(a)) for a in A[i]] for i in I], Z)
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
