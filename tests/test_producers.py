@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from fractions import Fraction
 from importlib.metadata import EntryPoint
 
@@ -19,11 +20,16 @@ from softrank.witnesses.producers import (
     ENTRY_POINT_GROUP,
     BaseProducer,
     Witness,
+    altl1,
     available_producers,
     get_producer,
+    rowset,
 )
 from softrank.witnesses.producers import _entry_points as real_entry_points
+from softrank.witnesses.producers._common import SCALE_ENV, budget_scale
+from softrank.witnesses.producers.altl1 import AlternatingL1
 from softrank.witnesses.producers.pipeline import eps_tag
+from softrank.witnesses.producers.rowset import RowSet
 
 UPPERS = ["tsvd", "rw_svd", "alt_l1", "cpqr", "rpqr", "rep_rows"]
 LOWERS = ["nonzero", "frobenius_tail", "pinv_decoder", "submatrix", "keyset", "decoder_lp",
@@ -48,6 +54,19 @@ class DummyMeanRow(BaseProducer):
         U = np.hstack([np.ones((m, 1)), np.eye(m)])
         V = np.vstack([mean, A - mean])
         return Witness(rank=m + 1, U=U, V=V, claims={"upper_error": 0.0})
+
+
+class ScaleProbe(BaseProducer):
+    """A plug-in that reports, in its claims, the budgets a producer would get here."""
+
+    name = "scale_probe"
+    role = "upper"
+
+    def produce(self, A, eps, *, logits=None):
+        w = DummyMeanRow().produce(A, eps)
+        return Witness(rank=w.rank, U=w.U, V=w.V, claims={
+            "budget_scale": budget_scale(), "rowset_budget": RowSet().budget,
+            "descent_budget": AlternatingL1().descent_budget})
 
 
 class LiarProducer(BaseProducer):
@@ -85,6 +104,8 @@ def plugins(monkeypatch):
     extra = [EntryPoint(name="dummy_mean", value=f"{__name__}:DummyMeanRow",
                         group=ENTRY_POINT_GROUP),
              EntryPoint(name="liar", value=f"{__name__}:LiarProducer", group=ENTRY_POINT_GROUP),
+             EntryPoint(name="scale_probe", value=f"{__name__}:ScaleProbe",
+                        group=ENTRY_POINT_GROUP),
              EntryPoint(name="bad_shape", value=f"{__name__}:BadShapeProducer",
                         group=ENTRY_POINT_GROUP),
              EntryPoint(name="crash", value=f"{__name__}:CrashingProducer",
@@ -282,6 +303,9 @@ def _check_command_if_available(store, capsys, *, expect_refuted: bool) -> None:
     (["--producers", "nope"], "producers"),
     (["--producers", "keyset"], "producers"),
     (["--texts", "x.txt"], "model"),
+    (["--budget-scale", "0"], "budget-scale"),
+    (["--budget-scale", "nan"], "budget-scale"),
+    (["--budget-scale", "inf"], "budget-scale"),
 ])
 def test_produce_bad_arguments(tmp_path, capsys, argv, field):
     src = _npz(tmp_path, a=np.full((3, 3), 1 / 3))
@@ -346,3 +370,33 @@ def test_default_producers_leave_out_the_opt_in_ones(tmp_path, capsys, monkeypat
     assert main(["produce", str(tmp_path / "st2"), "--npz", src, "--eps", "0.25", "--quiet",
                  "--producers", "tsvd", "decoder_lp"]) == 0
     assert calls == [(5, 5)]
+
+
+def test_budget_scale_reaches_the_producers_and_is_restored(tmp_path, plugins, monkeypatch):
+    for var in (SCALE_ENV, rowset.BUDGET_ENV, altl1.DESCENT_ENV):
+        monkeypatch.delenv(var, raising=False)
+    A, _ = attention(6, 6, 2, 2.0, 1)
+    store = tmp_path / "st"
+    assert main(["produce", str(store), "--npz", _npz(tmp_path, probs=A), "--eps", "1/4",
+                 "--producers", "scale_probe", "--budget-scale", "0.25", "--quiet"]) == 0
+    lines = (store / "brackets.jsonl").read_text().splitlines()
+    claims = json.loads(lines[0])["claims"]
+    assert claims["budget_scale"] == 0.25
+    assert claims["rowset_budget"] == rowset.DEFAULT_BUDGET / 4
+    assert claims["descent_budget"] == altl1.DEFAULT_DESCENT / 4
+    assert SCALE_ENV not in os.environ  # an in-process caller sees no change
+
+
+def test_budget_scale_multiplies_defaults_and_variables(monkeypatch):
+    monkeypatch.delenv(rowset.BUDGET_ENV, raising=False)
+    monkeypatch.delenv(altl1.DESCENT_ENV, raising=False)
+    monkeypatch.setenv(SCALE_ENV, "0.5")
+    assert RowSet().budget == rowset.DEFAULT_BUDGET / 2
+    assert AlternatingL1().descent_budget == altl1.DEFAULT_DESCENT / 2
+    monkeypatch.setenv(rowset.BUDGET_ENV, "4")
+    monkeypatch.setenv(altl1.DESCENT_ENV, "0")  # 0 still turns the descent off
+    assert RowSet().budget == 2.0 and AlternatingL1().descent_budget == 0.0
+    assert RowSet(budget=3.0).budget == 3.0  # an explicit budget is not scaled
+    for bad in ("nan", "-1", "0", "x", ""):
+        monkeypatch.setenv(SCALE_ENV, bad)
+        assert budget_scale() == 1.0 and RowSet().budget == 4.0

@@ -32,7 +32,7 @@ from softrank.witnesses import Store, open_store
 from softrank.witnesses.models import softmax64
 from softrank.witnesses.npzsafe import read_npz
 from softrank.witnesses.producers import default_producers, get_producer
-from softrank.witnesses.producers._common import one_blas_thread
+from softrank.witnesses.producers._common import SCALE_ENV, one_blas_thread
 from softrank.witnesses.producers.pipeline import OperatorResult, bracket_id, produce_operator
 
 from .. import intrinsic_produce
@@ -77,6 +77,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="producer names: built-in or registered under the entry-point group "
                         "'softrank.producers' (default: every built-in except "
                         "decoder_lp, which never beat bernstein on the heads measured)")
+    p.add_argument("--budget-scale", type=float, default=None, metavar="F",
+                   help="multiply the producers' search budgets (alt_l1's descent, bernstein, "
+                        "rowset, decoder_lp: their defaults or SOFTRANK_*_BUDGET / "
+                        "SOFTRANK_ALT_L1_DESCENT) by F > 0; fewer seconds, looser brackets "
+                        "(default 1)")
     p.add_argument("--jobs", type=int, default=1, metavar="N", help="worker processes")
     p.add_argument("--family", help="family label for the operators (default: model or file)")
     p.add_argument("--description", default="", help="store description (new stores)")
@@ -243,6 +248,24 @@ def _split_producers(names: list[str]) -> tuple[list[str], list[str]]:
 
 
 def run(args: argparse.Namespace) -> int:
+    scale = args.budget_scale
+    if scale is not None and not (np.isfinite(scale) and scale > 0):
+        raise InputError(f"must be a positive finite number, got {scale}", field="budget-scale")
+    # the producers read their budgets from the environment (worker processes inherit it);
+    # restored afterwards so that an in-process caller sees no change
+    before = os.environ.get(SCALE_ENV)
+    if scale is not None:
+        os.environ[SCALE_ENV] = repr(float(scale))
+    try:
+        return _run(args)
+    finally:
+        if before is None:
+            os.environ.pop(SCALE_ENV, None)
+        else:
+            os.environ[SCALE_ENV] = before
+
+
+def _run(args: argparse.Namespace) -> int:
     if args.jobs < 1:
         raise InputError("--jobs must be >= 1", field="jobs")
     eps_list = sorted({parse_eps(e, field="eps") for e in args.eps})

@@ -90,13 +90,24 @@ def eps_up(eps: Fraction | float) -> float:
     return float(np.nextafter(e, np.inf)) if Fraction(e) < Fraction(eps) else e
 
 
-def budget_from_env(name: str, default: float) -> float:
-    """Returns the positive finite float in environment variable ``name``, else ``default``."""
-    raw = os.environ.get(name)
-    if raw is None:
-        return default
+SCALE_ENV = "SOFTRANK_BUDGET_SCALE"
+
+
+def _positive(raw: str | None) -> float | None:
     try:
-        b = float(raw)
+        b = float(raw) if raw else None
     except ValueError:
-        return default
-    return b if np.isfinite(b) and b > 0 else default
+        return None
+    return b if b is not None and np.isfinite(b) and b > 0 else None
+
+
+def budget_scale() -> float:
+    """Returns the positive finite float in ``SOFTRANK_BUDGET_SCALE`` (``produce
+    --budget-scale``), else 1: the factor on every producer's search budget."""
+    return _positive(os.environ.get(SCALE_ENV)) or 1.0
+
+
+def budget_from_env(name: str, default: float) -> float:
+    """Returns the positive finite float in environment variable ``name``, else ``default``,
+    times ``budget_scale()``."""
+    return (_positive(os.environ.get(name)) or default) * budget_scale()

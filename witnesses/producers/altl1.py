@@ -23,7 +23,7 @@ from itertools import chain
 import numpy as np
 
 from . import BaseProducer, Witness
-from ._common import as_float64, least_rank, row_l1, target
+from ._common import as_float64, budget_scale, least_rank, row_l1, target
 
 DESCENT_ENV = "SOFTRANK_ALT_L1_DESCENT"
 DEFAULT_DESCENT = 30.0
@@ -210,12 +210,13 @@ def _starts(A: np.ndarray, k: int, Us: np.ndarray, s: np.ndarray, Vt: np.ndarray
 
 
 def _descent_default() -> float:
-    """Seconds per call for the patient descent below the bisection's rank
-    (environment ``SOFTRANK_ALT_L1_DESCENT``, default 6)."""
+    """Seconds per call for the patient descent below the bisection's rank: environment
+    ``SOFTRANK_ALT_L1_DESCENT`` (0 turns the descent off), else DEFAULT_DESCENT, times
+    ``budget_scale()``."""
     raw = os.environ.get(DESCENT_ENV, "")
     try:
         b = float(raw) if raw else DEFAULT_DESCENT
     except ValueError:
-        return DEFAULT_DESCENT
-    return b if np.isfinite(b) and b >= 0 else DEFAULT_DESCENT
+        b = DEFAULT_DESCENT
+    return (b if np.isfinite(b) and b >= 0 else DEFAULT_DESCENT) * budget_scale()
 
