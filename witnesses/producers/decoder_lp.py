@@ -319,7 +319,8 @@ def _select(X: np.ndarray, rows: list[int], m: int) -> np.ndarray:
 
 class BudgetedLower(BaseProducer):
     """A lower producer whose search gets ``budget`` seconds per (operator, eps): from the
-    constructor, else from the environment variable ``budget_env``, else ``default_budget``.
+    constructor, else from the environment variable ``budget_env``, else ``default_budget``
+    (these two times ``budget_scale()``, the ``produce --budget-scale`` factor).
     Subclasses supply ``_search(A, eps, budget)`` (their module's search: None when nothing
     was found) and ``_parts(found)``, which turns what it found into (kind, rank, arrays,
     value, start); a value above the claim budget is not claimed."""
