@@ -65,7 +65,7 @@ class ScaleProbe(BaseProducer):
     def produce(self, A, eps, *, logits=None):
         w = DummyMeanRow().produce(A, eps)
         return Witness(rank=w.rank, U=w.U, V=w.V, claims={
-            "budget_scale": budget_scale(), "rowset_budget": RowSet().budget,
+            "probe_scale": budget_scale(), "rowset_budget": RowSet().budget,
             "descent_budget": AlternatingL1().descent_budget})
 
 
@@ -381,10 +381,17 @@ def test_budget_scale_reaches_the_producers_and_is_restored(tmp_path, plugins, m
                  "--producers", "scale_probe", "--budget-scale", "0.25", "--quiet"]) == 0
     lines = (store / "brackets.jsonl").read_text().splitlines()
     claims = json.loads(lines[0])["claims"]
-    assert claims["budget_scale"] == 0.25
+    assert claims["probe_scale"] == 0.25
+    assert claims["budget_scale"] == 0.25  # the store says which budgets made the bracket
     assert claims["rowset_budget"] == rowset.DEFAULT_BUDGET / 4
     assert claims["descent_budget"] == altl1.DEFAULT_DESCENT / 4
     assert SCALE_ENV not in os.environ  # an in-process caller sees no change
+    # without the option the producers get their budgets and the claims say nothing
+    assert main(["produce", str(tmp_path / "st2"), "--npz", _npz(tmp_path, probs=A), "--eps",
+                 "1/4", "--producers", "scale_probe", "--quiet"]) == 0
+    claims = json.loads((tmp_path / "st2" / "brackets.jsonl").read_text().splitlines()[0])[
+        "claims"]
+    assert claims["probe_scale"] == 1.0 and "budget_scale" not in claims
 
 
 def test_budget_scale_multiplies_defaults_and_variables(monkeypatch):

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from . import Certificate, Witness, get_producer
-from ._common import row_l1, target
+from ._common import budget_scale, row_l1, target
 
 ANCHOR = "alt_l1"
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -102,6 +102,9 @@ def produce_operator(op_id: str, A: np.ndarray, eps_list: list[Fraction], uppers
                 continue
             w = compact_witness(A, w, eps)
             claims = {**w.claims, "upper_rank": int(w.rank), "upper_seconds": round(secs, 4)}
+            if budget_scale() != 1.0:
+                # a resumed run with another scale mixes budgets: each bracket says its own
+                claims["budget_scale"] = budget_scale()
             plans.append(BracketPlan(id=bid, eps=eps, upper=w.to_mapping(), lower=None,
                                      producer={"upper": up, "lower": None},
                                      claims=_jsonable(claims)))
