@@ -407,3 +407,22 @@ def test_budget_scale_multiplies_defaults_and_variables(monkeypatch):
     for bad in ("nan", "-1", "0", "x", ""):
         monkeypatch.setenv(SCALE_ENV, bad)
         assert budget_scale() == 1.0 and RowSet().budget == 4.0
+
+
+@pytest.mark.parametrize("var, value", [
+    (SCALE_ENV, "fast"), (rowset.BUDGET_ENV, "0"), (rowset.BUDGET_ENV, "-5"),
+    ("SOFTRANK_BERNSTEIN_BUDGET", "inf"), (altl1.DESCENT_ENV, "nan"), (altl1.DESCENT_ENV, "-1"),
+])
+def test_produce_refuses_unreadable_budget_variables(tmp_path, capsys, monkeypatch, var, value):
+    monkeypatch.setenv(var, value)
+    src = _npz(tmp_path, a=np.full((3, 3), 1 / 3))
+    assert main(["produce", str(tmp_path / "st"), "--npz", src, "--quiet"]) == 2
+    assert var in capsys.readouterr().err
+    assert not (tmp_path / "st").exists()
+
+
+def test_produce_accepts_a_zero_descent(tmp_path, monkeypatch):
+    monkeypatch.setenv(altl1.DESCENT_ENV, "0")
+    src = _npz(tmp_path, a=np.full((3, 3), 1 / 3))
+    assert main(["produce", str(tmp_path / "st"), "--npz", src, "--quiet", "--producers",
+                 "tsvd"]) == 0

@@ -247,7 +247,33 @@ def _split_producers(names: list[str]) -> tuple[list[str], list[str]]:
     return uppers, lowers
 
 
+def _budget_variables() -> list[tuple[str, bool]]:
+    """The environment variables the built-in producers read their budgets from, each with
+    whether 0 is allowed (it turns alt_l1's descent off)."""
+    from softrank.witnesses.producers import altl1, bernstein, decoder_lp, rowset
+
+    return [(SCALE_ENV, False), (bernstein.BUDGET_ENV, False), (rowset.BUDGET_ENV, False),
+            (decoder_lp.BUDGET_ENV, False), (altl1.DESCENT_ENV, True)]
+
+
+def _check_budget_variables() -> None:
+    # the producers fall back to their defaults on a value they cannot read; a typo in a
+    # budget should not silently cost hours, so produce refuses it up front
+    for name, zero_ok in _budget_variables():
+        raw = os.environ.get(name, "")
+        if not raw:
+            continue
+        try:
+            b = float(raw)
+        except ValueError:
+            b = float("nan")
+        if not (np.isfinite(b) and (b > 0 or (zero_ok and b == 0))):
+            need = "a finite number >= 0" if zero_ok else "a positive finite number"
+            raise InputError(f"environment variable {name}={raw!r} is not {need}", field=name)
+
+
 def run(args: argparse.Namespace) -> int:
+    _check_budget_variables()
     scale = args.budget_scale
     if scale is not None and not (np.isfinite(scale) and scale > 0):
         raise InputError(f"must be a positive finite number, got {scale}", field="budget-scale")
