@@ -32,7 +32,7 @@ from softrank.witnesses import Store, open_store
 from softrank.witnesses.models import softmax64
 from softrank.witnesses.npzsafe import read_npz
 from softrank.witnesses.producers import default_producers, get_producer
-from softrank.witnesses.producers._common import SCALE_ENV, one_blas_thread
+from softrank.witnesses.producers._common import SCALE_ENV, one_blas_thread, parse_budget
 from softrank.witnesses.producers.pipeline import OperatorResult, bracket_id, produce_operator
 
 from .. import intrinsic_produce
@@ -261,13 +261,7 @@ def _check_budget_variables() -> None:
     # budget should not silently cost hours, so produce refuses it up front
     for name, zero_ok in _budget_variables():
         raw = os.environ.get(name, "")
-        if not raw:
-            continue
-        try:
-            b = float(raw)
-        except ValueError:
-            b = float("nan")
-        if not (np.isfinite(b) and (b > 0 or (zero_ok and b == 0))):
+        if raw and parse_budget(raw, zero_ok=zero_ok) is None:
             need = "a finite number >= 0" if zero_ok else "a positive finite number"
             raise InputError(f"environment variable {name}={raw!r} is not {need}", field=name)
 

@@ -93,21 +93,24 @@ def eps_up(eps: Fraction | float) -> float:
 SCALE_ENV = "SOFTRANK_BUDGET_SCALE"
 
 
-def _positive(raw: str | None) -> float | None:
+def parse_budget(raw: str | None, *, zero_ok: bool = False) -> float | None:
+    """Returns the finite float written in ``raw`` when it is > 0 (or 0 with ``zero_ok``);
+    None when ``raw`` is unset, empty or anything else."""
     try:
         b = float(raw) if raw else None
     except ValueError:
         return None
-    return b if b is not None and np.isfinite(b) and b > 0 else None
+    ok = b is not None and np.isfinite(b) and (b > 0 or (zero_ok and b == 0))
+    return b if ok else None
 
 
 def budget_scale() -> float:
     """Returns the positive finite float in ``SOFTRANK_BUDGET_SCALE`` (``produce
     --budget-scale``), else 1: the factor on every producer's search budget."""
-    return _positive(os.environ.get(SCALE_ENV)) or 1.0
+    return parse_budget(os.environ.get(SCALE_ENV)) or 1.0
 
 
 def budget_from_env(name: str, default: float) -> float:
     """Returns the positive finite float in environment variable ``name``, else ``default``,
     times ``budget_scale()``."""
-    return (_positive(os.environ.get(name)) or default) * budget_scale()
+    return (parse_budget(os.environ.get(name)) or default) * budget_scale()

@@ -23,7 +23,7 @@ from itertools import chain
 import numpy as np
 
 from . import BaseProducer, Witness
-from ._common import as_float64, budget_scale, least_rank, row_l1, target
+from ._common import as_float64, budget_scale, least_rank, parse_budget, row_l1, target
 
 DESCENT_ENV = "SOFTRANK_ALT_L1_DESCENT"
 DEFAULT_DESCENT = 30.0
@@ -213,10 +213,6 @@ def _descent_default() -> float:
     """Seconds per call for the patient descent below the bisection's rank: environment
     ``SOFTRANK_ALT_L1_DESCENT`` (0 turns the descent off), else DEFAULT_DESCENT, times
     ``budget_scale()``."""
-    raw = os.environ.get(DESCENT_ENV, "")
-    try:
-        b = float(raw) if raw else DEFAULT_DESCENT
-    except ValueError:
-        b = DEFAULT_DESCENT
-    return (b if np.isfinite(b) and b >= 0 else DEFAULT_DESCENT) * budget_scale()
+    b = parse_budget(os.environ.get(DESCENT_ENV), zero_ok=True)
+    return (DEFAULT_DESCENT if b is None else b) * budget_scale()
 
