@@ -49,4 +49,58 @@ def test_a_false_certificate_counts_as_rank_zero(tmp_path, capsys):
     out = json.loads(capsys.readouterr().out)
     assert out["certificates_not_proved"] == 1
     assert out["lower_table"]["liar"] == {"certificates": 1, "proved": 0, "median_rank": 0,
-                                          "closed": 0, "kinds": ["decoder"]}
+                                          "closed": 0, "kinds": ["decoder"],
+                                          "seconds": None}
+
+
+def test_every_lower_producer_time_is_recorded_and_shown(tmp_path, capsys):
+    src = tmp_path / "ops.npz"
+    np.savez(src, A=_attention(8, 3))
+    store = tmp_path / "st"
+    assert main(["produce", str(store), "--npz", str(src), "--npz-kind", "probs", "--eps",
+                 "0.25", "--producers", "tsvd", "keyset", "nonzero", "--quiet"]) == 0
+    capsys.readouterr()
+    rec = json.loads((store / "brackets.jsonl").read_text().splitlines()[0])
+    times = rec["claims"]["lower_producer_seconds"]
+    # both lower producers ran, whichever won
+    assert set(times) == {"keyset", "nonzero"} and all(t >= 0 for t in times.values())
+    assert main(["producers", str(store), "--json", "--reference", "tsvd"]) == 0
+    lt = json.loads(capsys.readouterr().out)["lower_table"]
+    assert set(lt) == {"keyset", "nonzero"}
+    loser = next(n for n in lt if lt[n]["certificates"] == 0)
+    assert lt[loser]["median_rank"] == 0 and lt[loser]["seconds"] is not None
+
+
+def _hostile_store(tmp_path, name: str, claims: dict) -> str:
+    A = _attention(6, 4)
+    st = Store.create(tmp_path / "st")
+    op = st.add_operator(A, family="t")
+    U, s, Vt = np.linalg.svd(A)
+    upper = {"kind": "factors", "rank": 6, "U": U * s, "V": Vt}
+    st.add_bracket(op, "1/4", upper, {"kind": "nonzero", "rank": 1},
+                   producer={"upper": name, "lower": name}, claims=claims)
+    st.close()
+    return str(tmp_path / "st")
+
+
+def test_store_strings_cannot_drive_the_terminal(tmp_path, capsys):
+    evil = "x\x1b[2J\nforged: 0 not proved\u202e"
+    store = _hostile_store(tmp_path, evil, {"upper_seconds": "soon",
+                                            "lower_producer_seconds": {evil: -1}})
+    assert main(["producers", store, "--reference", evil]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\u202e" not in out
+    assert "\nforged" not in out and "x\\x1b[2J\\nforged" in out
+    # unreadable claimed times are not summed: shown as "-"
+    assert main(["producers", store, "--json", "--reference", evil]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["table"][evil]["seconds"] is None
+    assert doc["lower_table"][evil]["seconds"] is None
+
+
+def test_a_claimed_time_beyond_the_float_range_still_prints(tmp_path, capsys):
+    store = _hostile_store(tmp_path, "big", {"upper_seconds": 10**400,
+                                             "lower_producer_seconds": {"big": 10**400}})
+    assert main(["producers", store, "--reference", "big"]) == 0
+    out = capsys.readouterr().out
+    assert "e+400" in out or "e400" in out

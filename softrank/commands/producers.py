@@ -19,11 +19,14 @@ import argparse
 import statistics
 import sys
 from collections import defaultdict
+from fractions import Fraction
 from typing import Any
 
 from tqdm import tqdm
 
 from softrank.certify import check_lower, check_upper
+from softrank.numfmt import sci
+from softrank.terminal import shown
 from softrank.witnesses import jsonexact, open_store
 
 NAME = "producers"
@@ -59,10 +62,39 @@ def validated_ranks(store: str, *, progress: bool = False) -> list[dict[str, Any
             rows.append({"operator": op_id, "eps": br.eps,
                          "producer": str(br.producer.get("upper", "?")),
                          "claimed": br.upper.rank, "status": chk.status,
-                         "validated": br.upper.rank if chk.holds else full, "full": full})
+                         "validated": br.upper.rank if chk.holds else full, "full": full,
+                         "seconds": claimed_seconds(br.claims.get("upper_seconds"))})
             bar.update(1)
     bar.close()
     return rows
+
+
+def claimed_seconds(v: Any) -> Fraction | None:
+    """Returns a producer's claimed time as an exact number, or None when the claim is not a
+    finite non-negative number (claims are the producers' own words: shown, never trusted)."""
+    if isinstance(v, bool) or not isinstance(v, (int, Fraction)) or v < 0:
+        return None
+    return Fraction(v)
+
+
+def lower_times(store: str) -> dict[str, dict[str, Any]]:
+    """Returns per lower producer the sum of its claimed seconds over the brackets that record
+    the lower producers' times (``lower_producer_seconds``), how many runs that sums, and how
+    many claims were unreadable."""
+    out: dict[str, dict[str, Any]] = {}
+    for br in open_store(store).brackets:
+        times = br.claims.get("lower_producer_seconds")
+        if not isinstance(times, dict):
+            continue
+        for name, v in times.items():
+            t = out.setdefault(str(name), {"seconds": Fraction(0), "runs": 0, "unreadable": 0})
+            sec = claimed_seconds(v)
+            if sec is None:
+                t["unreadable"] += 1
+            else:
+                t["seconds"] += sec
+                t["runs"] += 1
+    return out
 
 
 def validated_lowers(store: str, *, progress: bool = False) -> list[dict[str, Any]]:
@@ -91,34 +123,48 @@ def validated_lowers(store: str, *, progress: bool = False) -> list[dict[str, An
     return rows
 
 
-def compare_lowers(lowers: list[dict[str, Any]], uppers: list[dict[str, Any]]
-                   ) -> dict[str, Any]:
+def compare_lowers(lowers: list[dict[str, Any]], uppers: list[dict[str, Any]],
+                   times: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
     """Returns per lower producer: certificates (brackets won), proved, median validated rank,
-    closed (validated L = least validated U of that operator and eps), kinds."""
+    closed (validated L = least validated U of that operator and eps), kinds, and its claimed
+    seconds from ``times`` (None when none are recorded).  A producer that ran (it has times)
+    but won nothing has a row of zeros."""
+    times = times or {}
     best_u: dict[tuple[str, Any], int] = {}
     for r in uppers:
         key = (r["operator"], r["eps"])
         best_u[key] = min(best_u.get(key, r["full"]), r["validated"])
     table: dict[str, Any] = {}
-    for name in sorted({r["producer"] for r in lowers}):
+    for name in sorted({r["producer"] for r in lowers} | set(times)):
         mine = [r for r in lowers if r["producer"] == name]
+        t = times.get(name)
         table[name] = {
             "certificates": len(mine),
             "proved": sum(r["status"] == "holds" for r in mine),
-            "median_rank": statistics.median(r["validated"] for r in mine),
+            "median_rank": statistics.median(r["validated"] for r in mine) if mine else 0,
             "closed": sum(r["validated"] == best_u.get((r["operator"], r["eps"])) for r in mine),
             "kinds": sorted({r["kind"] for r in mine}),
+            "seconds": None if t is None or not t["runs"] else t["seconds"],
         }
     return table
 
 
+def _secs(v: Fraction | None) -> str:
+    if v is None:
+        return "-"
+    # a hostile claim may exceed the float range: display only, never a verdict
+    return f"{float(v):.0f}" if v < 10**12 else sci(v)
+
+
 def format_lower_table(table: dict[str, Any]) -> str:
-    lines = [f"{'lower':<14} {'won':>5} {'proved':>7} {'median rank':>11} {'closed':>7}  kinds"]
+    lines = [f"{'lower':<14} {'won':>5} {'proved':>7} {'median rank':>11} {'closed':>7} "
+             f"{'claimed s':>9}  kinds"]
     order = sorted(table, key=lambda n: (-table[n]["certificates"], n))
     for n in order:
         t = table[n]
-        lines.append(f"{n:<14} {t['certificates']:>5} {t['proved']:>7} {t['median_rank']:>11} "
-                     f"{t['closed']:>7}  {', '.join(t['kinds'])}")
+        lines.append(f"{shown(n):<14} {t['certificates']:>5} {t['proved']:>7} "
+                     f"{t['median_rank']:>11} {t['closed']:>7} {_secs(t['seconds']):>9}  "
+                     f"{', '.join(shown(k) for k in t['kinds'])}")
     return "\n".join(lines)
 
 
@@ -137,21 +183,27 @@ def compare(rows: list[dict[str, Any]], reference: str = REFERENCE) -> dict[str,
             "median_ratio": statistics.median(ratios) if ratios else None,
             "mean_ratio": statistics.fmean(ratios) if ratios else None,
             "pairs": len(ratios),
+            "seconds": _sum_claimed([r["seconds"] for r in mine]),
         }
     return table
 
 
+def _sum_claimed(vals: list[Fraction | None]) -> Fraction | None:
+    known = [v for v in vals if v is not None]
+    return sum(known, Fraction(0)) if known else None
+
+
 def format_table(table: dict[str, Any], reference: str) -> str:
     lines = [f"{'producer':<12} {'witnesses':>9} {'proved':>7} {'median rank':>11} "
-             f"{'median / ' + reference:>16} {'mean ratio':>10}"]
+             f"{'median / ' + shown(reference):>16} {'mean ratio':>10} {'claimed s':>9}"]
     order = sorted(table, key=lambda n: (table[n]["median_ratio"] is None,
                                          table[n]["median_ratio"] or 0, n))
     for n in order:
         t = table[n]
         ratio = "-" if t["median_ratio"] is None else f"{t['median_ratio']:.2f}x"
         mean = "-" if t["mean_ratio"] is None else f"{t['mean_ratio']:.2f}x"
-        lines.append(f"{n:<12} {t['brackets']:>9} {t['confirmed']:>7} {t['median_rank']:>11} "
-                     f"{ratio:>16} {mean:>10}")
+        lines.append(f"{shown(n):<12} {t['brackets']:>9} {t['confirmed']:>7} "
+                     f"{t['median_rank']:>11} {ratio:>16} {mean:>10} {_secs(t['seconds']):>9}")
     return "\n".join(lines)
 
 
@@ -160,7 +212,7 @@ def run(args: argparse.Namespace) -> int:
     table = compare(rows, args.reference)
     failed = sum(r["status"] != "holds" for r in rows)
     lowers = validated_lowers(args.store, progress=not (args.quiet or args.json))
-    lower_table = compare_lowers(lowers, rows)
+    lower_table = compare_lowers(lowers, rows, lower_times(args.store))
     lower_failed = sum(r["status"] != "holds" for r in lowers)
     if args.json:
         print(jsonexact.dumps({"store": str(args.store), "reference": args.reference,
@@ -169,7 +221,7 @@ def run(args: argparse.Namespace) -> int:
                                "certificates_not_proved": lower_failed}, indent=1))
     else:
         if args.reference not in table:
-            print(f"(no {args.reference} brackets in the store: ratios unavailable)")
+            print(f"(no {shown(args.reference)} brackets in the store: ratios unavailable)")
         print(format_table(table, args.reference))
         print(f"{len(rows)} witnesses rechecked by certify.check_upper; {failed} not proved "
               "(counted as full rank)")
@@ -178,4 +230,5 @@ def run(args: argparse.Namespace) -> int:
             print(format_lower_table(lower_table))
             print(f"{len(lowers)} certificates (the best per operator and eps) rechecked by "
                   f"certify.check_lower; {lower_failed} not proved (counted as rank 0)")
+        print("claimed s: the producers' own timings summed from the store (unchecked claims)")
     return 0

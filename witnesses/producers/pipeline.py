@@ -119,8 +119,10 @@ def _attach_lower(plan: BracketPlan, op_id: str, A: np.ndarray, eps: Fraction,
                   lowers: list[str], logits: np.ndarray | None, res: OperatorResult) -> None:
     best: Certificate | None = None
     best_name, best_secs = None, 0.0
+    seconds: dict[str, float] = {}
     for lo in lowers:
         c, secs, err = _run(lo, A, eps, logits)
+        seconds[lo] = round(secs, 4)
         if err:
             res.failures.append(f"{op_id} eps={eps}: {err}")
         bad = None if c is None else malformed_certificate(c, A.shape)
@@ -129,6 +131,9 @@ def _attach_lower(plan: BracketPlan, op_id: str, A: np.ndarray, eps: Fraction,
             continue
         if c is not None and (best is None or c.rank > best.rank):
             best, best_name, best_secs = c, lo, secs
+    # every lower producer's time, winner or not: what each one costs is visible in the store
+    if seconds:
+        plan.claims["lower_producer_seconds"] = seconds
     if best is None:
         return
     assert isinstance(best, Certificate)
