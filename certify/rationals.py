@@ -23,6 +23,7 @@ _RATIO = re.compile(r"^\s*([+-]?\d+)\s*/\s*(\d+)\s*$")
 # A tolerance with more digits than this is refused: Python cannot even print it
 # (int-to-str limit) and "1e-100000000" would take minutes to expand.
 MAX_BITS = 13_000  # about 3900 decimal digits
+MAX_DIGITS = 3914  # 10**3914 > 2**13000: more significant digits than this exceed MAX_BITS
 
 
 def to_rational(x: object, *, field: str = "value") -> Fraction:
@@ -77,10 +78,12 @@ def _np_float(x: np.floating) -> Fraction:
 def _parse_string(s: str, field: str) -> Fraction:
     m = _RATIO.match(s)
     if m:
-        den = int(m.group(2))
+        # refuse before int(): a 60,000-digit string would hit Python's int-parsing limit,
+        # and any integer of MAX_DIGITS + 1 significant digits exceeds MAX_BITS anyway
+        num, den = (_bounded_int(g, field) for g in m.groups())
         if den == 0:
-            raise InputError(f"zero denominator in {s!r}", field=field)
-        return Fraction(int(m.group(1)), den)
+            raise InputError(f"zero denominator in {s[:80]!r}", field=field)
+        return Fraction(num, den)
     try:
         d = Decimal(s.strip())
     except InvalidOperation:
@@ -88,6 +91,14 @@ def _parse_string(s: str, field: str) -> Fraction:
     if not d.is_finite():
         raise InputError(f"must be finite, got {s!r}", field=field)
     return _decimal_fraction(d, field)
+
+
+def _bounded_int(g: str, field: str) -> int:
+    sign, digits = ("-", g[1:]) if g[:1] == "-" else ("", g.lstrip("+"))
+    digits = digits.lstrip("0") or "0"  # leading zeros count against int()'s own limit
+    if len(digits) > MAX_DIGITS:
+        raise InputError(f"numerator or denominator longer than {MAX_BITS} bits", field=field)
+    return int(sign + digits)
 
 
 def _decimal_fraction(d: Decimal, field: str) -> Fraction:

@@ -103,3 +103,16 @@ def test_bad_inputs_exit_2(known_audit, tmp_path, capsys):
     assert main(["diff", str(garbage), str(out)]) == 2
     err = capsys.readouterr().err
     assert "input error" in err and "records" in err
+
+
+@pytest.mark.parametrize("eps", ["1e999999999", "1/" + "9" * 5000, "1/0"])
+def test_an_eps_that_would_expand_to_a_billion_digits_is_refused(known_audit, tmp_path,
+                                                                  capsys, eps):
+    # eleven characters that Fraction() would expand to 10**999999999 (minutes, gigabytes)
+    _, out = known_audit
+    doc = json.loads((out / "report.json").read_text())
+    doc["records"][0]["eps"] = eps
+    hostile = tmp_path / "report.json"
+    hostile.write_text(json.dumps(doc))
+    assert main(["diff", str(out), str(hostile)]) == 2
+    assert "records" in capsys.readouterr().err

@@ -138,7 +138,8 @@ def test_beta_error_names_the_file(tmp_path):
 
 @pytest.mark.parametrize("bad", ["../../elsewhere/x.npz", "/etc/passwd", "arrays/../store.json",
                                  "arrays/./x.npz", "x.npz", "arrays\\x.npz", "arrays/",
-                                 "C:/x.npz", "arrays//x.npz"])
+                                 "C:/x.npz", "arrays//x.npz", "arrays/b\ud800.npz",
+                                 "arrays/" + "x" * 300 + ".npz"])
 def test_paths_outside_arrays_are_refused_before_opening(tmp_path, bad):
     build_store(tmp_path / "s", n_ops=1)
     p = tmp_path / "s" / "brackets.jsonl"
@@ -304,3 +305,75 @@ def test_valid_store_still_reads_exactly(tmp_path):
         up, lo = br.load()
         assert up["U"].shape == (8, exp[br.id]["rank"]) and lo == {"kind": "nonzero", "rank": 1}
         assert br.eps == Fraction(exp[br.id]["eps"])
+
+
+# ---------------------------------------------------------------------------- intrinsic records
+
+
+def _intrinsic(store: Path, file: str, sha: str, arrays=("X", "Y")) -> None:
+    rec = {"id": "op0.r1", "operator": "op0", "kind": "rank", "rank": 1, "file": file,
+           "sha256": sha, "arrays": list(arrays)}
+    _write(store / "intrinsic.jsonl", [rec])
+
+
+@pytest.mark.parametrize("bad", ["/etc/passwd", "../../../etc/passwd", "arrays/../store.json"])
+def test_intrinsic_file_outside_the_store_is_refused_before_opening(tmp_path, capsys, bad):
+    build_store(tmp_path / "s", n_ops=1)
+    _intrinsic(tmp_path / "s", bad, "0" * 64)
+    code, _, err = _run(capsys, "check", str(tmp_path / "s"))
+    assert code == 2 and "refused" in err and "intrinsic.jsonl" in err
+    assert "file has" not in err  # no digest of a foreign file is shown
+
+
+def test_intrinsic_members_are_refused_before_allocation(tmp_path, capsys):
+    # a member the record does not list, and a listed one whose declared shape is not m x r:
+    # both refused from the npy header, before the member's data is read
+    cases = (({"junk.npy": _npy_header((4, 4)) + bytes(128)}, "'junk' is not listed"),
+             ({"X.npy": _npy_header((9, 1)) + bytes(72)}, "expected ('m', 'r') = 8 there"))
+    for i, (members, why) in enumerate(cases):
+        store = tmp_path / f"s{i}"
+        build_store(store, n_ops=1)
+        data = _zip(members)
+        (store / "arrays" / "op0.r1.npz").write_bytes(data)
+        _intrinsic(store, "arrays/op0.r1.npz", hashlib.sha256(data).hexdigest())
+        code, _, err = _run(capsys, "check", str(store))
+        assert code == 2 and why in err and "op0.r1.npz" in err
+
+
+# ---------------------------------------------------------------------------- long numbers
+
+
+@pytest.mark.parametrize("eps", ["1" * 60000 + "/1", "1/" + "3" * 5000, "-" + "7" * 4000 + "/2"])
+def test_a_rational_string_too_long_is_an_input_error(tmp_path, capsys, eps):
+    build_store(tmp_path / "s", n_ops=1)
+    p = tmp_path / "s" / "brackets.jsonl"
+    recs = _lines(p)
+    recs[0]["eps"] = eps
+    _write(p, recs)
+    code, _, err = _run(capsys, "check", str(tmp_path / "s"))
+    assert code == 2 and "line 1.eps" in err and "13000 bits" in err
+
+
+def test_leading_zeros_do_not_count_against_the_digit_limit():
+    from softrank.certify.rationals import to_rational
+    assert to_rational("0" * 9000 + "1/" + "0" * 5000 + "2") == Fraction(1, 2)
+
+
+def test_api_refuses_a_long_rational_with_an_input_error():
+    from softrank.certify import check_upper
+    A = np.eye(2)
+    with pytest.raises(InputError, match="bits"):
+        check_upper(A, A, np.eye(2), "1" * 5000 + "/3")
+
+
+def test_audit_survives_a_lone_surrogate_in_a_family(tmp_path, capsys):
+    build_store(tmp_path / "s", n_ops=1)
+    p = tmp_path / "s" / "operators.jsonl"
+    recs = _lines(p)
+    recs[0]["family"] = "a\ud800b"
+    _write(p, recs)
+    code = main(["audit", str(tmp_path / "s"), "--out", str(tmp_path / "o"), "--no-figures",
+                 "--no-progress"])
+    assert code in (0, 1)
+    md = (tmp_path / "o" / "report.md").read_text()
+    assert "\ud800" not in md and "a\\\\ud800b" in md  # shown as text: a\\ud800b, escaped

@@ -29,7 +29,15 @@ from softrank.certify.rationals import parse_eps
 
 from . import jsonexact
 from .atomic import write_atomic, write_text_atomic
-from .store import StoreReader, _read_jsonl, _record_head, _require, load_npz, sha256_file
+from .store import (
+    StoreReader,
+    _read_jsonl,
+    _record_head,
+    _require,
+    load_npz,
+    safe_member_path,
+    sha256_file,
+)
 
 INTRINSIC_FILE = "intrinsic.jsonl"
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
@@ -75,7 +83,7 @@ class IntrinsicRecord:
     def load(self, d: int | None = None) -> dict[str, np.ndarray]:
         """Returns the record's arrays after checking checksum, names, dtypes, shapes and
         finiteness; errors name the file and the field ``<id>.<array>``."""
-        arrs = load_npz(self.path, self.sha256)
+        arrs = load_npz(self.path, self.sha256, expect=self._expect(d))
         src = str(self.path)
         if set(arrs) != set(self.arrays):
             raise InputError(f"file holds arrays {sorted(arrs)}, record lists "
@@ -85,6 +93,37 @@ class IntrinsicRecord:
         except InputError as err:
             raise err.at(source=src, field_prefix=self.id) from None
         return arrs
+
+    def _expect(self, d: int | None) -> Any:
+        """Returns an ``expect`` for load_npz that refuses, before any allocation, a member
+        the record does not list, a dtype its table does not allow, and a shape that differs
+        from the operator's m, N, the rank r or the width d, or whose free sizes (cycle length
+        k, rectangle count s) exceed m N."""
+        table = KINDS[self.kind]
+        m, n = self.shape
+        sizes: dict[str, int] = {"m": m, "n": n}
+        if self.rank is not None:
+            sizes["r"] = self.rank
+        if d is not None:
+            sizes["d"] = d
+        listed = set(self.arrays)
+
+        def expect(name: str, dtype: np.dtype, shape: tuple[int, ...]) -> str | None:
+            if name not in listed:
+                return f"array {name!r} is not listed in the record"
+            want, spec = table[name]
+            if dtype.kind not in ("f" if want == "f" else "iu"):
+                return f"dtype {dtype.str} refused for {name!r}"
+            if len(shape) != len(spec):
+                return f"{name!r} must be {len(spec)}-D, got shape {tuple(shape)}"
+            for got, sym in zip(shape, spec, strict=True):
+                bound = sym if isinstance(sym, int) else sizes.get(sym)
+                if bound is not None and got != bound:
+                    return f"{name!r} has shape {tuple(shape)}, expected {spec} = {bound} there"
+                if bound is None and got > m * n:
+                    return f"{name!r} has shape {tuple(shape)}: size {sym} exceeds m N = {m * n}"
+            return None
+        return expect
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"id": self.id, "operator": self.operator, "kind": self.kind,
@@ -200,8 +239,10 @@ def _parse(rec: Any, src: str, line: int, root: Path, shapes: Mapping[str, tuple
     claims = rec.get("claims", {}) or {}
     if not isinstance(producer, dict) or not isinstance(claims, dict):
         raise InputError("producer and claims must be objects", field=where, source=src)
+    file = _require(rec, "file", str, where, src)
+    safe_member_path(root, file, f"{where}.file", src)
     return IntrinsicRecord(id=rid, operator=op, kind=kind, rank=rank, eps=eps,
-                           file=_require(rec, "file", str, where, src),
+                           file=file,
                            sha256=_require(rec, "sha256", str, where, src),
                            arrays=tuple(arrays), producer=producer, claims=claims,
                            shape=shapes[op], root=root)

@@ -81,11 +81,19 @@ def safe_member_path(root: Path, rel: Any, fld: str, src: str) -> Path:
     """
     if not isinstance(rel, str) or not rel or "\\" in rel or "\0" in rel or ":" in rel:
         raise InputError(f"array path {str(rel)[:80]!r} refused", field=fld, source=src)
+    try:
+        rel.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate from a JSON escape names no file
+        raise InputError(f"array path {rel[:80]!r} refused: not valid UTF-8", field=fld,
+                         source=src) from None
     parts = rel.split("/")
     if rel.startswith("/") or parts[0] != "arrays" or len(parts) < 2 or any(
             p in ("", ".", "..") for p in parts):
         raise InputError(f"array path {rel[:80]!r} refused: it must be a relative path "
                          "inside arrays/ without '.' or '..'", field=fld, source=src)
+    if any(len(p.encode("utf-8")) > 255 for p in parts) or len(rel) > 1024:
+        raise InputError(f"array path {rel[:80]!r}... refused: a component over 255 bytes "
+                         "or a path over 1024 characters", field=fld, source=src)
     path = root / rel
     try:
         inside = (root.resolve() / "arrays")

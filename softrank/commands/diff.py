@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from softrank.certify.errors import InputError
+from softrank.certify.rationals import to_rational
 from softrank.witnesses import jsonexact
 
 from ..audit import DEFAULT_BUDGETS, parse_budgets
@@ -88,8 +89,9 @@ def _record_shape_ok(r: Any) -> bool:
     if not all(isinstance(r.get(k), str) for k in ("bracket", "operator", "eps")):
         return False
     try:
-        Fraction(r["eps"])
-    except (ValueError, ZeroDivisionError):
+        # bounded: "1e999999999" is 11 characters and would expand to a billion digits
+        to_rational(r["eps"], field="eps")
+    except InputError:
         return False
     if not ok(r):
         return True
@@ -103,7 +105,7 @@ def _record_shape_ok(r: Any) -> bool:
 
 
 def _key(op: str, eps: str) -> tuple[str, Fraction]:
-    return op, Fraction(eps)
+    return op, to_rational(eps, field="eps")
 
 
 def _outcomes(records: list[dict[str, Any]]) -> dict[tuple[str, Fraction], dict[str, Any]]:
