@@ -162,11 +162,12 @@ def expected_rows(truth: dict[str, dict]) -> dict[str, list[list[str]]]:
     keys = []
     for eps in sorted({t["eps"] for t in truth.values()}):
         fams = sorted({t["family"] for t in truth.values() if t["eps"] == eps})
-        keys += [(f, eps) for f in fams] + ([("all", eps)] if len(fams) > 1 else [])
+        keys += [(f, eps) for f in fams] + ([(None, eps)] if len(fams) > 1 else [])
     brackets, claims, budgets = [], [], []
     for fam, eps in keys:
-        ps = [p for (op, e), p in pairs.items() if e == eps and fam in ("all", p["family"])]
-        ts = [t for t in truth.values() if t["eps"] == eps and fam in ("all", t["family"])]
+        ps = [p for (op, e), p in pairs.items() if e == eps and fam in (None, p["family"])]
+        ts = [t for t in truth.values() if t["eps"] == eps and fam in (None, t["family"])]
+        cell = "all families" if fam is None else fam  # the aggregate row's label
         ok = [t for t in ts if not t.get("error")]
         n = len(ps)
         res = sum(p["U"] <= 2 * p["L"] or p["U"] - p["L"] <= 2 or 10 * (p["U"] - p["L"])
@@ -174,18 +175,18 @@ def expected_rows(truth: dict[str, dict]) -> dict[str, list[list[str]]]:
         ratios = sorted(Fraction(p["U"], p["L"]) if p["L"] else float("inf") for p in ps)
         mr = median(ratios)
         shapes = ", ".join(f"{m} x {N}" for m, N in sorted({t["shape"] for t in ok}))
-        brackets.append([fam, fmt_eps(eps), shapes, str(n), dec(Fraction(100 * res, n), 1) + "%",
+        brackets.append([cell, fmt_eps(eps), shapes, str(n), dec(Fraction(100 * res, n), 1) + "%",
                          med_cell([p["L"] for p in ps]), med_cell([p["U"] for p in ps]),
                          "inf" if mr == float("inf") else dec(mr, 2)])
         uo = Counter(t["upper_outcome"] for t in ok)
         lo = Counter(t["lower_outcome"] for t in ok)
-        claims.append([fam, fmt_eps(eps), str(len(ts)), str(uo["confirmed"]), "0",
+        claims.append([cell, fmt_eps(eps), str(len(ts)), str(uo["confirmed"]), "0",
                        str(uo["refuted"]), str(lo["confirmed"]), "0", str(lo["refuted"]),
                        str(lo["absent"]), str(len(ts) - len(ok))])
         for k in BUDGETS:
             v = Counter("feasible" if k >= p["U"] else "impossible" if k < p["L"] else
                         "unresolved" for p in ps)
-            budgets.append([fam, fmt_eps(eps), str(k), str(n)] +
+            budgets.append([cell, fmt_eps(eps), str(k), str(n)] +
                            [dec(Fraction(100 * v[x], n), 1) + "%"
                             for x in ("feasible", "impossible", "unresolved")])
     producers = []
@@ -199,6 +200,15 @@ def expected_rows(truth: dict[str, dict]) -> dict[str, list[list[str]]]:
             producers.append([end, name, str(sum(c.values())), str(c["confirmed"]),
                               str(c["weakened"]), str(c["refuted"])])
     return {"brackets": brackets, "claims": claims, "budgets": budgets, "producers": producers}
+
+
+def _italic_aggregates(rows: list[list[str]]) -> list[list[str]]:
+    """The rows as report.md shows them: the aggregate row's label in italics."""
+    return [["*all families*", *r[1:]] if r[0] == "all families" else r for r in rows]
+
+
+def _tex_aggregate(row: list[str]) -> list[str]:
+    return [r"\textit{all families}", *row[1:]] if row[0] == "all families" else row
 
 
 def markdown_tables(text: str) -> dict[int, list[list[str]]]:
@@ -295,14 +305,14 @@ def test_every_markdown_cell(known):
     _, truth, out, _ = known
     want = expected_rows(truth)
     md = markdown_tables((out / "report.md").read_text())
-    assert md[1] == want["brackets"]
-    assert md[2] == want["claims"]
-    assert md[3] == want["budgets"]
+    assert md[1] == _italic_aggregates(want["brackets"])
+    assert md[2] == _italic_aggregates(want["claims"])
+    assert md[3] == _italic_aggregates(want["budgets"])
     assert md[4] == want["producers"]
     rep = json.loads((out / "report.json").read_text())
     for name in ("brackets", "claims", "budgets", "producers"):
         assert rep["tables"][name]["rows"] == want[name]
-    counts = {(g["family"], Fraction(g["eps"])): g for g in rep["groups"]}
+    counts = {(g["family"] or "all families", Fraction(g["eps"])): g for g in rep["groups"]}
     for row in want["claims"]:
         eps = Fraction(Decimal(row[1]))
         g = counts[(row[0], eps)]
@@ -322,7 +332,7 @@ def test_latex_has_the_same_cells(known):
         assert alone.startswith(r"\begin{tabular}") and alone.strip() in tex
     for row in expected_rows(truth)["brackets"]:
         line = " & ".join(c.replace("%", r"\%").replace(" x ", r"$\times$")
-                          .replace("inf", r"$\infty$") for c in row) + r" \\"
+                          .replace("inf", r"$\infty$") for c in _tex_aggregate(row)) + r" \\"
         assert line in tex
 
 
@@ -380,7 +390,7 @@ def test_all_true_store_exits_0_and_input_errors_exit_2(tmp_path, capsys):
     rep = json.loads((tmp_path / "o2" / "report.json").read_text())
     assert rep["summary"]["input_errors"] == 1 and not rep["figures"]
     assert markdown_tables((tmp_path / "o2" / "report.md").read_text())[2] == \
-        expected_rows(truth)["claims"]
+        _italic_aggregates(expected_rows(truth)["claims"])
 
 
 def test_usage_errors_exit_2(tmp_path, known, capsys):

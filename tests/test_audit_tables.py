@@ -142,11 +142,11 @@ def test_group_cells_from_first_principles():
     pairs = T.group_pairs(records, [3])
     groups = T.summarize_groups(pairs, records, [3])
     assert [(g["family"], g["eps"]) for g in groups] == [("A", "1/4"), ("B", "1/4"),
-                                                          ("all", "1/4")]
+                                                          (None, "1/4")]
     tabs = T.build_tables(groups, [3])
     for g, row, crow in zip(groups, tabs["brackets"]["rows"], tabs["claims"]["rows"],
                             strict=True):
-        sel = [v for v in truth.values() if g["family"] in ("all", v[0])]
+        sel = [v for v in truth.values() if g["family"] in (None, v[0])]
         Ls = sorted(L for _, L, _ in sel)
         Us = sorted(U for _, _, U in sel)
         n = len(sel)
@@ -164,7 +164,7 @@ def test_group_cells_from_first_principles():
         assert row[6] == T.fmt_median(str(med(Us)))
         want_ratio = "inf" if None in mid else T.fmt_decimal((mid[0] + mid[1]) / 2, 2)
         assert row[7] == want_ratio
-        recs = [r for r in records if g["family"] in ("all", r["family"]) and "error" not in r]
+        recs = [r for r in records if g["family"] in (None, r["family"]) and "error" not in r]
         assert crow[2] == str(len(recs) + (g["family"] != "B"))   # the error record is in A
         assert crow[3] == str(sum(r["upper_outcome"] == "confirmed" for r in recs))
         assert crow[5] == str(sum(r["upper_outcome"] == "refuted" for r in recs))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from softrank.audit import escape
@@ -63,7 +64,7 @@ def test_table_cells_and_code_spans_cannot_be_broken(tmp_path):
     md = (tmp_path / "o" / "report.md").read_text()
     for ln in md.splitlines():
         if ln.startswith("| a"):  # a table row: the family's pipe is escaped
-            assert ln.startswith("| a \\| b \\` c \\[x\\](http://e) \\*y\\* \\_z\\_ \\&amp;")
+            assert ln.startswith("| a \\| b \\` c \\[x\\](http\\://e) \\*y\\* \\_z\\_ \\&amp;")
     assert "\n# Heading" not in md and "p\\|q\\\\u000d\\\\u000a\\# Heading" in md
 
 
@@ -112,3 +113,57 @@ def test_escape_functions():
         "\\textasciitilde{}\\textbackslash{}")
     assert escape.tex_comment("a\nb") == "a\\u000ab"
     assert escape.svg_text("$x$\n") == "\\$x\\$\\u000a"
+
+
+def _two_family_store(path: Path, families: tuple[str, str]) -> None:
+    """Two operators at the same eps in the given families, one bracket each."""
+    from softrank.witnesses import Store
+
+    from .helpers import random_attention
+    rng = np.random.default_rng(3)
+    with Store.create(path) as st:
+        for fam, oid in ((families[0], "op0"), (families[1], "op1")):
+            A = random_attention(rng, 8, 8, scale=2.0)
+            st.add_operator(A, family=fam, id=oid)
+            lower = {"kind": "nonzero", "rank": 1} if oid == "op0" else None
+            st.add_bracket(oid, "1/2", {"kind": "factors", "rank": 8, "U": np.eye(8),
+                                        "V": A}, lower, id=f"{oid}-b")
+
+
+def test_a_family_named_all_is_not_the_aggregate(tmp_path):
+    _two_family_store(tmp_path / "s", ("all", "b"))
+    assert _audit(tmp_path / "s", tmp_path / "o", "--no-figures") == 0
+    rep = json.loads((tmp_path / "o" / "report.json").read_text())
+    rows = {g["family"]: g for g in rep["groups"]}
+    # the family "all" has its own operator only; the aggregate (family null) has both
+    assert rows["all"]["operators"] == 1 and rows["all"]["records"] == 1
+    assert rows[None]["operators"] == 2 and rows[None]["records"] == 2
+    md = (tmp_path / "o" / "report.md").read_text()
+    assert any(ln.startswith("| all |") for ln in md.splitlines())
+    assert any(ln.startswith("| *all families* |") for ln in md.splitlines())
+    tex = (tmp_path / "o" / "report.tex").read_text()
+    assert "\\textit{all families} &" in tex and "\nall & " in tex
+
+
+def test_a_family_cannot_pass_for_the_aggregate_label(tmp_path):
+    _two_family_store(tmp_path / "s", ("*all families*", "b"))
+    assert _audit(tmp_path / "s", tmp_path / "o", "--no-figures") == 0
+    md = (tmp_path / "o" / "report.md").read_text()
+    rows = [ln for ln in md.splitlines() if "all families" in ln and ln.startswith("|")]
+    # one escaped store row per table with families, one italic aggregate row: never equal
+    assert {ln.split(" | ")[0] for ln in rows} == {"| \\*all families\\*", "| *all families*"}
+
+
+def test_a_bracket_in_a_family_cannot_open_a_tex_optional_argument(tmp_path):
+    _two_family_store(tmp_path / "s", ("[9in]", "b"))
+    assert _audit(tmp_path / "s", tmp_path / "o", "--no-figures") == 0
+    tex = (tmp_path / "o" / "tables" / "brackets.tex").read_text()
+    assert "[9in]" not in tex and "{[}9in{]} &" in tex
+
+
+@pytest.mark.parametrize("text", ["https://evil.example", "see www.evil.example now",
+                                  "mail a@evil.example", "WWW.EVIL.EXAMPLE"])
+def test_store_text_cannot_become_an_autolink(text):
+    out = escape.md(text)
+    assert ":" not in out.replace("\\:", "") and "@" not in out.replace("\\@", "")
+    assert "www." not in out.lower()

@@ -8,6 +8,7 @@ never start a line of the output, then neutralises the markup of the target form
 
 from __future__ import annotations
 
+import re
 import unicodedata
 
 # control, format (bidi overrides, zero-width), line/paragraph separators, private use,
@@ -16,12 +17,17 @@ _HIDDEN = {"Cc", "Cf", "Zl", "Zp", "Co", "Cs", "Cn"}
 
 # characters with a meaning anywhere inside a CommonMark/GFM line (a backslash escape makes
 # each literal); '<' and '&' also stop raw HTML and entities
-_MD_SPECIAL = set("\\`*_[]<>|~&$!#")
+_MD_SPECIAL = set("\\`*_[]<>|~&$!#:@")
+# GFM's extended autolinks start at "scheme:", "x@y" and "www.": escaping ':' and '@' (above)
+# and the dot after "www" keeps store text from becoming a link
+_WWW = re.compile(r"(?i)(www)\.")
 
 _TEX = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#",
         "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}",
         "^": r"\textasciicircum{}", "<": r"\textless{}", ">": r"\textgreater{}",
-        "|": r"\textbar{}"}
+        "|": r"\textbar{}",
+        # after \\, \midrule or \addlinespace a "[" opens an optional argument
+        "[": "{[}", "]": "{]}"}
 
 
 def visible(s: object) -> str:
@@ -39,9 +45,11 @@ def visible(s: object) -> str:
 
 def md(s: object) -> str:
     """Returns ``s`` as literal Markdown text on one line: hidden characters made visible,
-    and every character with inline meaning (``\\ ` * _ [ ] < > | ~ & $ ! #``) backslash-escaped,
-    so no emphasis, link, HTML, comment, table cell break or heading can start from it."""
-    return "".join("\\" + ch if ch in _MD_SPECIAL else ch for ch in visible(s))
+    and every character with inline meaning (``\\ ` * _ [ ] < > | ~ & $ ! # : @``, and the dot of
+    ``www.``) backslash-escaped, so no emphasis, link or autolink, HTML, comment, table cell
+    break or heading can start from it."""
+    out = "".join("\\" + ch if ch in _MD_SPECIAL else ch for ch in visible(s))
+    return _WWW.sub(r"\1\\.", out)
 
 
 def md_code(s: object) -> str:

@@ -39,7 +39,13 @@ def is_closed(pair: dict[str, Any]) -> bool:
 def stream_seed(seed: int, family: str, eps: str) -> str:
     """Returns the seed of the random stream of row (family, eps) (a string: ``random.Random``
     hashes it with SHA-512, the same on every platform and Python >= 3.2)."""
-    return f"softrank-bootstrap:{int(seed)}:{family}:{eps}"
+    # random.Random encodes the string as UTF-8: a lone surrogate (a JSON escape in a hostile
+    # store) is written as its escape, every valid string is unchanged
+    return _utf8_safe(f"softrank-bootstrap:{int(seed)}:{family}:{eps}")
+
+
+def _utf8_safe(s: str) -> str:
+    return "".join(f"\\u{ord(c):04x}" if 0xD800 <= ord(c) <= 0xDFFF else c for c in s)
 
 
 def _ratio(p: dict[str, Any]) -> Fraction | None:
@@ -112,14 +118,15 @@ def bootstrap(ps: Sequence[dict[str, Any]], rng: random.Random, resamples: int
     return {name: percentile_interval(vals) for name, vals in draws.items()}
 
 
-def _rows(pairs: list[dict[str, Any]]) -> list[tuple[str, str]]:
+def _rows(pairs: list[dict[str, Any]]) -> list[tuple[str | None, str]]:
     """Row keys in the order of ``tables.summarize_groups`` (same rule, read off the pairs)."""
     return _family_eps_keys(pairs, pairs)
 
 
 def interval_rows(pairs: list[dict[str, Any]], *, seed: int = DEFAULT_SEED,
                   resamples: int = DEFAULT_RESAMPLES) -> list[dict[str, Any]]:
-    """Returns one row per (family, eps) with pairs (plus "all" per eps with several families):
+    """Returns one row per (family, eps) with pairs (plus the aggregate, family None, per eps
+    with several families):
     family, eps, operators, resolved, closed (counts), and for each statistic its exact point
     value and its bootstrap 95% interval ``[lo, hi]`` (exact strings; None = infinite).
     Raises ValueError when ``resamples`` < 1.
@@ -128,10 +135,12 @@ def interval_rows(pairs: list[dict[str, Any]], *, seed: int = DEFAULT_SEED,
         raise ValueError("resamples must be >= 1")
     out = []
     for fam, eps in _rows(pairs):
-        ps = sorted((p for p in pairs if p["eps"] == eps and fam in (ALL_FAMILIES, p["family"])),
+        ps = sorted((p for p in pairs
+                     if p["eps"] == eps and (fam is ALL_FAMILIES or p["family"] == fam)),
                     key=lambda p: p["operator"])
         point = point_statistics(ps)
-        rng = random.Random(stream_seed(seed, fam, eps))
+        # the aggregate keeps the stream it had when its key was the string "all"
+        rng = random.Random(stream_seed(seed, "all" if fam is ALL_FAMILIES else fam, eps))
         ci = bootstrap(ps, rng, int(resamples))
         out.append({
             "family": fam, "eps": eps, "operators": len(ps),

@@ -25,7 +25,22 @@ from . import escape
 
 OUTCOMES = ("confirmed", "weakened", "refuted", "absent")
 VERDICTS = ("feasible", "impossible", "unresolved")
-ALL_FAMILIES = "all"
+# The aggregate row of each eps has family None: no store string equals it, so a family
+# named "all" is a family like any other.  A table lists the indices of its aggregate rows
+# under "aggregate_rows"; renderers show their first cell as ALL_LABEL in italics, which
+# escaped store text cannot produce.
+ALL_FAMILIES = None
+ALL_LABEL = "all families"
+
+
+def family_cell(family: str | None) -> str:
+    """Returns the table cell of a row's family (ALL_LABEL for the aggregate row)."""
+    return ALL_LABEL if family is ALL_FAMILIES else family
+
+
+def aggregate_rows(groups: Sequence[dict[str, Any]]) -> list[int]:
+    """Returns the indices of the aggregate rows (family ALL_FAMILIES) among ``groups``."""
+    return [i for i, g in enumerate(groups) if g["family"] is ALL_FAMILIES]
 
 
 # ---------------------------------------------------------------------------- predicates
@@ -143,8 +158,9 @@ def _q(x: Fraction | None) -> str | None:
 
 
 def _family_eps_keys(pairs: list[dict[str, Any]], records: list[dict[str, Any]]
-                     ) -> list[tuple[str, str]]:
-    """Row keys: for each eps ascending, each family by name, then "all" when > 1 family."""
+                     ) -> list[tuple[str | None, str]]:
+    """Row keys: for each eps ascending, each family by name, then the aggregate (family
+    ALL_FAMILIES) when > 1 family."""
     by_eps: dict[str, set[str]] = defaultdict(set)
     for r in records:
         by_eps[r["eps"]].add(r["family"])
@@ -158,7 +174,8 @@ def _family_eps_keys(pairs: list[dict[str, Any]], records: list[dict[str, Any]]
 
 
 def _select(items: list[dict[str, Any]], family: str, eps: str) -> list[dict[str, Any]]:
-    return [x for x in items if x["eps"] == eps and family in (ALL_FAMILIES, x["family"])]
+    return [x for x in items
+            if x["eps"] == eps and (family is ALL_FAMILIES or x["family"] == family)]
 
 
 def summarize_groups(pairs: list[dict[str, Any]], records: list[dict[str, Any]],
@@ -309,37 +326,43 @@ def build_tables(groups: list[dict[str, Any]], budgets: Sequence[int],
         "title": "Validated brackets per family and eps ((operator, eps) pairs)",
         "columns": ["Family", "eps", "Shape", "Operators", "Resolved", "Median L", "Median U",
                     "Median U/L"], "left": 3,
-        "rows": [[g["family"], fmt_eps(g["eps"]), fmt_shape(g["shapes"]), str(g["operators"]),
+        "rows": [[family_cell(g["family"]), fmt_eps(g["eps"]), fmt_shape(g["shapes"]),
+                  str(g["operators"]),
                   fmt_share(g["resolved_share"]), fmt_median(g["median_lower"]),
                   fmt_median(g["median_upper"]), _ratio_cell(g)] for g in groups],
+        "aggregate_rows": aggregate_rows(groups),
     }
     claims = {
         "title": "Float64 claims per end (records): confirmed / weakened / refuted",
         "columns": ["Family", "eps", "Brackets", "U confirmed", "U weakened", "U refuted",
                     "L confirmed", "L weakened", "L refuted", "L absent", "Input errors"],
         "left": 2,
-        "rows": [[g["family"], fmt_eps(g["eps"]), str(g["records"]),
+        "rows": [[family_cell(g["family"]), fmt_eps(g["eps"]), str(g["records"]),
                   *(str(g["claims"]["upper"][o]) for o in OUTCOMES[:3]),
                   *(str(g["claims"]["lower"][o]) for o in OUTCOMES),
                   str(g["errors"])] for g in groups],
+        "aggregate_rows": aggregate_rows(groups),
         # LaTeX only: grouped, abbreviated headers so the table fits one column
         "tex_columns": ["Family", "eps", "Brackets", "conf.", "weak.", "ref.", "conf.", "weak.",
                         "ref.", "absent", "Input errors"],
         "column_groups": [["Upper claims", 3, 6], ["Lower claims", 6, 10]],
     }
-    budget_rows = []
+    budget_rows: list[list[str]] = []
+    budget_aggregates: list[int] = []
     for g in groups:
         for k in budgets:
+            if g["family"] is ALL_FAMILIES:
+                budget_aggregates.append(len(budget_rows))
             c = g["budgets"][str(k)]
             n = g["operators"]
-            budget_rows.append([g["family"], fmt_eps(g["eps"]), str(k), str(n),
+            budget_rows.append([family_cell(g["family"]), fmt_eps(g["eps"]), str(k), str(n),
                                 *(fmt_share(_q(Fraction(c[v], n)) if n else None)
                                   for v in VERDICTS)])
     budget = {
         "title": "Rank budgets: share of (operator, eps) pairs feasible / impossible / unresolved",
         "columns": ["Family", "eps", "Budget k", "Operators", "Feasible", "Impossible",
                     "Unresolved"], "left": 2,
-        "rows": budget_rows,
+        "rows": budget_rows, "aggregate_rows": budget_aggregates,
     }
     out = {"brackets": brackets, "claims": claims, "budgets": budget}
     if producers is not None:
@@ -359,19 +382,18 @@ def markdown_table(table: dict[str, Any], left: int | None = None) -> str:
     """
     if left is None:
         left = int(table.get("left", 2))
-    def cells(xs: Sequence[str]) -> str:
-        return "| " + " | ".join(escape.md(x) for x in xs) + " |"
+    def cells(xs: Sequence[str], aggregate: bool = False) -> str:
+        shown = [escape.md(x) for x in xs]
+        if aggregate:
+            shown[0] = f"*{ALL_LABEL}*"
+        return "| " + " | ".join(shown) + " |"
 
     lines = [cells(table["columns"]),
              "|" + "|".join("---" if i < left else "---:" for i in range(len(table["columns"])))
              + "|"]
-    lines += [cells(r) for r in table["rows"]]
+    agg = set(table.get("aggregate_rows") or [])
+    lines += [cells(r, i in agg) for i, r in enumerate(table["rows"])]
     return "\n".join(lines)
-
-
-_TEX_ESCAPES = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#",
-                "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}",
-                "^": r"\textasciicircum{}"}
 
 
 def tex_escape(s: str) -> str:
@@ -403,12 +425,15 @@ def latex_tabular(table: dict[str, Any]) -> str:
     lines += [" & ".join(_tex_header_cell(c) for c in table.get("tex_columns") or cols)
               + r" \\", r"\midrule"]
     prev = None
-    for row in table["rows"]:
+    agg = set(table.get("aggregate_rows") or [])
+    for i, row in enumerate(table["rows"]):
         if prev is not None and row[group] != prev:
             lines.append(r"\addlinespace")
         prev = row[group]
-        lines.append(" & ".join(_tex_cell(c, col) for c, col in zip(row, cols, strict=True))
-                     + r" \\")
+        shown = [_tex_cell(c, col) for c, col in zip(row, cols, strict=True)]
+        if i in agg:
+            shown[0] = rf"\textit{{{ALL_LABEL}}}"
+        lines.append(" & ".join(shown) + r" \\")
     lines += [r"\bottomrule", r"\end{tabular}"]
     return "\n".join(lines)
 
@@ -480,22 +505,24 @@ def interval_tables(rows: list[dict[str, Any]], settings: dict[str, Any]) -> dic
         "title": f"Resolved and exactly closed (L = U) pairs per family and eps; {how}",
         "columns": ["Family", "eps", "Operators", "Resolved", "95% CI", "Closed", "Closed share",
                     "95% CI"], "left": 2,
-        "rows": [[r["family"], fmt_eps(r["eps"]), str(r["operators"]),
+        "rows": [[family_cell(r["family"]), fmt_eps(r["eps"]), str(r["operators"]),
                   fmt_share(r["resolved_share"]), _share_ci(r["intervals"]["resolved_share"]),
                   str(r["closed"]), fmt_share(r["closed_share"]),
                   _share_ci(r["intervals"]["closed_share"])] for r in rows],
+        "aggregate_rows": aggregate_rows(rows),
     }
     medians = {
         "title": f"Medians of validated L, U and U/L per family and eps; {how}",
         "columns": ["Family", "eps", "Median L", "95% CI", "Median U", "95% CI",
                     "Median U/L", "95% CI"], "left": 2,
-        "rows": [[r["family"], fmt_eps(r["eps"]),
+        "rows": [[family_cell(r["family"]), fmt_eps(r["eps"]),
                   _median_value(r["median_lower"], 1),
                   _median_ci(r["intervals"]["median_lower"], 1),
                   _median_value(r["median_upper"], 1),
                   _median_ci(r["intervals"]["median_upper"], 1),
                   _median_value(r["median_ratio"], 2),
                   _median_ci(r["intervals"]["median_ratio"], 2)] for r in rows],
+        "aggregate_rows": aggregate_rows(rows),
     }
     return {"intervals": shares, "medians": medians}
 
