@@ -1,4 +1,6 @@
 import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 
@@ -17,6 +19,8 @@ k = next(k for k in range(1, 33) if np.abs(A - (u[:, :k] * s[:k]) @ vt[:k]).sum(
 U, V = u[:, :k] * s[:k], vt[:k]
 print(f"claim: 2 <= r_eps(A) <= {k} at eps = 1/4")
 
+if Path("my_store").exists():
+    sys.exit("my_store exists already: remove it (or change the name) to run this again")
 with Store.create("my_store", description="my paper's claims") as store:
     op = store.add_operator(A, family="demo", logits=logits)  # record = exact softmax(logits)
     store.add_bracket(op, "1/4",
@@ -24,5 +28,6 @@ with Store.create("my_store", description="my paper's claims") as store:
                       lower={"kind": "frobenius_tail", "rank": 2})
 
 # Recheck every claim rigorously: exit code 0 = all proved, 1 = something not proved.
-done = subprocess.run(["softrank-certify", "check", "my_store"])
+# (the same as running `softrank-certify check my_store` in a shell)
+done = subprocess.run([sys.executable, "-m", "softrank", "check", "my_store"])
 print("exit code:", done.returncode)

@@ -35,10 +35,15 @@ def run_example(python: str, bindir: str, cwd: Path) -> subprocess.CompletedProc
 
 
 def test_readme_example_runs_and_proves(tmp_path):
-    done = run_example(sys.executable, str(Path(sys.executable).parent), tmp_path)
+    # PATH without the environment's bin folder: the README runs it as .venv/bin/python
+    # without activating the environment
+    done = run_example(sys.executable, "/nonexistent", tmp_path)
     assert done.returncode == 0, done.stderr
     assert "every claim proved" in done.stdout and "exit code: 0" in done.stdout
     assert (tmp_path / "my_store" / "brackets.jsonl").is_file()
+    again = run_example(sys.executable, "/nonexistent", tmp_path)
+    assert again.returncode == 1 and "my_store exists already" in again.stderr
+    assert "Traceback" not in again.stderr
 
 
 def test_version_has_one_source(capsys):
