@@ -112,6 +112,8 @@ def check_record(reader: StoreReader, br: BracketRecord, cache: _OperatorCache, 
             changed = [e for e in ("upper", "lower")
                        if getattr(plain, f"{e}_outcome") != getattr(result, f"{e}_outcome")]
     except InputError as err:
+        if err.field == "A":  # the operator's matrix lives in the operator's file
+            err = InputError(err.reason, field="A", source=str(op.path))
         return {**base, "error": str(err)}
     return {**base, **result.to_json(), "chi_changed": changed}
 

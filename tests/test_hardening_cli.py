@@ -286,3 +286,55 @@ def test_huge_eps_digits_through_the_api(tmp_path):
     finally:
         sys.set_int_max_str_digits(max(before, sys.get_int_max_str_digits()))
     assert rep["summary"]["exit_code"] == 1 and rep["summary"]["input_errors"] == 0
+
+
+# ---------------------------------------------------------------------------- exit codes agree
+
+
+@pytest.mark.parametrize("cmd", ["check", "audit"])
+def test_jobs_and_scheduler_exclude_each_other(tmp_path, capsys, cmd):
+    build_store(tmp_path / "s", n_ops=1)
+    extra = ["--out", tmp_path / "o"] if cmd == "audit" else []
+    with pytest.raises(SystemExit) as e:
+        main([cmd, str(tmp_path / "s"), *map(str, extra), "--jobs", "2", "--scheduler",
+              "tcp://127.0.0.1:1"])
+    assert e.value.code == 2 and "not allowed with" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("address", ["notanaddress", "tcp://256.0.0.1:x"])
+def test_a_bad_scheduler_address_is_an_input_error(tmp_path, capsys, address):
+    build_store(tmp_path / "s", n_ops=1)
+    code, _, err = _run(capsys, "check", tmp_path / "s", "--scheduler", address)
+    assert code == 2 and "--scheduler" in err and "internal error" not in err
+
+
+def test_an_unwritable_export_target_is_refused_before_the_run(tmp_path, capsys):
+    build_store(tmp_path / "s", n_ops=1)
+    (tmp_path / "afile").write_text("x")
+    for target in (tmp_path / "afile" / "x.zip", tmp_path / "nodir" / "x.zip", tmp_path):
+        code, out, err = _run(capsys, "check", tmp_path / "s", "--export", target)
+        assert code == 2 and "--export" in err
+        assert "exit 0" not in out and "checked" not in out  # refused before any check
+    code, _, err = _run(capsys, "export", tmp_path / "s", "--out", tmp_path / "afile" / "b.zip")
+    assert code == 2 and "--out" in err
+
+
+def test_export_exit_code_is_checks(tmp_path, capsys):
+    build_store(tmp_path / "s", n_ops=1)  # one of its two upper claims is false
+    code, _, _ = _run(capsys, "export", tmp_path / "s", "--out", tmp_path / "b.zip")
+    assert code == 1 and (tmp_path / "b.zip").is_file()
+    code, _, _ = _run(capsys, "check", tmp_path / "s")
+    assert code == 1
+
+
+def test_summary_line_states_exit_2_for_an_intrinsic_input_error(tmp_path, capsys):
+    build_store(tmp_path / "s", n_ops=1)
+    rec = {"id": "op0.r1", "operator": "op0", "kind": "rank", "rank": 1,
+           "file": "arrays/none.npz", "sha256": "0" * 64, "arrays": ["X", "Y"]}
+    (tmp_path / "s" / "intrinsic.jsonl").write_text(json.dumps(rec) + "\n")
+    # make every bracket claim true, so only the intrinsic record is wrong
+    lines = (tmp_path / "s" / "brackets.jsonl").read_text().splitlines()
+    (tmp_path / "s" / "brackets.jsonl").write_text(
+        "".join(ln + "\n" for ln in lines if '"op0-t"' in ln))
+    code, out, _ = _run(capsys, "check", tmp_path / "s")
+    assert code == 2 and "(exit 2)" in out and "exit 0" not in out

@@ -377,3 +377,34 @@ def test_audit_survives_a_lone_surrogate_in_a_family(tmp_path, capsys):
     assert code in (0, 1)
     md = (tmp_path / "o" / "report.md").read_text()
     assert "\ud800" not in md and "a\\\\ud800b" in md  # shown as text: a\\ud800b, escaped
+
+
+# ---------------------------------------------------------------------------- who is blamed
+
+
+def test_a_nan_in_the_operator_names_the_operator_file(tmp_path, capsys):
+    build_store(tmp_path / "s", n_ops=1)
+    rec = _lines(tmp_path / "s" / "operators.jsonl")[0]
+    path = tmp_path / "s" / rec["file"]
+    with np.load(path) as z:
+        arrs = dict(z)
+    arrs["A"][0, 0] = np.nan
+    np.savez(path, **arrs)
+    p = tmp_path / "s" / "operators.jsonl"
+    recs = _lines(p)
+    recs[0]["sha256"] = hashlib.sha256(path.read_bytes()).hexdigest()
+    _write(p, recs)
+    code, _, err = _run(capsys, "check", str(tmp_path / "s"))
+    assert code == 2 and f"{rec['file']}: A:" in err
+    assert "br" not in err.split(": A:")[0].rsplit("/", 1)[-1]  # not a bracket file
+
+
+def test_a_nonzero_claim_above_rank_1_names_the_record(tmp_path):
+    build_store(tmp_path / "s", n_ops=1)
+    p = tmp_path / "s" / "brackets.jsonl"
+    recs = _lines(p)
+    recs[0]["lower"] = {"kind": "nonzero", "rank": 2}
+    _write(p, recs)
+    with pytest.raises(InputError) as e:
+        open_store(tmp_path / "s")
+    assert e.value.source.endswith("brackets.jsonl") and e.value.field == "line 1.lower.rank"

@@ -258,7 +258,7 @@ def test_wrong_producer_is_refuted(tmp_path, plugins, capsys):
     chk = check_upper(A, upper["U"], upper["V"], liar[0].eps)
     assert chk.status == "fails" and chk.error.lo > Fraction(3, 20)
     capsys.readouterr()
-    assert main(["producers", str(store), "--json", "--reference", "tsvd"]) == 0
+    assert main(["producers", str(store), "--json", "--reference", "tsvd"]) == 1
     out = json.loads(capsys.readouterr().out)
     assert out["witnesses_not_proved"] == 1
     assert out["table"]["liar"]["confirmed"] == 0
@@ -303,6 +303,8 @@ def _check_command_if_available(store, capsys, *, expect_refuted: bool) -> None:
     (["--producers", "nope"], "producers"),
     (["--producers", "keyset"], "producers"),
     (["--texts", "x.txt"], "model"),
+    (["--tokens", "8"], "model"),  # ignored without --model: refused instead
+    (["--capture-tolerance", "1e-3"], "model"),
     (["--budget-scale", "0"], "budget-scale"),
     (["--budget-scale", "nan"], "budget-scale"),
     (["--budget-scale", "inf"], "budget-scale"),
@@ -322,6 +324,36 @@ def test_produce_bad_arrays(tmp_path, capsys, array):
                  "--npz-kind", "probs"]) == 2
     assert "probs" in capsys.readouterr().err
     assert not (tmp_path / "st").exists()  # nothing written for bad input
+
+
+def test_a_bad_later_input_leaves_no_store_behind(tmp_path, capsys):
+    good, bad = np.full((3, 3), 1 / 3), np.full((3, 3), 1 / 3)
+    bad[0, 0] = np.nan
+    src = _npz(tmp_path, a=good, b=bad)  # the store is created when "a" is read
+    for out in (tmp_path / "st", tmp_path / "empty"):
+        if out.name == "empty":
+            out.mkdir()
+        assert main(["produce", str(out), "--npz", src, "--quiet", "--npz-kind", "probs",
+                     "--producers", "tsvd"]) == 2
+        assert "NaN" in capsys.readouterr().err
+        # no half-made store (check would call it "every claim proved"); a folder the user
+        # made stays, empty
+        assert not out.exists() if out.name == "st" else list(out.iterdir()) == []
+
+
+def test_a_bad_input_on_resume_keeps_the_store(tmp_path, capsys):
+    src = _npz(tmp_path, a=np.full((3, 3), 1 / 3))
+    out = tmp_path / "st"
+    assert main(["produce", str(out), "--npz", src, "--quiet", "--npz-kind", "probs",
+                 "--producers", "tsvd"]) == 0
+    before = (out / "brackets.jsonl").read_text()
+    bad = np.full((3, 3), 1 / 3)
+    bad[1, 1] = np.inf
+    src2 = _npz(tmp_path, "more.npz", b=bad)
+    assert main(["produce", str(out), "--npz", src, src2, "--quiet", "--npz-kind", "probs",
+                 "--producers", "tsvd"]) == 2
+    capsys.readouterr()
+    assert (out / "brackets.jsonl").read_text() == before
 
 
 def test_produce_duplicate_operator_ids(tmp_path, capsys):

@@ -163,8 +163,10 @@ def read_texts(path: str | Path) -> list[str]:
 def read_images(path: str | Path) -> list[np.ndarray]:
     """Returns the images of an .npz file, one per array in file order (never unpickled).
 
-    Arrays are (C, H, W) or (H, W, C), float or uint8.  Raises InputError for a missing or
-    unreadable file, an empty one, or arrays of another rank or dtype.
+    Arrays are 3-D, float or uint8: (C, H, W) or (H, W, C) for a model folder with an image
+    processor, (C, H, W) at the model's size without one (``Capture`` checks which).  Raises
+    InputError for a missing or unreadable file, an empty one, or arrays of another rank or
+    dtype.
     """
     p = Path(path)
     if not p.is_file():

@@ -347,6 +347,10 @@ def _parse_end(val: Any, fld: str, src: str, table: Mapping[str, tuple[str, ...]
         raise InputError(f"unknown kind {kind!r}; known: {sorted(table)}",
                          field=f"{fld}.kind", source=src)
     rank = _rank(val.get("rank"), f"{fld}.rank", src)
+    if kind == "nonzero" and rank != 1:
+        # the claim is in this record, not in an array file: name the record
+        raise InputError(f"a nonzero certificate proves rank 1, got rank {rank}",
+                         field=f"{fld}.rank", source=src)
     if kind in ("rowset", "rowmix") and not 1 <= rank <= ROWSET_MAX_RANK:
         # checked here, before 2^(rank-1) enters an expected array shape
         raise InputError(f"a {kind} certificate has rank 1 .. {ROWSET_MAX_RANK}, got {rank}",

@@ -145,7 +145,11 @@ class DaskExecutor:
         if isinstance(address, Client):
             self.client, self._owned = address, False
         else:
-            self.client, self._owned = Client(address), True
+            try:
+                self.client, self._owned = Client(address), True
+            except (ValueError, TypeError, OSError) as err:  # malformed or unreachable address
+                raise InputError(f"cannot use the Dask scheduler {str(address)[:200]!r}: "
+                                 f"{err}", field="--scheduler") from None
         self.address = str(self.client.scheduler.address)
         self.workers = max(1, sum(self.client.nthreads().values()))
 

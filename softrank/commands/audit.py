@@ -20,17 +20,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("store", help="store directory (format softrank-brackets v1)")
     p.add_argument("--out", required=True, metavar="DIR",
                    help="output folder; its journal.jsonl lets an interrupted audit resume")
-    p.add_argument("--jobs", type=int, default=1, metavar="N",
-                   help=f"worker processes (default 1; this machine suggests {default_jobs()})")
+    where = p.add_mutually_exclusive_group()  # local processes or a cluster, not both
+    where.add_argument("--jobs", type=int, default=1, metavar="N",
+                       help=f"worker processes (default 1; this machine suggests "
+                            f"{default_jobs()})")
     p.add_argument("--budgets", default="8,16,32", metavar="K,K,...",
                    help="rank budgets for the feasible / impossible / unresolved table "
                         "(default 8,16,32)")
     p.add_argument("--tier", choices=["auto", "float64", "arb", "exact"], default="auto",
                    help="force one arithmetic tier (default: auto, escalating only where thin)")
-    p.add_argument("--scheduler", metavar="ADDRESS", default=None,
-                   help="run on a Dask cluster (extra [dask]); workers must see STORE at the "
-                        "same path and run one check at a time per process (start them with "
-                        "--nthreads 1 and several --nworkers)")
+    where.add_argument("--scheduler", metavar="ADDRESS", default=None,
+                       help="run on a Dask cluster (extra [dask]); workers must see STORE at the "
+                            "same path and run one check at a time per process (start them with "
+                            "--nthreads 1 and several --nworkers)")
     p.add_argument("--restart", action="store_true",
                    help="discard DIR's journal instead of resuming from it")
     p.add_argument("--recheck", action="store_true",
@@ -51,11 +53,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def _command_line(args: argparse.Namespace, budgets: list[int]) -> str:
     """Returns the canonical command line of this run (every option spelled out)."""
-    argv = ["softrank-certify", "audit", str(args.store), "--out", str(args.out),
-            "--jobs", str(args.jobs), "--budgets", ",".join(map(str, budgets)),
-            "--tier", args.tier]
-    if args.scheduler:
-        argv += ["--scheduler", args.scheduler]
+    argv = ["softrank-certify", "audit", str(args.store), "--out", str(args.out)]
+    # --jobs and --scheduler exclude each other: the line names the one this run used
+    argv += ["--scheduler", args.scheduler] if args.scheduler else ["--jobs", str(args.jobs)]
+    argv += ["--budgets", ",".join(map(str, budgets)), "--tier", args.tier]
     if args.no_figures:
         argv.append("--no-figures")
     argv += ["--seed", str(args.seed), "--resamples", str(args.resamples)]

@@ -9,6 +9,7 @@ from typing import Any
 
 from tqdm import tqdm
 
+from softrank.certify.errors import InputError
 from softrank.witnesses import jsonexact, open_store
 
 from ..assumptions import assumptions
@@ -24,15 +25,17 @@ HELP = "recheck every stored bracket: upper witnesses and lower certificates, ri
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("store", help="store directory (format softrank-brackets v1)")
     p.add_argument("--json", action="store_true", help="print one JSON document instead of text")
-    p.add_argument("--jobs", type=int, default=1, metavar="N",
-                   help=f"worker processes (default 1; this machine suggests {default_jobs()})")
+    where = p.add_mutually_exclusive_group()  # local processes or a cluster, not both
+    where.add_argument("--jobs", type=int, default=1, metavar="N",
+                       help=f"worker processes (default 1; this machine suggests "
+                            f"{default_jobs()})")
     p.add_argument("--tier", choices=["auto", "float64", "arb", "exact"], default="auto",
                    help="force one arithmetic tier (default: auto, escalating only where thin)")
     p.add_argument("--export", metavar="BUNDLE", default=None,
                    help="also write a replay bundle (see the export command) from this run")
-    p.add_argument("--scheduler", metavar="ADDRESS", default=None,
-                   help="run on a Dask cluster (extra [dask]); workers must see STORE at the "
-                        "same path (start them with --nthreads 1)")
+    where.add_argument("--scheduler", metavar="ADDRESS", default=None,
+                       help="run on a Dask cluster (extra [dask]); workers must see STORE at the "
+                            "same path (start them with --nthreads 1)")
 
 
 def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
@@ -60,7 +63,8 @@ def format_line(r: dict[str, Any]) -> str:
         return f"{head} INPUT ERROR: {r['error']}"
     up = r.get("upper_check") or {}
     lo = r.get("lower_check") or {}
-    lower = (f"lower {r['lower_claim']}->{r['lower']} {r['lower_outcome']}"
+    claim = "none" if r["lower_claim"] is None else r["lower_claim"]
+    lower = (f"lower {claim}->{r['lower']} {r['lower_outcome']}"
              + (f" [{lo.get('tier')}]" if lo else ""))
     upper = f"upper {r['upper_claim']}->{r['upper']} {r['upper_outcome']} [{up.get('tier')}]"
     chi = "" if r.get("chi") in (None, "0") else f" chi<={sci(_q(r['chi']))}"
@@ -77,6 +81,8 @@ def _q(s: str) -> Any:
 def run(args: argparse.Namespace) -> int:
     if args.jobs < 1:
         raise SystemExit(_usage("--jobs must be >= 1"))
+    if args.export:
+        check_bundle_target(args.export, "--export")  # before the run, not after it
     reader = open_store(args.store)  # validates records before any work starts
     total = len(reader.brackets)
     records: list[dict[str, Any]] = []
@@ -106,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
             doc.update(intrinsic_summary=isum, intrinsic=intrinsic)
         print(jsonexact.dumps(doc, indent=1))
     else:
-        print(_summary_text(summary, records))
+        print(_summary_text(summary, records, isum["errors"] if isum else 0))
         if isum is not None:
             print(f"{isum['records']} intrinsic records checked; input errors {isum['errors']}")
     if args.export:
@@ -137,14 +143,16 @@ LEGEND = (
 )
 
 
-def _summary_text(s: dict[str, Any], records: list[dict[str, Any]]) -> str:
+def _summary_text(s: dict[str, Any], records: list[dict[str, Any]],
+                  intrinsic_errors: int = 0) -> str:
     def counts(d: dict[str, int]) -> str:
         return ", ".join(f"{v} {k}" for k, v in sorted(d.items())) or "none"
 
     pairs = group_pairs(records, ())
     resolved = sum(p["resolved"] for p in pairs)
     closed = sum(p["lower"] == p["upper"] for p in pairs)
-    proved = all_proved(records) and not s["errors"]
+    errors = s["errors"] + intrinsic_errors
+    proved = all_proved(records) and not errors
     lines = [
         f"checked {s['brackets']} stored brackets (records) of {len(pairs)} (operator, eps) "
         "pairs",
@@ -156,9 +164,22 @@ def _summary_text(s: dict[str, Any], records: list[dict[str, Any]]) -> str:
         f"{s['chi_changed']} outcomes; input errors: {s['errors']}",
         "result: " + ("every claim proved (exit 0)" if proved else
                       "some claim refuted, undecided or unreadable (exit "
-                      f"{2 if s['errors'] else 1}); rerun with -v for one line per record"),
+                      f"{2 if errors else 1}); rerun with -v for one line per record"),
     ]
     return "\n".join(lines)
+
+
+def check_bundle_target(path: str, field: str) -> None:
+    """Raises InputError naming ``field`` when a bundle cannot be written at ``path``: its
+    folder is missing or not a folder, or the path itself is a folder."""
+    from pathlib import Path
+
+    p = Path(path)
+    parent = p.parent if str(p.parent) else Path(".")
+    if p.is_dir():
+        raise InputError(f"{path} is a folder, not a bundle file", field=field)
+    if not parent.is_dir():
+        raise InputError(f"{parent} is not an existing folder", field=field)
 
 
 def _usage(msg: str) -> int:

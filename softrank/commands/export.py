@@ -9,6 +9,7 @@ from typing import Any
 
 from ..export import write_bundle
 from ..runner import iter_checks
+from .check import all_proved, check_bundle_target
 
 NAME = "export"
 HELP = ("check a store and write a replay bundle (exact rationals, raw arrays, sha256 per "
@@ -43,7 +44,11 @@ def run(args: argparse.Namespace) -> int:
     if args.jobs < 1:
         print("softrank-certify export: error: --jobs must be >= 1", file=sys.stderr)
         return 2
+    check_bundle_target(args.out, "--out")
     records = list(iter_checks(args.store, jobs=args.jobs))
     counts = export_records(args.store, records, args.out, kyfan=not args.no_kyfan,
                             as_json=args.json)
-    return 2 if counts["skipped_errors"] else 0
+    if counts["skipped_errors"]:
+        return 2
+    # the bundle holds every end, proved or not: the exit code is check's
+    return 0 if all_proved(records) else 1

@@ -15,6 +15,7 @@ import argparse
 import itertools
 import os
 import re
+import shutil
 import sys
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
@@ -43,6 +44,8 @@ DEFAULT_EPS = ("0.15", "0.25", "0.35")
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
+DEFAULT_TOKENS = 64  # sequence length of a captured text when --tokens is not given
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("store", help="output store directory (created, or opened to resume)")
     src = p.add_mutually_exclusive_group(required=True)
@@ -59,7 +62,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="use only these texts of --texts (0-based; default all)")
     p.add_argument("--layers", type=int, nargs="+", metavar="L", help="layers (default all)")
     p.add_argument("--heads", type=int, nargs="+", metavar="H", help="heads (default all)")
-    p.add_argument("--tokens", type=int, default=64, help="sequence length (default 64)")
+    p.add_argument("--tokens", type=int, default=None,
+                   help=f"sequence length (default {DEFAULT_TOKENS}; with --model only)")
     p.add_argument("--images", metavar="FILE",
                    help=".npz of images (one 3-D array each) for a vision model")
     p.add_argument("--decoder-tokens", type=int, metavar="M",
@@ -167,6 +171,8 @@ def iter_model(args: argparse.Namespace) -> Iterator[OperatorInput]:
     if bool(args.texts) == bool(args.images):
         raise InputError("--model needs --texts FILE (language models) or --images FILE "
                          "(vision models)", field="texts")
+    if args.tokens is None:
+        args.tokens = DEFAULT_TOKENS
     if args.tokens < 2:
         raise InputError("--tokens must be at least 2", field="tokens")
     widths = sorted(set(args.block_widths or []))
@@ -185,7 +191,7 @@ def iter_model(args: argparse.Namespace) -> Iterator[OperatorInput]:
     tol = CAPTURE_TOLERANCE if args.capture_tolerance is None else args.capture_tolerance
     if not tol > 0:
         raise InputError("--capture-tolerance must be > 0", field="capture-tolerance")
-    if args.quiet:
+    if args.quiet or args.json or not sys.stderr.isatty():
         # read by transformers and huggingface_hub at import: silences their loading bars
         os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
         os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
@@ -297,9 +303,12 @@ def _run(args: argparse.Namespace) -> int:
         raise InputError("duplicate producer names", field="producers")
     uppers, lowers = _split_producers(names)
     if args.model is None and (args.texts or args.layers or args.heads or args.text_index
-                               or args.images or args.block_widths or args.decoder_tokens):
+                               or args.images or args.block_widths or args.decoder_tokens
+                               or args.tokens is not None
+                               or args.capture_tolerance is not None):
         raise InputError("--texts/--images/--text-index/--layers/--heads/--block-widths/"
-                         "--decoder-tokens need --model", field="model")
+                         "--decoder-tokens/--tokens/--capture-tolerance need --model",
+                         field="model")
     root = Path(args.store)
     source = iter_npz(args.npz, args.npz_kind, args.family) if args.npz else iter_model(args)
     # read the first operator before touching the output: bad input leaves no empty store
@@ -315,12 +324,32 @@ def _run(args: argparse.Namespace) -> int:
         for op in source:
             intrinsic_produce.precheck(op.id, op.A, op.logits, ranks)
         source = iter(source)
-    store = Store.open(root) if (root / "store.json").is_file() else Store.create(
+    fresh = not (root / "store.json").is_file()
+    root_existed = root.exists()
+    store = Store.open(root) if not fresh else Store.create(
         root, description=args.description or "brackets from softrank-certify produce")
+    try:
+        jobs, new_ops, seen = _add_operators(store, root, source, eps_list, uppers, lowers)
+    except InputError:
+        # a later input is bad: nothing was produced yet, so a store this run created goes
+        # (Store.create refused a non-empty folder, so only this run's files are removed)
+        store.close()
+        if fresh:
+            shutil.rmtree(root, ignore_errors=True)
+            if root_existed:
+                root.mkdir(exist_ok=True)
+        raise
+    return _produce(args, store, root, jobs, new_ops, seen, ranks)
+
+
+def _add_operators(store: Store, root: Path, source: Iterator[Any], eps_list: list[Fraction],
+                   uppers: list[str], lowers: list[str]
+                   ) -> tuple[list[tuple[Any, ...]], int, set[str]]:
+    """Adds the new operators to ``store``; returns the producing jobs, the number of
+    operators added and the ids seen (raises InputError on a bad input)."""
     existing = set(store.operator_ids)
     have = store.bracket_ids
     reader = open_store(root) if existing else None
-
     jobs: list[tuple[Any, ...]] = []
     new_ops = 0
     seen: set[str] = set()
@@ -343,9 +372,14 @@ def _run(args: argparse.Namespace) -> int:
         if len(skip) < len(eps_list) * len(uppers):
             jobs.append((op.id, A, logits, eps_list, uppers, lowers, skip))
     store.flush()
+    return jobs, new_ops, seen
 
+
+def _produce(args: argparse.Namespace, store: Store, root: Path, jobs: list[tuple[Any, ...]],
+             new_ops: int, seen: set[str], ranks: Any) -> int:
     written, failures = 0, []
-    bar = tqdm(total=len(jobs), unit="operator", disable=args.quiet or args.json,
+    bar = tqdm(total=len(jobs), unit="operator",
+               disable=args.quiet or args.json or not sys.stderr.isatty(),
                file=sys.stderr, desc="produce")
     try:
         for op_id, res in _map(jobs, args.jobs):
