@@ -249,13 +249,8 @@ def gram(A: tuple, side: str) -> tuple:
 
 def is_diagonally_dominant(E: list[list[int]]) -> bool:
     """E symmetric with E_ii >= sum_{j != i} |E_ij| for all i: then E is PSD (Gershgorin)."""
-    n = len(E)
-    for i in range(n):
-        if any(E[i][j] != E[j][i] for j in range(i)):
-            return False
-        if E[i][i] + abs(E[i][i]) < sum(map(abs, E[i])):
-            return False
-    return True
+    return all(all(E[i][j] == E[j][i] for j in range(i))
+               and E[i][i] + abs(E[i][i]) >= sum(map(abs, E[i])) for i in range(len(E)))
 
 
 def check_frobenius(A: tuple, S: tuple, L: int, t: Fraction, cert: dict | None,
@@ -408,14 +403,12 @@ def replay(path: str, *, emit=None) -> dict:
         if emit:
             emit(res)
     proved = [r for r in results if r["kernel"] == "holds"]
-    return {
-        "bundle": path, "manifest_sha256": digest, "ends": len(results),
-        "kernel_proved": len(proved),
-        "replayed_proved": sum(r["replay"] == "holds" for r in proved),
-        "disagreements": sum(not r["agrees"] for r in results),
-        "chi_confirmed": sum(o["chi_confirmed"] for o in ops.values()),
-        "operators": len(ops), "results": results,
-    }
+    return {"bundle": path, "manifest_sha256": digest, "ends": len(results),
+            "kernel_proved": len(proved), "replayed_proved": sum(r["replay"] == "holds"
+                                                                for r in proved),
+            "disagreements": sum(not r["agrees"] for r in results),
+            "chi_confirmed": sum(o["chi_confirmed"] for o in ops.values()),
+            "operators": len(ops), "results": results}
 
 
 def replay_end(end: object, ops: dict, blobs: dict, f: str) -> dict:
@@ -464,28 +457,23 @@ def replay_end(end: object, ops: dict, blobs: dict, f: str) -> dict:
         if any(Wf[j][k] != (1 if i == k else 0) for i, j in enumerate(J) for k in range(rank)):
             raise BundleError(f"{f}.W: the rows W[J, :] are not exactly the identity")
         value = check_bernstein(A, dyadic(Wf), get("P", (N, m)), eps + chi)
-    elif kind == "rowset":
-        if not 1 <= rank <= min(ROWSET_MAX_RANK, m):
-            raise BundleError(f"{f}.rank: a rowset certificate has rank 1 .. "
-                              f"{min(ROWSET_MAX_RANK, m)}, got {rank}")
-        I = array(cert.get("I"), blobs, f"{f}.I", (rank,))
-        if len(set(I)) != rank or not all(isinstance(i, int) and 0 <= i < m for i in I):
-            raise BundleError(f"{f}.I: need {rank} distinct indices < {m}")
+    elif kind in ("rowset", "rowmix"):
+        top = min(ROWSET_MAX_RANK, m) if kind == "rowset" else ROWSET_MAX_RANK
+        if not 1 <= rank <= top:
+            raise BundleError(f"{f}.rank: a {kind} certificate has rank 1 .. {top}, got {rank}")
+        I = Dd = None
+        if kind == "rowset":
+            I = array(cert.get("I"), blobs, f"{f}.I", (rank,))
+            if len(set(I)) != rank or not all(isinstance(i, int) and 0 <= i < m for i in I):
+                raise BundleError(f"{f}.I: need {rank} distinct indices < {m}")
+        else:
+            Dd = get("D", (rank, m))
+            if any(scale(sum(map(abs, r)), Dd[1]) > 1 for r in Dd[0]):
+                raise BundleError(f"{f}.D: a row has l1 norm above 1")
         Zf = array(cert.get("Z"), blobs, f"{f}.Z", (1 << (rank - 1), N))
         if any(abs(x) > 1 for r in Zf for x in r):
             raise BundleError(f"{f}.Z: an entry lies outside [-1, 1]")
-        value = check_rowset(A, I, dyadic(Zf), eps + chi)
-    elif kind == "rowmix":
-        if not 1 <= rank <= ROWSET_MAX_RANK:
-            raise BundleError(f"{f}.rank: a rowmix certificate has rank 1 .. "
-                              f"{ROWSET_MAX_RANK}, got {rank}")
-        Dd = get("D", (rank, m))
-        if any(scale(sum(map(abs, r)), Dd[1]) > 1 for r in Dd[0]):
-            raise BundleError(f"{f}.D: a row has l1 norm above 1")
-        Zf = array(cert.get("Z"), blobs, f"{f}.Z", (1 << (rank - 1), N))
-        if any(abs(x) > 1 for r in Zf for x in r):
-            raise BundleError(f"{f}.Z: an entry lies outside [-1, 1]")
-        value = check_rowset(A, None, dyadic(Zf), eps + chi, D=Dd)
+        value = check_rowset(A, I, dyadic(Zf), eps + chi, D=Dd)
     elif kind == "frobenius_tail" and rank >= 1:
         side = "AtA" if N <= m else "AAt"
         if cert and cert.get("side") != side:
