@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 import struct
 import sys
 import zipfile
@@ -29,6 +30,11 @@ DTYPES = {"<f8": ("d", 8), "<f4": ("f", 4), "<i8": ("q", 8)}
 P = 192  # fixed-point bits of the exp bounds used for the slack chi
 FLINT = None  # the python-flint module when --flint is given
 ROWSET_MAX_RANK = 12  # a rowset certificate holds 2^(rank-1) sign vectors
+# rational strings: at most 2000 characters, and MAX_DIGITS digits in numerator and denominator
+# once an exponent is applied (refused, never expanded)
+MAX_DIGITS = 2000
+_RATIONAL = re.compile(
+    r"([+-]?)(?:([0-9]+)/([0-9]+)|([0-9]*)(?:\.([0-9]*))?(?:[eE]([+-]?[0-9]+))?)")
 
 
 class BundleError(Exception):
@@ -38,7 +44,7 @@ class BundleError(Exception):
 # --- reading the bundle ------------------------------------------------------------------
 
 def _no_float(text: str) -> None:
-    raise BundleError(f"JSON number {text} is not allowed: rationals are strings")
+    raise BundleError(f"JSON number {text:.40} is not allowed: rationals are strings")
 
 
 def _json(raw: bytes, name: str) -> object:
@@ -46,6 +52,8 @@ def _json(raw: bytes, name: str) -> object:
         return json.loads(raw.decode("utf-8"), parse_float=_no_float, parse_constant=_no_float)
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
         raise BundleError(f"{name}: not JSON: {err}") from None
+    except BundleError as err:
+        raise BundleError(f"{name}: {err}") from None
 
 
 def read_bundle(path: str) -> tuple[str, dict, dict[str, bytes]]:
@@ -99,14 +107,20 @@ def read_bundle(path: str) -> tuple[str, dict, dict[str, bytes]]:
 
 
 def rational(x: object, field: str) -> Fraction:
-    """Returns the exact rational a string such as "3/20" or "0.15" spells."""
-    if not isinstance(x, str) or len(x) > 2000:
-        raise BundleError(f"{field}: a rational must be a string (< 2000 characters)")
-    try:
-        q = Fraction(x)
-    except (ValueError, ZeroDivisionError):
-        raise BundleError(f"{field}: not a rational: {x!r}") from None
-    return q
+    """Returns the exact rational a string such as "3/20", "0.15" or "15e-2" spells (parsed
+    here, not by Fraction(str): the exponent is bounded before 10^e is built)."""
+    m = _RATIONAL.fullmatch(x) if isinstance(x, str) and len(x) <= 2000 else None
+    if m is None or not (m[3].strip("0") if m[3] else m[4] or m[5]):
+        raise BundleError(f"{field}: not a rational string such as \"3/20\" or \"0.15\" "
+                          f"(at most 2000 characters, no zero denominator): {x!r:.60}")
+    sign, num, den, whole, frac, exp = m.groups()
+    if num is not None:
+        return Fraction(int(sign + num), int(den))
+    digits, k = (whole + (frac or "")).lstrip("0"), int(exp or 0) - len(frac or "")
+    if digits and abs(k) + len(digits) > MAX_DIGITS:
+        raise BundleError(f"{field}: {x!r:.60} has over {MAX_DIGITS} digits with its exponent")
+    n, k = (int(sign + digits), k) if digits else (0, 0)
+    return Fraction(n * 10 ** k) if k >= 0 else Fraction(n, 10 ** -k)
 
 
 def array(ref: object, blobs: dict[str, bytes], field: str, shape: tuple | None = None,

@@ -1,0 +1,152 @@
+"""The replayer on hostile bundles: every refusal is exit 2 naming the member or field, fast,
+and nothing is inflated or expanded before the limits are checked (replay/replay.py)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+import time
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from replay import replay as rp
+from softrank.export import write_bundle
+from softrank.runner import iter_checks
+from softrank.witnesses import Store
+
+from .helpers import random_attention, tsvd_witness
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory) -> Path:
+    """One 6 x 5 operator: a true upper end and a Frobenius tail (L = 2) the kernel proves, so
+    the bundle holds a Ky Fan certificate; a second bracket whose upper claim is refuted, with a
+    decoder lower end."""
+    d = tmp_path_factory.mktemp("limits")
+    A = random_attention(np.random.default_rng(3), 6, 5)
+    s = np.linalg.svd(A, compute_uv=False)
+    eps = f"{float(np.sqrt(np.sum(s[1:] ** 2) / 6) / 2):.6f}"
+    U, V = tsvd_witness(A, 4)
+    Us, s, Vt = np.linalg.svd(A)
+    dec = {"kind": "decoder", "rank": 2, "D": Us[:, :2].T.copy(), "W": Vt[:2].T.copy(),
+           "X": np.diag(1 / s[:2])}
+    with Store.create(d / "store", description="limits") as st:
+        oid = st.add_operator(A, family="t", id="op0")
+        st.add_bracket(oid, eps, {"kind": "factors", "rank": 4, "U": U, "V": V},
+                       {"kind": "frobenius_tail", "rank": 2}, id="b0")
+        st.add_bracket(oid, "1/10000000", {"kind": "factors", "rank": 2, "U": U[:, :2],
+                                           "V": V[:2]}, dec, id="b1")
+    out = d / "bundle.zip"
+    write_bundle(d / "store", list(iter_checks(d / "store")), out)
+    doc = json.loads(zipfile.ZipFile(out).read("bundle.json"))
+    assert any(e["kind"] == "frobenius_tail" and e["kernel"] == "holds" and e["certificate"]
+               for e in doc["ends"])
+    assert {e["kernel"] for e in doc["ends"]} >= {"holds", "fails"}
+    return out
+
+
+def _files(doc: dict) -> set[str]:
+    """The members the bundle document refers to."""
+    recs = doc["operators"] + doc["ends"]
+    recs += [e["certificate"] for e in doc["ends"] if e.get("certificate")]
+    return {v["file"] for r in recs for v in r.values() if isinstance(v, dict) and "file" in v}
+
+
+def _rewrite(bundle: Path, out: Path, body: bytes | None = None,
+             add: dict[str, bytes] | None = None) -> Path:
+    """Copies ``bundle`` with bundle.json replaced by ``body`` and the members ``add`` added,
+    dropping members a parseable new body no longer refers to, the manifest re-signed: only
+    the edit itself can be objected to."""
+    z = zipfile.ZipFile(bundle)
+    members = {n: z.read(n) for n in z.namelist() if n != "manifest.json"}
+    if body is not None:
+        members["bundle.json"] = body
+        try:
+            keep = _files(json.loads(body)) | {"bundle.json"}
+        except ValueError:
+            keep = set(members)
+        members = {n: b for n, b in members.items() if n in keep}
+    members.update(add or {})
+    man = json.loads(z.read("manifest.json"))
+    man["files"] = {n: {"bytes": len(b), "sha256": hashlib.sha256(b).hexdigest()}
+                    for n, b in members.items()}
+    with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_DEFLATED) as zout:
+        zout.writestr("manifest.json", json.dumps(man))
+        for n, b in members.items():
+            zout.writestr(n, b)
+    return out
+
+
+def _doc(bundle: Path) -> dict:
+    return json.loads(zipfile.ZipFile(bundle).read("bundle.json"))
+
+
+def _main(path: Path, capsys) -> tuple[int, str]:
+    capsys.readouterr()
+    code = rp.main([str(path), "--quiet"])
+    out = capsys.readouterr()
+    return code, out.out + out.err
+
+
+def _opened(monkeypatch) -> list[str]:
+    """Records every archive member the replayer inflates."""
+    names: list[str] = []
+    real = zipfile.ZipFile.open
+
+    def spy(self, name, *args, **kwargs):
+        names.append(getattr(name, "filename", name))
+        return real(self, name, *args, **kwargs)
+
+    monkeypatch.setattr(zipfile.ZipFile, "open", spy)
+    return names
+
+
+def test_the_bundle_replays(bundle, capsys):
+    code, out = _main(bundle, capsys)
+    assert code == 0, out
+    s = rp.replay(str(bundle))
+    assert s["disagreements"] == 0 and s["kernel_proved"] == s["replayed_proved"] < s["ends"]
+
+
+# --- 1: rationals with huge exponents -----------------------------------------------------
+
+def test_rational_bounds_the_exponent_before_expanding():
+    for bad in ("1e2000", "1e-2000", "1e999999999", "1e-999999999", "1" * 1990 + "e11",
+                "0." + "0" * 1990 + "1e-9"):
+        t0 = time.perf_counter()
+        with pytest.raises(rp.BundleError, match=r"^f\.x: .*digits"):
+            rp.rational(bad, "f.x")
+        assert time.perf_counter() - t0 < 1
+    assert rp.rational("15e-2", "f") == rp.rational("3/20", "f") == rp.rational(".15", "f")
+    assert rp.rational("-12.5E-3", "f") == rp.Fraction(-1, 80)
+    assert rp.rational("0e999999999", "f") == 0  # zero: no power of ten is built
+    assert rp.rational("1e1999", "f") == 10 ** 1999  # 2000 digits: the limit
+    for bad in ("1_000", " 1", "1/0", "1/2/3", ".", "e5", "0x10", "nan", "inf", "\u0661"):
+        with pytest.raises(rp.BundleError, match=r"^f: "):
+            rp.rational(bad, "f")
+
+
+def test_huge_eps_exponent_in_a_bundle_is_exit_2_naming_the_field(bundle, tmp_path):
+    doc = _doc(bundle)
+    doc["ends"][1]["eps"] = "1e999999999"
+    bad = _rewrite(bundle, tmp_path / "bad.zip", json.dumps(doc).encode())
+    out = subprocess.run([sys.executable, str(ROOT / "replay" / "replay.py"), str(bad)],
+                         capture_output=True, text=True, timeout=30)
+    assert out.returncode == 2, out.stderr
+    assert "ends[1].eps" in out.stderr and "digits" in out.stderr
+
+
+def test_a_json_number_with_a_huge_exponent_names_the_file(bundle, tmp_path, capsys):
+    body = zipfile.ZipFile(bundle).read("bundle.json")
+    eps = f'"eps": {json.dumps(_doc(bundle)["ends"][0]["eps"])}'.encode()
+    assert eps in body
+    bad = _rewrite(bundle, tmp_path / "bad.zip", body.replace(eps, b'"eps": 1e999999999', 1))
+    code, out = _main(bad, capsys)
+    assert code == 2 and "bundle.json: JSON number 1e999999999 is not allowed" in out
