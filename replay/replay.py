@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 import re
 import struct
 import sys
@@ -25,7 +26,10 @@ from fractions import Fraction
 from operator import mul
 
 FORMAT, VERSION = "softrank-replay-bundle", 1
-MAX_MEMBER = 1 << 30  # refuse members above 1 GiB before reading them
+# refused from the zip directory, before inflating: a member above MAX_MEMBER, more than
+# MAX_MEMBERS members, an archive or declared sizes adding up to above MAX_TOTAL, or to above
+# MAX_RATIO per archive byte once past RATIO_FREE
+MAX_MEMBER, MAX_TOTAL, MAX_MEMBERS, MAX_RATIO, RATIO_FREE = 1 << 30, 1 << 31, 100_000, 100, 32 << 20
 DTYPES = {"<f8": ("d", 8), "<f4": ("f", 4), "<i8": ("q", 8)}
 P = 192  # fixed-point bits of the exp bounds used for the slack chi
 FLINT = None  # the python-flint module when --flint is given
@@ -59,22 +63,45 @@ def _json(raw: bytes, name: str) -> object:
 def read_bundle(path: str) -> tuple[str, dict, dict[str, bytes]]:
     """Returns (sha256 of manifest.json, the bundle document, member bytes by name).
 
-    Every member named by the manifest must exist with the stated size and sha256, and the
-    archive may hold nothing else.  Raises BundleError otherwise.
+    Every member named by the manifest must exist with its size and sha256 and be used by
+    bundle.json, nothing else may be there, and sizes are limited before inflating (above).
     """
     try:
+        size = os.path.getsize(path)
+        if size > MAX_TOTAL:
+            raise BundleError(f"{path}: {size} bytes, above the limit of {MAX_TOTAL}")
         zf = zipfile.ZipFile(path)
     except (OSError, zipfile.BadZipFile) as err:
         raise BundleError(f"{path}: not a readable zip archive: {err}") from None
     with zf:
         try:
-            info = {i.filename: i for i in zf.infolist()}
-            if len(info) != len(zf.infolist()):
+            infos = zf.infolist()
+            if len(infos) > MAX_MEMBERS:
+                raise BundleError(f"{infos[MAX_MEMBERS].filename}: more than {MAX_MEMBERS} "
+                                  "archive members")
+            info = {i.filename: i for i in infos}
+            if len(info) != len(infos):
                 raise BundleError("two archive members share a name")
-            if "manifest.json" not in info or info["manifest.json"].file_size > MAX_MEMBER:
-                raise BundleError("manifest.json: missing or oversized")
-            raw = zf.read("manifest.json")
-            man = _json(raw, "manifest.json")
+            limit, total = min(MAX_TOTAL, max(RATIO_FREE, MAX_RATIO * size)), 0
+            for i in infos:
+                total += i.file_size
+                if i.file_size > MAX_MEMBER or total > limit:
+                    raise BundleError(f"{i.filename}: oversized: {i.file_size} bytes, {total} so "
+                                      f"far (limits {MAX_MEMBER} a member, {limit} in all)")
+
+            def read(name: str) -> bytes:  # at most the declared size + 1, sha256 checked
+                with zf.open(info[name]) as fh:
+                    data = fh.read(info[name].file_size + 1)
+                if len(data) != info[name].file_size:
+                    raise BundleError(f"{name}: inflates to other than its declared size")
+                if name != "manifest.json" \
+                        and hashlib.sha256(data).hexdigest() != files[name].get("sha256"):
+                    raise BundleError(f"{name}: sha256 differs from the manifest (tampered?)")
+                return data
+
+            if "manifest.json" not in info:
+                raise BundleError("manifest.json: missing")
+            man = _json(raw := read("manifest.json"), "manifest.json")
             if not isinstance(man, dict) or man.get("format") != FORMAT \
                     or man.get("version") != VERSION or not isinstance(man.get("files"), dict):
                 raise BundleError(f"manifest.json: not a {FORMAT} version {VERSION} manifest")
@@ -82,27 +109,29 @@ def read_bundle(path: str) -> tuple[str, dict, dict[str, bytes]]:
             extra = set(info) - set(files) - {"manifest.json"}
             if extra:
                 raise BundleError(f"{sorted(extra)[0]}: member not listed in the manifest")
-            blobs = {}
             for name, meta in files.items():
                 if not isinstance(meta, dict) or name not in info:
                     raise BundleError(f"{name}: listed in the manifest but missing")
-                size, digest = meta.get("bytes"), meta.get("sha256")
-                if info[name].file_size != size or not isinstance(size, int) \
-                        or size > MAX_MEMBER:
+                if info[name].file_size != meta.get("bytes"):
                     raise BundleError(f"{name}: size differs from the manifest")
-                data = zf.read(name)
-                if hashlib.sha256(data).hexdigest() != digest:
-                    raise BundleError(f"{name}: sha256 differs from the manifest (tampered?)")
-                blobs[name] = data
+            if "bundle.json" not in files:
+                raise BundleError("bundle.json: missing")
+            blobs = {"bundle.json": read("bundle.json")}
+            doc = _json(blobs["bundle.json"], "bundle.json")
+            if not isinstance(doc, dict) or not isinstance(doc.get("operators"), list) \
+                    or not isinstance(doc.get("ends"), list):
+                raise BundleError("bundle.json: needs lists 'operators' and 'ends'")
+            recs = [r for r in doc["operators"] + doc["ends"] if isinstance(r, dict)]
+            recs += [r["certificate"] for r in recs if isinstance(r.get("certificate"), dict)]
+            used = {v["file"] for r in recs for v in r.values()  # {"file": ...} references
+                    if isinstance(v, dict) and isinstance(v.get("file"), str)}
+            unused = sorted(set(files) - used - {"bundle.json"})
+            if unused:  # never inflated
+                raise BundleError(f"{unused[0]}: listed in the manifest but unused")
+            blobs.update((n, read(n)) for n in sorted(used & set(files) - {"manifest.json"}))
         except (zipfile.BadZipFile, OSError, RuntimeError, ValueError) as err:
             # CRC failures and broken deflate streams land here: a flipped bit
             raise BundleError(f"{path}: corrupt archive member: {err}") from None
-    if "bundle.json" not in blobs:
-        raise BundleError("bundle.json: missing")
-    doc = _json(blobs["bundle.json"], "bundle.json")
-    if not isinstance(doc, dict) or not isinstance(doc.get("operators"), list) \
-            or not isinstance(doc.get("ends"), list):
-        raise BundleError("bundle.json: needs lists 'operators' and 'ends'")
     return hashlib.sha256(raw).hexdigest(), doc, blobs
 
 

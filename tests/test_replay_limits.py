@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import struct
 import subprocess
 import sys
 import time
@@ -150,3 +151,74 @@ def test_a_json_number_with_a_huge_exponent_names_the_file(bundle, tmp_path, cap
     bad = _rewrite(bundle, tmp_path / "bad.zip", body.replace(eps, b'"eps": 1e999999999', 1))
     code, out = _main(bad, capsys)
     assert code == 2 and "bundle.json: JSON number 1e999999999 is not allowed" in out
+
+
+# --- 2: archive limits, checked on the declared sizes before inflating --------------------
+
+def test_an_unused_listed_member_is_refused_and_never_inflated(bundle, tmp_path, monkeypatch,
+                                                               capsys):
+    junk = np.random.default_rng(0).bytes(1 << 16)
+    bad = _rewrite(bundle, tmp_path / "bad.zip", add={"arrays/unused.bin": junk})
+    opened = _opened(monkeypatch)
+    code, out = _main(bad, capsys)
+    assert code == 2 and "arrays/unused.bin: listed in the manifest but unused" in out
+    assert "arrays/unused.bin" not in opened and "bundle.json" in opened
+
+
+def test_a_compression_bomb_is_refused_before_inflating(bundle, tmp_path, monkeypatch, capsys):
+    """40 MiB of zeros (40 KB deflated): far above 100 bytes per archive byte; nothing is
+    inflated, not even the manifest."""
+    bad = _rewrite(bundle, tmp_path / "bomb.zip", add={"arrays/zeros.bin": bytes(40 << 20)})
+    assert bad.stat().st_size < 1 << 20
+    opened = _opened(monkeypatch)
+    code, out = _main(bad, capsys)
+    assert code == 2 and "arrays/zeros.bin: oversized" in out and opened == []
+
+
+def test_total_size_and_member_count_limits(bundle, tmp_path, monkeypatch, capsys):
+    opened = _opened(monkeypatch)
+    names = zipfile.ZipFile(bundle).namelist()
+    monkeypatch.setattr(rp, "MAX_MEMBERS", 3)
+    code, out = _main(bundle, capsys)
+    assert code == 2 and f"{names[3]}: more than 3 archive members" in out
+    monkeypatch.setattr(rp, "MAX_MEMBERS", 100)
+    size = bundle.stat().st_size
+    total = np.cumsum([i.file_size for i in zipfile.ZipFile(bundle).infolist()])
+    assert total[-1] > size
+    monkeypatch.setattr(rp, "MAX_TOTAL", size)
+    monkeypatch.setattr(rp, "RATIO_FREE", 1 << 30)
+    code, out = _main(bundle, capsys)
+    assert code == 2 and f"{names[int(np.argmax(total > size))]}: oversized" in out
+    monkeypatch.setattr(rp, "MAX_TOTAL", bundle.stat().st_size - 1)
+    code, out = _main(bundle, capsys)
+    assert code == 2 and f"{bundle}: {bundle.stat().st_size} bytes, above the limit" in out
+    assert opened == []
+
+
+def test_a_member_larger_than_declared_is_refused(bundle, tmp_path, capsys):
+    """The directory and the manifest both say 8 bytes; the member inflates to more.  (zipfile
+    already stops at the declared size and fails the CRC; the replayer reads at most the
+    declared size + 1 bytes either way.)"""
+    name = _doc(bundle)["operators"][0]["A"]["file"]
+    z = zipfile.ZipFile(bundle)
+    man = json.loads(z.read("manifest.json"))
+    man["files"][name] = {"bytes": 8, "sha256": hashlib.sha256(z.read(name)[:8]).hexdigest()}
+    lie = tmp_path / "lie.zip"
+    with zipfile.ZipFile(lie, "w", compression=zipfile.ZIP_DEFLATED) as out:
+        out.writestr("manifest.json", json.dumps(man))
+        for n in z.namelist():
+            if n != "manifest.json":
+                out.writestr(n, z.read(n))
+    raw = bytearray(lie.read_bytes())
+    with zipfile.ZipFile(lie) as z:
+        pos, local = z.start_dir, z.getinfo(name).header_offset
+    struct.pack_into("<I", raw, local + 22, 8)  # uncompressed size in the local header
+    while raw[pos:pos + 4] == b"PK\x01\x02":  # ... and in the central directory
+        nlen, xlen, clen = struct.unpack_from("<HHH", raw, pos + 28)
+        if raw[pos + 46:pos + 46 + nlen] == name.encode():
+            struct.pack_into("<I", raw, pos + 24, 8)
+        pos += 46 + nlen + xlen + clen
+    lie.write_bytes(bytes(raw))
+    assert zipfile.ZipFile(lie).getinfo(name).file_size == 8
+    code, out = _main(lie, capsys)
+    assert code == 2 and name in out
