@@ -35,8 +35,8 @@ P = 192  # fixed-point bits of the exp bounds used for the slack chi
 FLINT = None  # the python-flint module when --flint is given
 ROWSET_MAX_RANK = 12  # a rowset certificate holds 2^(rank-1) sign vectors
 # rational strings: at most 2000 characters, and MAX_DIGITS digits in numerator and denominator
-# once an exponent is applied (refused, never expanded)
-MAX_DIGITS = 2000
+# once an exponent is applied (refused, never expanded); JSON integers: MAX_INT_DIGITS digits
+MAX_DIGITS, MAX_INT_DIGITS = 2000, 100
 _RATIONAL = re.compile(
     r"([+-]?)(?:([0-9]+)/([0-9]+)|([0-9]*)(?:\.([0-9]*))?(?:[eE]([+-]?[0-9]+))?)")
 
@@ -48,13 +48,15 @@ class BundleError(Exception):
 # --- reading the bundle ------------------------------------------------------------------
 
 def _no_float(text: str) -> None:
-    raise BundleError(f"JSON number {text:.40} is not allowed: rationals are strings")
+    raise BundleError(f"JSON number {text:.40} is not allowed: rationals are strings and "
+                      f"integers have at most {MAX_INT_DIGITS} digits")
 
 
 def _json(raw: bytes, name: str) -> object:
     try:
-        return json.loads(raw.decode("utf-8"), parse_float=_no_float, parse_constant=_no_float)
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
+        return json.loads(raw.decode("utf-8"), parse_float=_no_float, parse_constant=_no_float,
+                          parse_int=lambda s: _no_float(s) if len(s) > MAX_INT_DIGITS else int(s))
+    except (ValueError, RecursionError) as err:  # UnicodeDecodeError, JSONDecodeError
         raise BundleError(f"{name}: not JSON: {err}") from None
     except BundleError as err:
         raise BundleError(f"{name}: {err}") from None

@@ -222,3 +222,27 @@ def test_a_member_larger_than_declared_is_refused(bundle, tmp_path, capsys):
     assert zipfile.ZipFile(lie).getinfo(name).file_size == 8
     code, out = _main(lie, capsys)
     assert code == 2 and name in out
+
+
+# --- 3: JSON integers beyond Python's int-from-string limit ---------------------------------
+
+@pytest.mark.parametrize("member", ["bundle.json", "manifest.json"])
+def test_a_json_integer_of_5000_digits_is_exit_2_naming_the_file(bundle, tmp_path, member):
+    """In a fresh process: Python's default limit of 4300 digits (softrank raises it here)."""
+    huge = b"1" + b"0" * 5000
+    if member == "bundle.json":
+        body = zipfile.ZipFile(bundle).read("bundle.json")
+        assert b'"rank": 4' in body
+        bad = _rewrite(bundle, tmp_path / "bad.zip", body.replace(b'"rank": 4', b'"rank": '
+                                                                   + huge, 1))
+    else:
+        bad = tmp_path / "bad.zip"
+        with zipfile.ZipFile(bundle) as z, zipfile.ZipFile(bad, "w") as out:
+            for n in z.namelist():
+                b = z.read(n)
+                out.writestr(n, b.replace(b'"version": 1', b'"version": ' + huge, 1)
+                             if n == "manifest.json" else b)
+    run = subprocess.run([sys.executable, str(ROOT / "replay" / "replay.py"), str(bad)],
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 2, run.stderr
+    assert f"{member}: JSON number 10000" in run.stderr and "at most 100 digits" in run.stderr
