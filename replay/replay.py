@@ -298,14 +298,14 @@ def is_diagonally_dominant(E: list[list[int]]) -> bool:
                and E[i][i] + abs(E[i][i]) >= sum(map(abs, E[i])) for i in range(len(E)))
 
 
-def check_frobenius(A: tuple, S: tuple, L: int, t: Fraction, cert: dict | None,
-                    blobs: dict, m: int) -> tuple[str, Fraction | None]:
+def check_frobenius(A: tuple, S: tuple, L: int, t: Fraction, cert: dict | None, blobs: dict,
+                    m: int, field: str = "certificate") -> tuple[str, Fraction | None]:
     """sum_{i >= L} sigma_i(A)^2 > m t^2 through Ky Fan's dual (proofs_notes/replay.md).
 
     With k = L - 1 and S the Gram matrix: tail >= ||A||_F^2 - k z - ||G||_F^2 whenever
     E = z I + G^T G - S - C^T C is diagonally dominant (so S - z I <= G^T G, which is >= 0).
-    Returns ("holds", that lower bound) or ("undecided", bound or None): a certificate
-    that does not verify proves nothing either way.
+    G must be k x n and C n x n (else BundleError).  Returns ("holds", that lower bound) or
+    ("undecided", bound or None): a certificate that does not verify proves nothing either way.
     """
     n = len(S[0])
     frob = scale(sum(S[0][i][i] for i in range(n)), S[1])
@@ -315,11 +315,11 @@ def check_frobenius(A: tuple, S: tuple, L: int, t: Fraction, cert: dict | None,
     elif k >= n or cert is None:
         return "undecided", None
     else:
-        z = rational(cert.get("z"), "certificate.z")
+        z = rational(cert.get("z"), f"{field}.z")
         if z.denominator & (z.denominator - 1) or z < 0:
-            raise BundleError("certificate.z: must be a nonnegative dyadic rational")
-        G = dyadic(array(cert.get("G"), blobs, "certificate.G", (None, n)))
-        C = dyadic(array(cert.get("C"), blobs, "certificate.C", (None, n)))
+            raise BundleError(f"{field}.z: must be a nonnegative dyadic rational")
+        G = dyadic(array(cert.get("G"), blobs, f"{field}.G", (k, n)))
+        C = dyadic(array(cert.get("C"), blobs, f"{field}.C", (n, n)))
         GtG = dmul((transpose(G[0]), G[1]), G)
         CtC = dmul((transpose(C[0]), C[1]), C)
         ez = -(z.denominator.bit_length() - 1)
@@ -529,7 +529,8 @@ def replay_end(end: object, ops: dict, blobs: dict, f: str) -> dict:
             if op["gram"] is None:
                 op["gram"] = gram(A, side)
             value = check_frobenius(A, op["gram"], rank, eps + chi,
-                                    cert if end.get("certificate") else None, blobs, m)
+                                    cert if end.get("certificate") else None, blobs, m,
+                                    f"{f}.certificate")
     else:
         raise BundleError(f"{f}: unknown kind {kind!r} with rank {rank!r}")
     status, v = value

@@ -246,3 +246,21 @@ def test_a_json_integer_of_5000_digits_is_exit_2_naming_the_file(bundle, tmp_pat
                          capture_output=True, text=True, timeout=60)
     assert run.returncode == 2, run.stderr
     assert f"{member}: JSON number 10000" in run.stderr and "at most 100 digits" in run.stderr
+
+
+# --- 4: Ky Fan certificates whose arrays do not have the declared shapes -------------------
+
+@pytest.mark.parametrize("name,rows", [("G", 0), ("C", 0), ("G", 2), ("C", 4)])
+def test_kyfan_arrays_of_the_wrong_shape_are_exit_2_naming_the_field(bundle, tmp_path, capsys,
+                                                                     name, rows):
+    doc = _doc(bundle)
+    i, end = next((i, e) for i, e in enumerate(doc["ends"]) if e["kind"] == "frobenius_tail")
+    n = end["certificate"][name]["shape"][1]
+    assert end["certificate"]["G"]["shape"] == [1, n] and end["certificate"]["C"]["shape"] == [n, n]
+    data = bytes(8 * rows * n)
+    ref = f"arrays/{hashlib.sha256(data).hexdigest()}.bin"
+    end["certificate"][name] = {"file": ref, "dtype": "<f8", "shape": [rows, n]}
+    bad = _rewrite(bundle, tmp_path / "bad.zip", json.dumps(doc).encode(), add={ref: data})
+    code, out = _main(bad, capsys)
+    assert code == 2, out
+    assert f"ends[{i}].certificate.{name}: shape [{rows}, {n}] where" in out
