@@ -7,9 +7,11 @@ standard library (python-flint only behind --flint, for faster integer matrix pr
 nothing from softrank-certify.  Every stored float is an exact dyadic m 2^e, so every check
 below is done on Python integers.  Statements and proofs: proofs_notes/replay.md.
 
-Exit codes: 0 every end the kernel proved replays and no verdict disagrees; 1 otherwise;
-2 a bundle that is malformed or fails its integrity check (no verdict is printed then);
-3 an internal error of the replayer (never a verdict).
+Exit codes: 0 the bundle has ends, every end the kernel proved replays as holds and no
+verdict disagrees with the kernel's (ends the kernel did not prove are replayed for agreement
+only, not as proofs: 0 does not say every claim holds; the summary counts them); 1 otherwise,
+or no ends; 2 a malformed, oversized or tampered bundle (the message names the member or
+field; no verdict is printed); 3 an internal error of the replayer (never a verdict).
 """
 
 from __future__ import annotations
@@ -580,7 +582,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bundle {s['bundle']} (manifest sha256 {s['manifest_sha256']}): "
               f"{s['ends']} ends; kernel proved {s['kernel_proved']}, replay confirmed "
               f"{s['replayed_proved']}; disagreements {s['disagreements']}; slack chi "
-              f"confirmed on {s['chi_confirmed']} of {s['operators']} operators")
+              f"confirmed on {s['chi_confirmed']} of {s['operators']} operators; "
+              f"{s['ends'] - s['kernel_proved']} ends not proved by the kernel, replayed for "
+              "agreement only, not as proofs")
+    if not s["ends"]:
+        print("replay: the bundle has no ends: nothing was replayed", file=sys.stderr)
+        return 1
     return 0 if s["replayed_proved"] == s["kernel_proved"] and not s["disagreements"] else 1
 
 

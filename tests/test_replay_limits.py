@@ -264,3 +264,23 @@ def test_kyfan_arrays_of_the_wrong_shape_are_exit_2_naming_the_field(bundle, tmp
     code, out = _main(bad, capsys)
     assert code == 2, out
     assert f"ends[{i}].certificate.{name}: shape [{rows}, {n}] where" in out
+
+
+# --- 5: exit codes ----------------------------------------------------------------------
+
+def test_a_bundle_with_no_ends_is_exit_1(bundle, tmp_path, capsys):
+    doc = _doc(bundle)
+    doc["ends"] = []
+    bad = _rewrite(bundle, tmp_path / "empty.zip", json.dumps(doc).encode())
+    assert rp.replay(str(bad))["ends"] == 0
+    code, out = _main(bad, capsys)
+    assert code == 1 and "no ends: nothing was replayed" in out
+
+
+def test_the_summary_counts_the_ends_the_kernel_did_not_prove(bundle, capsys):
+    s = rp.replay(str(bundle))
+    capsys.readouterr()
+    assert rp.main([str(bundle)]) == 0  # refuted ends replay as refuted: they agree
+    out = capsys.readouterr().out
+    assert (f"{s['ends'] - s['kernel_proved']} ends not proved by the kernel, replayed for "
+            "agreement only, not as proofs") in out
