@@ -284,3 +284,30 @@ def test_the_summary_counts_the_ends_the_kernel_did_not_prove(bundle, capsys):
     out = capsys.readouterr().out
     assert (f"{s['ends'] - s['kernel_proved']} ends not proved by the kernel, replayed for "
             "agreement only, not as proofs") in out
+
+
+# --- also: exact values beyond Python's 4300-digit int-to-str limit --------------------------
+
+def test_exact_values_beyond_4300_digits_print(bundle, tmp_path):
+    """A decoder end whose exact value has a numerator of about 4900 digits: t = eps + chi with
+    coprime 2000-character denominators, and 1e300 next to 5e-324 in X, D and W.  A fresh
+    process has Python's 4300-digit limit on int-to-str: the replayer must print the value,
+    not crash (exit 3)."""
+    doc = _doc(bundle)
+    i, end = next((i, e) for i, e in enumerate(doc["ends"]) if e["kind"] == "decoder")
+    end["eps"] = "1/1" + "0" * 1996 + "1"
+    doc["operators"][0]["chi"] = "1" + "0" * 996 + "7/1" + "0" * 997 + "3"
+    z = zipfile.ZipFile(bundle)
+    add = {}
+    for name, idx in (("X", [0, 1, 2, 3]), ("D", [0, 1, 6, 7]), ("W", [0, 1, 2, 3])):
+        M = np.frombuffer(z.read(end["certificate"][name]["file"]), "<f8").copy()
+        M[idx] = [1e300, 5e-324, 5e-324, 1e300]
+        ref = f"arrays/{hashlib.sha256(M.tobytes()).hexdigest()}.bin"
+        add[ref] = M.tobytes()
+        end["certificate"][name]["file"] = ref
+    bad = _rewrite(bundle, tmp_path / "long.zip", json.dumps(doc).encode(), add=add)
+    run = subprocess.run([sys.executable, str(ROOT / "replay" / "replay.py"), str(bad),
+                          "--json"], capture_output=True, text=True, timeout=120)
+    assert run.returncode in (0, 1), run.stderr
+    value = json.loads(run.stdout)["results"][i]["value"]
+    assert max(len(part) for part in value.split("/")) > 4300
