@@ -1,6 +1,6 @@
 """Replays a softrank-certify bundle in exact integer arithmetic.
 
-Usage:  python replay/replay.py BUNDLE.zip [--flint] [--json] [--quiet]
+Usage:  python replay/replay.py BUNDLE.zip [--flint] [--json] [-q|--quiet] [-h|--help]
 
 This program is the independent check of the kernel's "holds": it imports only the Python
 standard library (python-flint only behind --flint, for faster integer matrix products) and
@@ -549,9 +549,11 @@ def replay_end(end: object, ops: dict, blobs: dict, f: str) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     global FLINT
-    args = list(sys.argv[1:] if argv is None else argv)
-    opts = {a for a in args if a.startswith("--")}
-    paths = [a for a in args if not a.startswith("--")]
+    args = sys.argv[1:] if argv is None else argv
+    args = [{"-q": "--quiet", "-h": "--help"}.get(a, a) for a in args]
+    opts, paths = {a for a in args if a.startswith("-")}, [a for a in args if a[:1] != "-"]
+    if "--help" in opts:
+        return print(__doc__.strip()) or 0
     if len(paths) != 1 or opts - {"--flint", "--json", "--quiet"}:
         print(__doc__.strip().splitlines()[2], file=sys.stderr)
         return 2

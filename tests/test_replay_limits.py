@@ -311,3 +311,16 @@ def test_exact_values_beyond_4300_digits_print(bundle, tmp_path):
     assert run.returncode in (0, 1), run.stderr
     value = json.loads(run.stdout)["results"][i]["value"]
     assert max(len(part) for part in value.split("/")) > 4300
+
+
+def test_help_and_short_options(bundle, capsys):
+    for flag in ("--help", "-h"):
+        assert rp.main([flag]) == 0
+        out, err = capsys.readouterr()
+        assert out.startswith("Replays a softrank-certify bundle") and "Exit codes" in out
+        assert not err
+    assert rp.main([str(bundle), "-q"]) == rp.main([str(bundle), "--quiet"])
+    out = capsys.readouterr().out
+    assert " replay " not in out.split("bundle ")[0]  # quiet: no per-end lines before the summary
+    assert rp.main([str(bundle), "-x"]) == 2
+    assert "Usage" in capsys.readouterr().err
