@@ -29,6 +29,16 @@ def _write(path: Path, recs: list[dict]) -> None:
     path.write_text("".join(json.dumps(r) + "\n" for r in recs))
 
 
+def _store_with(tmp_path: Path, jsonl: str, key: str, value) -> Path:
+    """A one-operator store whose first record of ``jsonl`` has ``key`` set to ``value``."""
+    build_store(tmp_path / "s", n_ops=1)
+    p = tmp_path / "s" / jsonl
+    recs = _lines(p)
+    recs[0][key] = value
+    _write(p, recs)
+    return tmp_path / "s"
+
+
 def _run(capsys, *argv):
     code = main(list(argv))
     out, err = capsys.readouterr()
@@ -101,11 +111,7 @@ def test_version_must_be_the_integer_one(tmp_path, version):
 
 @pytest.mark.parametrize("value", [5, None, "A", [1], {"A": 1}, ["A", "A"]])
 def test_bad_operator_arrays_field(tmp_path, capsys, value):
-    build_store(tmp_path / "s", n_ops=1)
-    p = tmp_path / "s" / "operators.jsonl"
-    recs = _lines(p)
-    recs[0]["arrays"] = value
-    _write(p, recs)
+    _store_with(tmp_path, "operators.jsonl", "arrays", value)
     code, _, err = _run(capsys, "check", str(tmp_path / "s"))
     assert code == 2 and "line 1.arrays" in err and "operators.jsonl" in err
 
@@ -122,11 +128,7 @@ def test_unhashable_or_bad_kind(tmp_path, capsys, kind):
 
 
 def test_beta_error_names_the_file(tmp_path):
-    build_store(tmp_path / "s", n_ops=1)
-    p = tmp_path / "s" / "operators.jsonl"
-    recs = _lines(p)
-    recs[0]["beta"] = "abc"
-    _write(p, recs)
+    _store_with(tmp_path, "operators.jsonl", "beta", "abc")
     with pytest.raises(InputError) as e:
         open_store(tmp_path / "s")
     assert e.value.source and e.value.source.endswith("operators.jsonl")
@@ -141,11 +143,7 @@ def test_beta_error_names_the_file(tmp_path):
                                  "C:/x.npz", "arrays//x.npz", "arrays/b\ud800.npz",
                                  "arrays/" + "x" * 300 + ".npz"])
 def test_paths_outside_arrays_are_refused_before_opening(tmp_path, bad):
-    build_store(tmp_path / "s", n_ops=1)
-    p = tmp_path / "s" / "brackets.jsonl"
-    recs = _lines(p)
-    recs[0]["file"] = bad
-    _write(p, recs)
+    _store_with(tmp_path, "brackets.jsonl", "file", bad)
     with pytest.raises(InputError, match="refused") as e:
         open_store(tmp_path / "s")
     assert e.value.field == "line 1.file"
@@ -345,11 +343,7 @@ def test_intrinsic_members_are_refused_before_allocation(tmp_path, capsys):
 
 @pytest.mark.parametrize("eps", ["1" * 60000 + "/1", "1/" + "3" * 5000, "-" + "7" * 4000 + "/2"])
 def test_a_rational_string_too_long_is_an_input_error(tmp_path, capsys, eps):
-    build_store(tmp_path / "s", n_ops=1)
-    p = tmp_path / "s" / "brackets.jsonl"
-    recs = _lines(p)
-    recs[0]["eps"] = eps
-    _write(p, recs)
+    _store_with(tmp_path, "brackets.jsonl", "eps", eps)
     code, _, err = _run(capsys, "check", str(tmp_path / "s"))
     assert code == 2 and "line 1.eps" in err and "13000 bits" in err
 
@@ -367,11 +361,7 @@ def test_api_refuses_a_long_rational_with_an_input_error():
 
 
 def test_audit_survives_a_lone_surrogate_in_a_family(tmp_path, capsys):
-    build_store(tmp_path / "s", n_ops=1)
-    p = tmp_path / "s" / "operators.jsonl"
-    recs = _lines(p)
-    recs[0]["family"] = "a\ud800b"
-    _write(p, recs)
+    _store_with(tmp_path, "operators.jsonl", "family", "a\ud800b")
     code = main(["audit", str(tmp_path / "s"), "--out", str(tmp_path / "o"), "--no-figures",
                  "--no-progress"])
     assert code in (0, 1)
@@ -400,11 +390,7 @@ def test_a_nan_in_the_operator_names_the_operator_file(tmp_path, capsys):
 
 
 def test_a_nonzero_claim_above_rank_1_names_the_record(tmp_path):
-    build_store(tmp_path / "s", n_ops=1)
-    p = tmp_path / "s" / "brackets.jsonl"
-    recs = _lines(p)
-    recs[0]["lower"] = {"kind": "nonzero", "rank": 2}
-    _write(p, recs)
+    _store_with(tmp_path, "brackets.jsonl", "lower", {"kind": "nonzero", "rank": 2})
     with pytest.raises(InputError) as e:
         open_store(tmp_path / "s")
     assert e.value.source.endswith("brackets.jsonl") and e.value.field == "line 1.lower.rank"
