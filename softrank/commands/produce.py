@@ -297,7 +297,7 @@ def _run(args: argparse.Namespace) -> int:
     eps_list = sorted({parse_eps(e, field="eps") for e in args.eps})
     for e in eps_list:
         if e >= 1:
-            raise InputError(f"eps must be < 1 for attention operators, got {e}", field="eps")
+            raise InputError(f"must be < 1 for attention operators, got {e}", field="eps")
     names = args.producers or default_producers()
     if len(set(names)) != len(names):
         raise InputError("duplicate producer names", field="producers")
