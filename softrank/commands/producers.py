@@ -128,7 +128,7 @@ def compare_lowers(lowers: list[dict[str, Any]], uppers: list[dict[str, Any]],
     """Returns per lower producer: certificates (brackets won), proved, median validated rank,
     closed (validated L = least validated U of that operator and eps), kinds, and its claimed
     seconds from ``times`` (None when none are recorded).  A producer that ran (it has times)
-    but won nothing has a row of zeros."""
+    but won nothing has zero counts and median rank None."""
     times = times or {}
     best_u: dict[tuple[str, Any], int] = {}
     for r in uppers:
@@ -141,7 +141,7 @@ def compare_lowers(lowers: list[dict[str, Any]], uppers: list[dict[str, Any]],
         table[name] = {
             "certificates": len(mine),
             "proved": sum(r["status"] == "holds" for r in mine),
-            "median_rank": statistics.median(r["validated"] for r in mine) if mine else 0,
+            "median_rank": statistics.median(r["validated"] for r in mine) if mine else None,
             "closed": sum(r["validated"] == best_u.get((r["operator"], r["eps"])) for r in mine),
             "kinds": sorted({r["kind"] for r in mine}),
             "seconds": None if t is None or not t["runs"] else t["seconds"],
@@ -163,7 +163,8 @@ def format_lower_table(table: dict[str, Any]) -> str:
     for n in order:
         t = table[n]
         lines.append(f"{shown(n):<14} {t['certificates']:>5} {t['proved']:>7} "
-                     f"{t['median_rank']:>11} {t['closed']:>7} {_secs(t['seconds']):>9}  "
+                     f"{'-' if t['median_rank'] is None else t['median_rank']:>11} "
+                     f"{t['closed']:>7} {_secs(t['seconds']):>9}  "
                      f"{', '.join(shown(k) for k in t['kinds'])}")
     return "\n".join(lines)
 
