@@ -14,6 +14,7 @@ from softrank.certify import check_lower, check_upper
 from softrank.witnesses.models import softmax64
 from softrank.witnesses.producers import get_producer
 from softrank.witnesses.producers import rowset as rs
+from softrank.witnesses.producers._common import clock
 
 from .helpers import exact_orthant_min
 
@@ -109,10 +110,10 @@ def test_mixing_rows_never_lowers_the_value_and_keeps_rows_within_norm_one():
     A = attention(12, 4, 3.0, 3)
     I = [0, 5, 9]
     D = rs.selection(I, 12)
-    v0, Z = rs._orthants(D @ A, time.monotonic() + 60)
+    v0, Z = rs._orthants(D @ A, clock() + 60)
     D2 = rs._mix_step(A, D, Z)
     assert all(sum(abs(Fraction(float(x))) for x in row) <= 1 for row in D2)
-    v1, _ = rs._orthants(D2 @ A, time.monotonic() + 60)
+    v1, _ = rs._orthants(D2 @ A, clock() + 60)
     assert v1 >= v0 - 1e-12
 
 
@@ -121,9 +122,9 @@ def test_a_mixture_reaches_past_its_row_set_and_the_kernel_confirms_it():
     A = attention(12, 4, 3.0, 0)
     I = [0, 5, 9]
     D = rs.selection(I, 12)
-    v0, _ = rs._orthants(D @ A, time.monotonic() + 60)
+    v0, _ = rs._orthants(D @ A, clock() + 60)
     goal = v0 * (1 + 1e-3)  # the rows alone do not reach it
-    found = rs.compress(A, I, goal, time.monotonic() + 20)
+    found = rs.compress(A, I, goal, clock() + 20)
     assert found is not None
     D2, Z2, v = found
     assert v > goal
@@ -158,20 +159,20 @@ def test_warm_started_orthants_agree_with_one_lp_per_pattern(seed, monkeypatch):
 
 def test_fit_rows_are_distinct_rows_of_a_and_respect_the_deadline():
     A = attention(60, 6, 3.0, 5)
-    rows = rs._fit_rows(A, 3, time.monotonic() + 30)
+    rows = rs._fit_rows(A, 3, clock() + 30)
     assert len(rows) == len(set(rows)) == rs.GUIDE_ROWS
     assert all(0 <= r < 60 for r in rows)
     t = time.monotonic()
-    late = rs._fit_rows(A, 3, t - 1.0)  # past the deadline: the start's rows, at once
+    late = rs._fit_rows(A, 3, clock() - 1.0)  # past the deadline: the start's rows, at once
     assert len(set(late)) == rs.GUIDE_ROWS and time.monotonic() - t < 2.0
 
 
 def test_guided_search_finds_a_set_its_start_misses_and_the_kernel_confirms_it():
     A = attention(30, 6, 3.0, 11)
-    sets = rs._RowSets(A, time.monotonic() + 60)
+    sets = rs._RowSets(A, clock() + 60)
     start = [0, 1, 2, 3]
     v0, _ = sets.value(start)
-    found, J, v = rs._guided(sets, A, start, v0 * 1.05, time.monotonic() + 20)
+    found, J, v = rs._guided(sets, A, start, v0 * 1.05, clock() + 20)
     assert v > v0 * 1.05 if found is None else found[1] > v0 * 1.05
     K, vk, Zk = found if found is not None else (J, v, sets.value(J)[1])
     assert len(set(K)) == 4

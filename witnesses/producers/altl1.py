@@ -16,14 +16,13 @@ sometimes reaches the target where the SVD start stalls a few per cent above it.
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Iterator
 from itertools import chain
 
 import numpy as np
 
 from . import BaseProducer, Witness
-from ._common import as_float64, budget_scale, least_rank, parse_budget, row_l1, target
+from ._common import as_float64, budget_scale, clock, least_rank, parse_budget, row_l1, target
 
 DESCENT_ENV = "SOFTRANK_ALT_L1_DESCENT"
 DEFAULT_DESCENT = 30.0
@@ -58,10 +57,10 @@ def alt_l1(A: np.ndarray, k: int, t: float, U0: np.ndarray, V0: np.ndarray, *,
            ) -> tuple[np.ndarray, np.ndarray, float]:
     """Returns (U, V, err): the best rank-k iterate found and its float64 max-row-l1 error.
 
-    Stops as soon as err <= t, at ``deadline`` (time.monotonic()), after ``iters`` steps,
-    and (unless ``patient``) when progress stalls or the error is far above t.  The majorizer
-    floor falls 100x over ``iters`` steps (by step, not by time, so the schedule does not
-    depend on the machine's speed).
+    Stops as soon as err <= t, at ``deadline`` (``_common.clock()``, CPU seconds), after
+    ``iters`` steps, and (unless ``patient``) when progress stalls or the error is far above
+    t.  The majorizer floor falls 100x over ``iters`` steps (by step, not by time, so the
+    schedule does not depend on the machine's speed).
     """
     m, N = A.shape
     k = U0.shape[1]
@@ -79,7 +78,7 @@ def alt_l1(A: np.ndarray, k: int, t: float, U0: np.ndarray, V0: np.ndarray, *,
             if best[0] > 0.998 * checkpoint or best[0] > (1.3 if it < 200 else 1.12) * t:
                 break
             checkpoint = best[0]
-        if deadline is not None and time.monotonic() > deadline:
+        if deadline is not None and clock() > deadline:
             break
         E = A - U @ V
         err = float(np.abs(E).sum(axis=1).max())
@@ -144,10 +143,10 @@ class AlternatingL1(BaseProducer):
         if not errs.get(k_svd, np.inf) <= t:
             return None
 
-        deadline = time.monotonic() + self.budget
+        deadline = clock() + self.budget
 
         def attempt(k: int):
-            if time.monotonic() > deadline:
+            if clock() > deadline:
                 return False, None
             U, V, e = alt_l1(A, k, t, Us[:, :k] * s[:k], Vt[:k], iters=self.iters,
                              deadline=deadline)
@@ -163,9 +162,9 @@ class AlternatingL1(BaseProducer):
         k_search = k
         # the bisection's give-up rules stop a rank after a fraction of a second; at the
         # ranks just below the one found, spend the descent budget without them
-        descent_end = time.monotonic() + self.descent_budget
+        descent_end = clock() + self.descent_budget
         restarts_used = 0
-        while k > 1 and time.monotonic() < descent_end:
+        while k > 1 and clock() < descent_end:
             found = None
             starts = _starts(A, k - 1, Us, s, Vt, self.restarts)
             svd = next(starts)
@@ -173,7 +172,7 @@ class AlternatingL1(BaseProducer):
             runs = chain(((n, svd) for n in self.descent_iters),
                          ((RESTART_ITERS, st) for st in starts))
             for r, (n, (U0, V0)) in enumerate(runs):
-                if time.monotonic() > descent_end:
+                if clock() > descent_end:
                     break
                 U2, V2, e2 = alt_l1(A, k - 1, t, U0, V0, iters=n, deadline=descent_end,
                                     patient=True)

@@ -29,7 +29,7 @@ smallest max_j f_j starts the same descent; on MiniLM heads this reaches ranks t
 key-set starts miss. Last, the best subspace that failed at the next rank is the start of
 basin hopping (``hop``): the descent's trust region collapses at kinks of max_j f_j, not
 only at minima, and small random perturbations followed by new descents move on from there.
-The time budget is ``SOFTRANK_BERNSTEIN_BUDGET`` seconds (default 10) for each of the four
+The time budget is ``SOFTRANK_BERNSTEIN_BUDGET`` CPU seconds (default 10) for each of the four
 phases (key-set path, key-set descent, other starts, growth) and HOP_BUDGETS times that for
 the hops (up to HOP_GRACE times while the hops are within HOP_NEAR of the goal); descents
 also stop after a fixed number of steps, or once the pace of their last steps would need more
@@ -43,14 +43,13 @@ Nothing here is trusted: the certificate is replayed by ``certify``.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 
 import numpy as np
 from scipy.linalg import qr
 from scipy.optimize import linprog
 
-from ._common import as_float64, target
+from ._common import as_float64, clock, target
 from ._highs import lp_model, optimal
 from .altl1 import alt_l1
 from .decoder_lp import CLAIM_BUDGET, BudgetedLower, keyset_path
@@ -112,7 +111,7 @@ class _RowLP:
         m = self.m
         left = None
         if self.deadline is not None:
-            left = self.deadline - time.monotonic()
+            left = self.deadline - clock()
             if left <= 0:
                 return None
         if self.h is not None:
@@ -146,7 +145,7 @@ def row_values(A: np.ndarray, W: np.ndarray, *, stop_above: float = np.inf,
                ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """Returns (f, P, X): f_j = min ||P_j||_1 s.t. P_j A W = W_j for every row j, the
     minimisers P (N x m) and the duals X (N x p).  None when some row LP fails or passes
-    ``deadline`` (time.monotonic()), or (early exit) once some f_j exceeds ``stop_above``."""
+    ``deadline`` (clock()), or (early exit) once some f_j exceeds ``stop_above``."""
     N, p = W.shape
     m = A.shape[0]
     solver = _RowLP(A @ W, deadline)
@@ -226,7 +225,7 @@ def _step(A: np.ndarray, W: np.ndarray, f: np.ndarray, P: np.ndarray, X: np.ndar
         rows.append(np.outer(e, X[j]).ravel())
     n = N * p
     A_ub = np.hstack([np.array(rows), -np.ones((len(rows), 1))])
-    left = deadline - time.monotonic()
+    left = deadline - clock()
     if left <= 0:
         return None
     try:
@@ -245,7 +244,7 @@ def descend(A: np.ndarray, W0: np.ndarray, goal: float, deadline: float, *,
     """Returns (F, W): the best subspace found from col(W0) by the trust-region descent on
     F(W) = max_j f_j (W normalised); stops once F <= goal, after ``steps`` steps, when the
     region shrinks below 1e-4, when the recent pace cannot reach ``goal`` (``hopeless``), or
-    at ``deadline`` (time.monotonic())."""
+    at ``deadline`` (``_common.clock()``, CPU seconds)."""
     try:
         W, _ = normalise(W0)
     except (np.linalg.LinAlgError, ValueError):
@@ -257,7 +256,7 @@ def descend(A: np.ndarray, W0: np.ndarray, goal: float, deadline: float, *,
     F = float(f.max())
     seen = [F]  # F after every step, accepted or not
     for _ in range(steps):
-        if F <= goal or radius < 1e-4 or time.monotonic() > deadline or hopeless(seen, goal):
+        if F <= goal or radius < 1e-4 or clock() > deadline or hopeless(seen, goal):
             break
         dW = _step(A, W, f, P, X, radius, deadline)
         if dW is None:
@@ -310,21 +309,21 @@ def search(A: np.ndarray, eps: float, budget: float, *, extra: int = 2,
     A = as_float64(A)
     m, N = A.shape
     path = keyset_path(A, eps, singletons=False, extra=extra,
-                       deadline=time.monotonic() + budget)
-    deadline = time.monotonic() + budget
+                       deadline=clock() + budget)
+    deadline = clock() + budget
     found: Found | None = None
     for p in sorted(path, reverse=True):
         c = certify_subspace(A, path[p][1], eps, deadline)
         if c is not None and c[0] <= CLAIM_BUDGET:
             found = (p, c[1], c[2], c[3], c[0], "keyset")
             break
-        if time.monotonic() > deadline:
+        if clock() > deadline:
             break
     p = (found[0] if found is not None else 0) + 1
     # the descent aims a little below the claim budget: polishing P moves the value slightly
     goal = CLAIM_BUDGET * (1 - 1e-4) / eps
     near: dict[int, tuple[float, np.ndarray]] = {}  # best failing subspace per rank
-    while p <= min(m, N) and p in path and time.monotonic() < deadline:
+    while p <= min(m, N) and p in path and clock() < deadline:
         F, W = descend(A, path[p][1], goal, deadline, steps=steps)
         c = _claimable(A, W, F, eps, budget)
         if c is None:
@@ -334,10 +333,10 @@ def search(A: np.ndarray, eps: float, budget: float, *, extra: int = 2,
         p += 1
     # the same descent from two other starts, on a budget of its own (sharing the key-set
     # phase's budget lost ranks on heads that climb far from the key-set starts)
-    deadline = time.monotonic() + budget
+    deadline = clock() + budget
     p = (found[0] if found is not None else 0) + 1
     Vt = np.linalg.svd(A, full_matrices=False)[2]
-    while p <= min(m, N) and time.monotonic() < deadline:
+    while p <= min(m, N) and clock() < deadline:
         reached = _race(A, _descent_starts(A, p, Vt, eps), goal, deadline, steps, eps, budget,
                         near=near, p=p)
         if reached is None:
@@ -345,8 +344,8 @@ def search(A: np.ndarray, eps: float, budget: float, *, extra: int = 2,
         found = (p, *reached)
         p += 1
     # past the key-set path's reach: grow the best subspace found by one direction at a time
-    deadline = time.monotonic() + budget
-    while found is not None and found[0] < min(m, N) and time.monotonic() < deadline:
+    deadline = clock() + budget
+    while found is not None and found[0] < min(m, N) and clock() < deadline:
         W0 = augmented_start(A, found[1], found[3], path.get(found[0] + 1, (None, None))[1],
                              deadline)
         if W0 is None:
@@ -359,9 +358,9 @@ def search(A: np.ndarray, eps: float, budget: float, *, extra: int = 2,
         found = (found[0] + 1, c[1], c[2], c[3], c[0], "augment")
     # the descents stall at kinks of max_j f_j, not only at minima: hop from the best
     # subspace that failed at the next rank (and climb on when a hop reaches it)
-    deadline = time.monotonic() + HOP_BUDGETS * budget
+    deadline = clock() + HOP_BUDGETS * budget
     grace = deadline + max(HOP_GRACE - HOP_BUDGETS, 0) * budget
-    while time.monotonic() < deadline:
+    while clock() < deadline:
         p = (found[0] if found is not None else 0) + 1
         if p not in near:
             break
@@ -401,7 +400,7 @@ def hop(A: np.ndarray, F0: float, W0: np.ndarray, goal: float, deadline: float, 
     while F > goal and np.isfinite(F):
         near = grace is not None and F <= HOP_NEAR * goal
         end = max(grace, deadline) if near else deadline
-        if time.monotonic() >= end or hopeless(seen, goal, patience=HOP_PATIENCE):
+        if clock() >= end or hopeless(seen, goal, patience=HOP_PATIENCE):
             break
         try:
             Wn, _ = normalise(W)
@@ -428,9 +427,9 @@ def _race(A: np.ndarray, starts: list[tuple[str, Callable[[], np.ndarray]]], goa
     smallest value then continues with all the steps and the rest of the time, so the time
     goes to the start that looks best instead of being split evenly."""
     tried: list[tuple[float, np.ndarray, str]] = []
-    t0 = time.monotonic()
+    t0 = clock()
     for tag, make in starts:
-        now = time.monotonic()
+        now = clock()
         if now > deadline:
             break
         share = 0.5 * (deadline - t0) / len(starts)
@@ -457,7 +456,7 @@ def _claimable(A: np.ndarray, W: np.ndarray, F: float, eps: float, budget: float
     if not F * eps <= CLAIM_BUDGET:
         return None
     # the certificate of a subspace found in time may take a little longer to write
-    c = certify_subspace(A, W, eps, time.monotonic() + 0.5 * budget + 1.0)
+    c = certify_subspace(A, W, eps, clock() + 0.5 * budget + 1.0)
     return c if c is not None and c[0] <= CLAIM_BUDGET else None
 
 
@@ -502,7 +501,7 @@ def augmented_start(A: np.ndarray, W: np.ndarray, J: np.ndarray, W_next: np.ndar
         r = row_values(A, Wn, stop_above=best, deadline=deadline)
         if r is not None and float(r[0].max()) < best:
             best, best_W = float(r[0].max()), Wc
-        if time.monotonic() > deadline:
+        if clock() > deadline:
             break
     return best_W
 

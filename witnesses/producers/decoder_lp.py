@@ -29,7 +29,7 @@ import scipy.sparse as sp
 from scipy.optimize import linprog
 
 from . import BaseProducer, Certificate
-from ._common import as_float64, budget_from_env, eps_up
+from ._common import as_float64, budget_from_env, clock, eps_up
 from .keyset import _grow, _improve
 
 CAPS = (0.02, 0.05, 0.1, 0.2)
@@ -51,7 +51,7 @@ def value(A: np.ndarray, D: np.ndarray, W: np.ndarray, eps: float) -> float:
 def _lp(c, A_ub, b_ub, A_eq, b_eq, deadline: float | None = None) -> np.ndarray | None:
     options = {}
     if deadline is not None:
-        left = deadline - time.monotonic()
+        left = deadline - clock()
         if left <= 0:
             return None
         options["time_limit"] = left  # HiGHS stops there (status 1: no solution kept)
@@ -155,7 +155,8 @@ def optimise(A: np.ndarray, W0: np.ndarray, eps: float, deadline: float, *,
              ) -> tuple[float, np.ndarray, np.ndarray] | None:
     """Returns (value, D', W) of the best decoder found from the start W0 (None if none).
 
-    Stops early once the value is at most ``goal``, or at ``deadline`` (time.monotonic()).
+    Stops early once the value is at most ``goal``, or at ``deadline`` (``_common.clock()``,
+    CPU seconds).
     """
     best: tuple[float, np.ndarray, np.ndarray] | None = None
 
@@ -172,7 +173,7 @@ def optimise(A: np.ndarray, W0: np.ndarray, eps: float, deadline: float, *,
         W = W0
         prod = np.inf
         for _ in range(rounds):
-            if time.monotonic() > deadline:
+            if clock() > deadline:
                 break
             D = solve_D(A @ W, cap, deadline=deadline)
             if D is None:
@@ -190,7 +191,7 @@ def optimise(A: np.ndarray, W0: np.ndarray, eps: float, deadline: float, *,
             break
     # last steps on the exact objective, from the best capped point (never increases it)
     for _ in range(3 if best is not None else 0):
-        if best[0] <= goal or time.monotonic() > deadline:  # type: ignore[index]
+        if best[0] <= goal or clock() > deadline:  # type: ignore[index]
             break
         v0, D, W = best  # type: ignore[misc]
         Dn = solve_D(A @ W, None, _inf(W) * eps, deadline=deadline)
@@ -224,7 +225,7 @@ def keyset_path(A: np.ndarray, eps: float, *, singletons: bool, extra: int, dead
     rows: list[int] = []
     out: dict[int, tuple[list[int], np.ndarray, float]] = {}
     failed = 0
-    while len(rows) < min(m, N) and failed <= extra and time.monotonic() < deadline:
+    while len(rows) < min(m, N) and failed <= extra and clock() < deadline:
         s, cfg = _grow(A, rows, singletons, cands)
         if cfg is None:
             break
@@ -264,8 +265,8 @@ def search(A: np.ndarray, eps: float, budget: float, *, extra: int = 2
     # one budget for the key-set path (the configurations to start from), one for the LPs;
     # a path cut short only means fewer ranks tried (``keyset`` itself runs separately)
     paths = {"keyset": keyset_path(A, eps, singletons=False, extra=extra,
-                                   deadline=time.monotonic() + budget)}
-    deadline = time.monotonic() + budget
+                                   deadline=clock() + budget)}
+    deadline = clock() + budget
     found: tuple[int, np.ndarray, np.ndarray, float, str] | None = None
     p0 = 0
     for p in sorted(paths["keyset"]):
@@ -283,10 +284,10 @@ def search(A: np.ndarray, eps: float, budget: float, *, extra: int = 2
             break
         p0, found = p, (p, D, W, val, "keyset")
     p = p0 + 1
-    while p <= min(m, N) and time.monotonic() < deadline:
+    while p <= min(m, N) and clock() < deadline:
         hit = None
         for label in ("keyset", "submatrix", "extended"):
-            if time.monotonic() > deadline:
+            if clock() > deadline:
                 break
             if label == "submatrix" and label not in paths:
                 paths[label] = keyset_path(A, eps, singletons=True, extra=extra,

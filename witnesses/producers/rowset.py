@@ -17,7 +17,7 @@ alternating-l1 fit leaves worst (from random starts), then among all rows.  A se
 are tried hardest first (those that bound the last set) in one warm-started HiGHS model, and
 its evaluation stops as soon as one pattern falls below the value to beat.  Every set costs
 up to 2^(p-1) small LPs, so the search stops at rank MAX_P; the time budget is
-``SOFTRANK_ROWSET_BUDGET`` seconds (default 15, half for the row sets) per (operator, eps).
+``SOFTRANK_ROWSET_BUDGET`` CPU seconds (default 15, half for the row sets) per (operator, eps).
 Where the next rank fails with rows, the rest of the budget goes to mixtures (``compress``)
 from the best failing sets in turn: the rows of D A for D with rows of l1 norm at most 1, a
 ``rowmix`` certificate.
@@ -27,13 +27,12 @@ Nothing here is trusted: the certificate is replayed by ``certify``.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 
 import numpy as np
 from scipy.optimize import linprog
 
-from ._common import row_l1
+from ._common import clock, row_l1
 from ._highs import lp_model, optimal
 from .altl1 import alt_l1
 from .decoder_lp import CLAIM_BUDGET, BudgetedLower
@@ -139,7 +138,7 @@ class _RowSets:
         v = np.inf
         lps = Orthants(AI)
         for s in order:
-            if time.monotonic() > self.deadline:
+            if clock() > self.deadline:
                 return -np.inf, None
             r = lps.solve(S[s])
             if r is None:
@@ -177,7 +176,7 @@ def search(A: np.ndarray, eps: float, budget: float, *, max_p: int = MAX_P
     norms = np.abs(A).sum(axis=1)
     if not norms.max() > goal:
         return None
-    t0 = time.monotonic()
+    t0 = clock()
     sets = _RowSets(A, t0 + ROW_SHARE * budget)
     i0 = int(np.argmax(norms))
     best = ([i0], np.sign(A[i0])[None, :], float(norms[i0]))
@@ -199,8 +198,8 @@ def search(A: np.ndarray, eps: float, budget: float, *, max_p: int = MAX_P
                 # mixture's climb depends on its start more than on the start's value)
                 starts = sets.best(len(I) + 1, MIX_STARTS)
                 for n, J in enumerate(starts):
-                    left = t0 + budget - time.monotonic()
-                    mixed = compress(A, J, goal, time.monotonic() + left / (len(starts) - n))
+                    left = t0 + budget - clock()
+                    mixed = compress(A, J, goal, clock() + left / (len(starts) - n))
                     if mixed is not None:
                         D, Z, v = mixed
                         return "rowmix", len(J), {"D": D, "Z": Z}, v
@@ -229,7 +228,7 @@ def _stuck(sets: _RowSets, A: np.ndarray, J: list[int], goal: float, guide_end: 
         lambda J: _swap(sets, J, goal, lambda rest: _candidates(A, rest, WIDER[-1])),
     ]
     for step in steps:
-        if found is not None or time.monotonic() > sets.deadline:
+        if found is not None or clock() > sets.deadline:
             break
         found, J, v = step(near)
         if found is None and v > near_v:
@@ -259,7 +258,7 @@ def _guided(sets: _RowSets, A: np.ndarray, J: list[int], goal: float, deadline: 
     """Swap searches restricted to the rows a rank-(p - 1) fit leaves worst, from J and then
     from random p-subsets of them, until ``deadline``; returns (found, J', v') as ``_swap``."""
     p = len(J)
-    if time.monotonic() > deadline or p < 2:
+    if clock() > deadline or p < 2:
         return None, J, -np.inf
     pool = _fit_rows(A, p - 1, deadline)
     if len(pool) < p:
@@ -269,7 +268,7 @@ def _guided(sets: _RowSets, A: np.ndarray, J: list[int], goal: float, deadline: 
     try:
         best: tuple[list[int], float] = (J, -np.inf)
         start = list(J)
-        while time.monotonic() < sets.deadline:
+        while clock() < sets.deadline:
             found, K, v = _swap(sets, start, goal,
                                 lambda rest: [r for r in pool if r not in rest])
             if found is not None:
@@ -313,7 +312,7 @@ def _orthants(M: np.ndarray, deadline: float) -> tuple[float, np.ndarray] | None
     v = np.inf
     lps = Orthants(M)
     for s in range(len(S)):
-        if time.monotonic() > deadline:
+        if clock() > deadline:
             return None
         r = lps.solve(S[s])
         if r is None:
@@ -384,7 +383,7 @@ def compress(A: np.ndarray, J: list[int], goal: float, deadline: float, *, seed:
     best = climb(D)
     if best is None or best[0] < MIX_NEAR * goal:
         return None  # hops gained at most 3% on the held-out heads: this one will not get there
-    while best[0] <= goal and time.monotonic() < deadline:
+    while best[0] <= goal and clock() < deadline:
         v, D, _ = best
         Dp = _norm_rows(D + MIX_HOP * rng.standard_normal(D.shape) * (D != 0))
         trial = climb(Dp)
