@@ -29,16 +29,37 @@ def arf_to_fraction(x: arf) -> Fraction:
     return Fraction(man * 2**exp) if exp >= 0 else Fraction(man, 2**-exp)
 
 
+# Beyond 2**EXP_LIMIT (or below 2**-EXP_LIMIT) an exact Fraction would need a numerator or
+# denominator of more than a million bits: the tanh of a 1e40 ball has a radius near
+# 2**(-7e39), whose Fraction would never finish.  Tiny parts are widened outward instead.
+EXP_LIMIT = 1 << 20
+
+
 def endpoints(x: arb) -> tuple[Fraction, Fraction]:
     """Returns exact (lo, hi) with the ball ``x`` contained in [lo, hi].
 
-    Raises ValueError for a non-finite ball (the caller treats that as undecided).
+    A radius below 2**-EXP_LIMIT is replaced by 2**-EXP_LIMIT, and a midpoint below it by 0
+    with that much more radius (outward, so [lo, hi] still contains the ball).  Raises
+    ValueError for a non-finite ball or one with a part above 2**EXP_LIMIT (the caller treats
+    that as undecided).
     """
     if not x.is_finite():
         raise ValueError("non-finite ball")
-    mid = arf_to_fraction(x.mid().mid())
-    rad = arf_to_fraction(x.rad().mid())
+    mman, mexp = (int(v) for v in x.mid().mid().man_exp())
+    rman, rexp = (int(v) for v in x.rad().mid().man_exp())
+    mtop, rtop = mexp + abs(mman).bit_length(), rexp + rman.bit_length()
+    if max(mtop, rtop) > EXP_LIMIT:
+        raise ValueError("ball beyond 2**EXP_LIMIT: no exact endpoints")
+    tiny = Fraction(1, 1 << EXP_LIMIT)
+    rad = tiny if rman and rtop < -EXP_LIMIT else _dyadic(rman, rexp)
+    if mman and mtop < -EXP_LIMIT:
+        return -(rad + tiny), rad + tiny
+    mid = _dyadic(mman, mexp)
     return mid - rad, mid + rad
+
+
+def _dyadic(man: int, exp: int) -> Fraction:
+    return Fraction(man * 2**exp) if exp >= 0 else Fraction(man, 2**-exp)
 
 
 def from_fraction(q: Fraction) -> arb:

@@ -184,9 +184,13 @@ def _centre_float(H: np.ndarray, beta: Fraction, in_rad: Fraction) -> tuple[np.n
     possibly underflowing division or product).
     """
     m, n = H.shape
-    r = np.array([math.fsum(row) for row in H.tolist()]) / n
-    c = np.array([math.fsum(col) for col in H.T.tolist()]) / m
-    g = math.fsum(r.tolist()) / m
+    try:
+        r = np.array([math.fsum(row) for row in H.tolist()]) / n
+        c = np.array([math.fsum(col) for col in H.T.tolist()]) / m
+        g = math.fsum(r.tolist()) / m
+    except OverflowError:  # fsum raises where a row or column sum leaves the float range
+        raise InputError("logits too large: a row or column sum overflows float64",
+                         field="logits") from None
     D = ((H - r[:, None]) - c[None, :]) + g
     bf = float(beta)
     mid = D * bf

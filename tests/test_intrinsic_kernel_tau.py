@@ -222,3 +222,42 @@ def test_claim_status_three_valued() -> None:
     assert q.claim_status(hi=(q.lo + q.hi) / 2) == "undecided"
     js = q.to_json()
     assert Fraction(js["lo"]) == q.lo and Fraction(js["hi"]) == q.hi
+
+
+def test_logits_whose_sums_overflow_are_an_input_error():
+    from softrank.certify import InputError
+    from softrank.certify.intrinsic import interaction_from_logits
+    for H in ([[1.5e308, 1.5e308], [0.0, 1.0]], [[1e308, 1e308, -1e308], [1, 2, 3]]):
+        with pytest.raises(InputError, match="overflows"):
+            interaction_from_logits(np.array(H))
+
+
+def test_huge_logits_give_a_bracket_not_a_memory_blowup():
+    # q near 1e61: tanh(q/4) is a ball whose radius is near 2**(-1e61); its exact endpoints
+    # would never finish, so the tiny radius is widened outward
+    from fractions import Fraction
+
+    from softrank.certify.intrinsic import interaction_from_logits, tau_bracket
+    H = np.array([[7e60, 3e60, 0.0], [-5e60, -6e60, -7e60], [-8e60, -8e60, 7e60]])
+    C = interaction_from_logits(H, beta=Fraction(1, 3))
+    b = tau_bracket(C, np.zeros((3, 1)), np.zeros((3, 1)), tier="arb")
+    assert b.tau.hi is not None and 2 <= b.tau.hi < 2 + Fraction(1, 2**1000)
+
+
+def test_endpoints_widen_tiny_parts_outward_and_refuse_huge_ones():
+    from flint import arb, arf
+
+    from softrank.certify.arbutil import EXP_LIMIT
+    tiny = Fraction(1, 2**EXP_LIMIT)
+    # a ball 1 +- 2**-1200000: the radius is widened to 2**-EXP_LIMIT, never below
+    lo, hi = endpoints(arb(1, arf((1, -1_200_000))))
+    assert (lo, hi) == (1 - tiny, 1 + tiny)
+    # a midpoint below 2**-EXP_LIMIT becomes 0 with that much more radius
+    lo, hi = endpoints(arb(arf((3, -1_200_000)), arf((1, -1_200_001))))
+    assert (lo, hi) == (-2 * tiny, 2 * tiny)
+    # ordinary balls: their own endpoints (mag radii are rounded up a little by Arb)
+    lo, hi = endpoints(arb(arf((3, -4)), arf((1, -10))))
+    assert lo <= Fraction(3, 16) - Fraction(1, 1024) < Fraction(3, 16) + Fraction(1, 1024) <= hi
+    assert hi - lo < Fraction(1, 500)
+    with pytest.raises(ValueError):
+        endpoints(arb(arf((1, EXP_LIMIT + 5))))
