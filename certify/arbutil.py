@@ -25,8 +25,7 @@ def precision(bits: int) -> Iterator[None]:
 def arf_to_fraction(x: arf) -> Fraction:
     """Returns the exact value of a finite arf (an arb midpoint or radius)."""
     man, exp = x.man_exp()
-    man, exp = int(man), int(exp)
-    return Fraction(man * 2**exp) if exp >= 0 else Fraction(man, 2**-exp)
+    return dyadic(int(man), int(exp))
 
 
 # Beyond 2**EXP_LIMIT (or below 2**-EXP_LIMIT) an exact Fraction would need a numerator or
@@ -51,14 +50,15 @@ def endpoints(x: arb) -> tuple[Fraction, Fraction]:
     if max(mtop, rtop) > EXP_LIMIT:
         raise ValueError("ball beyond 2**EXP_LIMIT: no exact endpoints")
     tiny = Fraction(1, 1 << EXP_LIMIT)
-    rad = tiny if rman and rtop < -EXP_LIMIT else _dyadic(rman, rexp)
+    rad = tiny if rman and rtop < -EXP_LIMIT else dyadic(rman, rexp)
     if mman and mtop < -EXP_LIMIT:
         return -(rad + tiny), rad + tiny
-    mid = _dyadic(mman, mexp)
+    mid = dyadic(mman, mexp)
     return mid - rad, mid + rad
 
 
-def _dyadic(man: int, exp: int) -> Fraction:
+def dyadic(man: int, exp: int) -> Fraction:
+    """Returns man * 2**exp exactly."""
     return Fraction(man * 2**exp) if exp >= 0 else Fraction(man, 2**-exp)
 
 

@@ -325,15 +325,11 @@ def _safe_endpoints(x: arb) -> tuple[Fraction, Fraction] | None:
     tiny = Fraction(1, 2**-_TINY_EXP)
     mman, mexp = (int(v) for v in x.mid().mid().man_exp())
     rman, rexp = (int(v) for v in x.rad().mid().man_exp())
-    rad = tiny if rexp + rman.bit_length() < _TINY_EXP else _dyadic(rman, rexp)
+    rad = tiny if rexp + rman.bit_length() < _TINY_EXP else arbutil.dyadic(rman, rexp)
     if mexp + abs(mman).bit_length() < _TINY_EXP:
         return -(rad + tiny), rad + tiny
-    mid = _dyadic(mman, mexp)
+    mid = arbutil.dyadic(mman, mexp)
     return mid - rad, mid + rad
-
-
-def _dyadic(man: int, exp: int) -> Fraction:
-    return Fraction(man * 2**exp) if exp >= 0 else Fraction(man, 2**-exp)
 
 
 __all__ = ["Slack", "charged_slack", "operator_slack"]
