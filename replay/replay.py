@@ -11,7 +11,8 @@ Exit codes: 0 the bundle has ends, every end the kernel proved replays as holds 
 verdict disagrees with the kernel's (ends the kernel did not prove are replayed for agreement
 only, not as proofs: 0 does not say every claim holds; the summary counts them); 1 otherwise,
 or no ends; 2 a malformed, oversized or tampered bundle (the message names the member or
-field; no verdict is printed); 3 an internal error of the replayer (never a verdict).
+field; no verdict is printed); 3 an internal error of the replayer (never a verdict); 141 the
+reader of standard output closed the pipe (as for any command cut short by SIGPIPE).
 """
 
 from __future__ import annotations
@@ -36,9 +37,9 @@ DTYPES = {"<f8": ("d", 8), "<f4": ("f", 4), "<i8": ("q", 8)}
 P = 192  # fixed-point bits of the exp bounds used for the slack chi
 FLINT = None  # the python-flint module when --flint is given
 ROWSET_MAX_RANK = 12  # a rowset certificate holds 2^(rank-1) sign vectors
-# rational strings: at most 2000 characters, and MAX_DIGITS digits in numerator and denominator
-# once an exponent is applied (refused, never expanded); JSON integers: MAX_INT_DIGITS digits
-MAX_DIGITS, MAX_INT_DIGITS = 2000, 100
+# rationals: the kernel's own bounds (certify/rationals.py), so whatever it took replays; ratio
+# parts <= MAX_RATIO_DIGITS digits, decimals |adjusted exponent| + digits <= MAX_DIGITS
+MAX_RATIO_DIGITS, MAX_DIGITS, MAX_CHARS, MAX_INT_DIGITS = 3914, 4000, 20_000, 100
 _RATIONAL = re.compile(
     r"([+-]?)(?:([0-9]+)/([0-9]+)|([0-9]*)(?:\.([0-9]*))?(?:[eE]([+-]?[0-9]+))?)")
 
@@ -140,19 +141,26 @@ def read_bundle(path: str) -> tuple[str, dict, dict[str, bytes]]:
 
 
 def rational(x: object, field: str) -> Fraction:
-    """Returns the exact rational a string such as "3/20", "0.15" or "15e-2" spells (parsed
-    here, not by Fraction(str): the exponent is bounded before 10^e is built)."""
-    m = _RATIONAL.fullmatch(x) if isinstance(x, str) and len(x) <= 2000 else None
+    """Returns the exact rational a string such as "3/20", "0.15" or "15e-2" spells, within the
+    kernel reader's bounds (parsed here: the exponent is bounded before 10^e is built)."""
+    m = _RATIONAL.fullmatch(x) if isinstance(x, str) and len(x) <= MAX_CHARS else None
     if m is None or not (m[3].strip("0") if m[3] else m[4] or m[5]):
         raise BundleError(f"{field}: not a rational string such as \"3/20\" or \"0.15\" "
-                          f"(at most 2000 characters, no zero denominator): {x!r:.60}")
+                          f"(at most {MAX_CHARS} characters, no zero denominator): {x!r:.60}")
     sign, num, den, whole, frac, exp = m.groups()
     if num is not None:
+        num, den = num.lstrip("0") or "0", den.lstrip("0")
+        if max(len(num), len(den)) > MAX_RATIO_DIGITS:
+            raise BundleError(f"{field}: {x!r:.60} has over {MAX_RATIO_DIGITS} digits in a part")
         return Fraction(int(sign + num), int(den))
-    digits, k = (whole + (frac or "")).lstrip("0"), int(exp or 0) - len(frac or "")
-    if digits and abs(k) + len(digits) > MAX_DIGITS:
+    digits = (whole + (frac or "")).lstrip("0")
+    if not digits:
+        return Fraction(0)  # no power of ten is built, whatever the exponent
+    # 7 exponent digits fail the bound whatever the rest: refused before int() reads them
+    k = int(exp or 0) - len(frac or "") if len((exp or "").lstrip("+-0")) < 7 else 10 ** 7
+    if abs(k + len(digits) - 1) + len(digits) > MAX_DIGITS:  # Decimal.adjusted(), as the kernel
         raise BundleError(f"{field}: {x!r:.60} has over {MAX_DIGITS} digits with its exponent")
-    n, k = (int(sign + digits), k) if digits else (0, 0)
+    n = int(sign + digits)
     return Fraction(n * 10 ** k) if k >= 0 else Fraction(n, 10 ** -k)
 
 
@@ -569,7 +577,8 @@ def main(argv: list[str] | None = None) -> int:
     def emit(r: dict) -> None:
         if not quiet:
             mark = "" if r["agrees"] else "  DISAGREES with the kernel"
-            print(f"{r['bracket']} {r['end']} {r['kind']} rank {r['rank']} eps {r['eps']}: "
+            e = r["eps"] if len(r["eps"]) <= 60 else f"{r['eps'][:40]}... ({len(r['eps'])} chars)"
+            print(f"{r['bracket']} {r['end']} {r['kind']} rank {r['rank']} eps {e}: "
                   f"replay {r['replay']}, kernel {r['kernel']}{mark}")
 
     try:
@@ -577,6 +586,8 @@ def main(argv: list[str] | None = None) -> int:
     except BundleError as err:
         print(f"replay: bundle rejected: {err}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        raise
     except Exception as err:  # a crash must never read as "not proved"
         print(f"replay: internal error: {type(err).__name__}: {err}", file=sys.stderr)
         return 3
@@ -596,4 +607,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except BrokenPipeError:  # the reader (head, less) closed the pipe: the shell's 128 + SIGPIPE
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(141)

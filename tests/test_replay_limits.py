@@ -119,8 +119,8 @@ def test_the_bundle_replays(bundle, capsys):
 # --- 1: rationals with huge exponents -----------------------------------------------------
 
 def test_rational_bounds_the_exponent_before_expanding():
-    for bad in ("1e2000", "1e-2000", "1e999999999", "1e-999999999", "1" * 1990 + "e11",
-                "0." + "0" * 1990 + "1e-9"):
+    for bad in ("1e4000", "1e-4000", "1e999999999", "1e-999999999", "1" * 3990 + "e11",
+                "0." + "0" * 3990 + "1e-9", "1e" + "9" * 5000, "1/" + "1" * 3915):
         t0 = time.perf_counter()
         with pytest.raises(rp.BundleError, match=r"^f\.x: .*digits"):
             rp.rational(bad, "f.x")
@@ -128,10 +128,60 @@ def test_rational_bounds_the_exponent_before_expanding():
     assert rp.rational("15e-2", "f") == rp.rational("3/20", "f") == rp.rational(".15", "f")
     assert rp.rational("-12.5E-3", "f") == rp.Fraction(-1, 80)
     assert rp.rational("0e999999999", "f") == 0  # zero: no power of ten is built
-    assert rp.rational("1e1999", "f") == 10 ** 1999  # 2000 digits: the limit
+    assert rp.rational("1e3999", "f") == 10 ** 3999  # |exponent| + digits = 4000: the limit
+    assert rp.rational("0e" + "9" * 5000, "f") == 0
     for bad in ("1_000", " 1", "1/0", "1/2/3", ".", "e5", "0x10", "nan", "inf", "\u0661"):
         with pytest.raises(rp.BundleError, match=r"^f: "):
             rp.rational(bad, "f")
+
+
+def test_rational_accepts_every_string_the_kernel_reader_accepts():
+    """Differential: strings near the kernel's bounds (certify/rationals.py) in both forms;
+    whatever the kernel takes, the replayer takes with the same value (else a bundle of a store
+    the kernel checked would not replay)."""
+    from softrank.certify.errors import InputError
+    from softrank.certify.rationals import to_rational
+
+    rng = np.random.default_rng(11)
+
+    def digits(n: int) -> str:
+        return str(rng.integers(1, 10)) + "".join(map(str, rng.integers(0, 10, n - 1)))
+
+    cases = []
+    for n in (1, 50, 2500, 3913, 3914, 3915):
+        cases += [digits(n) + "/" + digits(max(1, 3914 - n + 1)), "-" + digits(n) + "/7",
+                  "000" + digits(n) + "/0003"]
+    for n, e in ((1, 3999), (1, 4000), (2000, 1999), (2000, -1999), (3000, 500), (10, -3990),
+                 (3999, 0), (4001, 0)):
+        w = digits(n)
+        cases += [f"{w}e{e}", f"-{w[:1]}.{w[1:]}e{e}", f"0.{'0' * 20}{w}e{e + 20}"]
+    taken = []
+    for s in cases:
+        try:
+            q = to_rational(s, field="f")
+        except InputError:
+            continue
+        taken.append(len(s))
+        assert rp.rational(s, "f") == q, s[:40]
+    assert len(taken) >= 15 and max(taken) > 3914  # the old 2000-character cap refused these
+
+
+def test_a_store_with_a_2500_digit_eps_exports_a_bundle_that_replays(tmp_path, capsys):
+    A = random_attention(np.random.default_rng(5), 5, 4)
+    U, V = tsvd_witness(A, 4)
+    eps = "0.25" + "0" * 2500 + "1"
+    with Store.create(tmp_path / "store", description="long eps") as st:
+        oid = st.add_operator(A, family="t", id="op0")
+        st.add_bracket(oid, eps, {"kind": "factors", "rank": 4, "U": U, "V": V},
+                       {"kind": "nonzero", "rank": 1}, id="b0")
+    out = tmp_path / "bundle.zip"
+    write_bundle(tmp_path / "store", list(iter_checks(tmp_path / "store")), out)
+    doc = json.loads(zipfile.ZipFile(out).read("bundle.json"))
+    assert len(doc["ends"][0]["eps"]) > 5000 and doc["ends"][0]["kernel"] == "holds"
+    code, text = _main(out, capsys)
+    assert code == 0, text
+    s = rp.replay(str(out))
+    assert s["disagreements"] == 0 and s["replayed_proved"] == s["kernel_proved"] == 2
 
 
 def test_huge_eps_exponent_in_a_bundle_is_exit_2_naming_the_field(bundle, tmp_path):
@@ -311,6 +361,16 @@ def test_exact_values_beyond_4300_digits_print(bundle, tmp_path):
     assert run.returncode in (0, 1), run.stderr
     value = json.loads(run.stdout)["results"][i]["value"]
     assert max(len(part) for part in value.split("/")) > 4300
+
+
+def test_a_closed_pipe_is_exit_141_not_an_internal_error(bundle):
+    """replay.py BUNDLE | head -0: the reader is gone before the first line is written."""
+    proc = subprocess.Popen([sys.executable, str(ROOT / "replay" / "replay.py"), str(bundle)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 141, err
+    assert "internal error" not in err and "Traceback" not in err
 
 
 def test_help_and_short_options(bundle, capsys):
