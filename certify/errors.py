@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+MAX_REASON = 400  # characters of a reason shown; the rest is cut
+
 
 class InputError(ValueError):
     """Raised for input that cannot be checked: bad shapes, NaN/Inf, bad tolerances, ...
@@ -12,6 +14,11 @@ class InputError(ValueError):
     """
 
     def __init__(self, reason: str, *, field: str | None = None, source: str | None = None):
+        if len(reason) > MAX_REASON + 60:  # the slack keeps a cut reason from being cut again
+            # reasons quote the offending value: a 100,000-element list from a store would
+            # otherwise become a 300 kB error line; the end often says what is wrong, so it stays
+            cut = len(reason) - MAX_REASON
+            reason = f"{reason[:MAX_REASON - 150]} ...[{cut} characters cut]... {reason[-150:]}"
         self.reason = reason
         self.field = field
         self.source = source

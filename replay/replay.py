@@ -1,6 +1,6 @@
 """Replays a softrank-certify bundle in exact integer arithmetic.
 
-Usage:  python replay/replay.py BUNDLE.zip [--flint] [--json] [-q|--quiet] [-h|--help]
+Usage:  python replay/replay.py BUNDLE.zip [--flint] [--json] [-q|--quiet] [-h|--help] [--version]
 
 This program is the independent check of the kernel's "holds": it imports only the Python
 standard library (python-flint only behind --flint, for faster integer matrix products) and
@@ -562,6 +562,8 @@ def main(argv: list[str] | None = None) -> int:
     opts, paths = {a for a in args if a.startswith("-")}, [a for a in args if a[:1] != "-"]
     if "--help" in opts:
         return print(__doc__.strip()) or 0
+    if "--version" in opts:
+        return print(f"replay.py: reads {FORMAT} version {VERSION}") or 0
     if len(paths) != 1 or opts - {"--flint", "--json", "--quiet"}:
         print(__doc__.strip().splitlines()[2], file=sys.stderr)
         return 2

@@ -338,3 +338,29 @@ def test_summary_line_states_exit_2_for_an_intrinsic_input_error(tmp_path, capsy
         "".join(ln + "\n" for ln in lines if '"op0-t"' in ln))
     code, out, _ = _run(capsys, "check", tmp_path / "s")
     assert code == 2 and "(exit 2)" in out and "exit 0" not in out
+
+
+def test_a_huge_wrong_typed_value_gives_a_short_error_naming_file_and_field(tmp_path, capsys):
+    """An eps that is a 100,000-element list: exit 2, the file and field named, and the quoted
+    value cut (the whole repr would be a 300 kB line)."""
+    build_store(tmp_path / "s", n_ops=1)
+    path = tmp_path / "s" / "brackets.jsonl"
+    recs = [json.loads(line) for line in path.read_text().splitlines()]
+    recs[0]["eps"] = [0] * 100_000
+    path.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    code, out, err = _run(capsys, "check", tmp_path / "s")
+    assert code == 2 and not out.strip()
+    assert "brackets.jsonl" in err and ".eps" in err and "characters cut" in err
+    assert len(err) < 1000
+
+
+def test_a_cut_reason_is_not_cut_again_when_the_error_is_relocated():
+    from softrank.certify.errors import InputError
+
+    err = InputError("bad value " + "7" * 10_000 + " is too long", field="eps")
+    moved = err.at(source="s/brackets.jsonl", field_prefix="line 3")
+    assert moved.reason == err.reason and len(err.reason) < 500
+    assert err.reason.endswith("is too long") and err.reason.count("characters cut") == 1
+    assert str(moved) == f"s/brackets.jsonl: line 3.eps: {err.reason}"
+    short = InputError("x" * 420, field="f")
+    assert short.reason == "x" * 420  # under the cut threshold: untouched

@@ -384,3 +384,5 @@ def test_help_and_short_options(bundle, capsys):
     assert " replay " not in out.split("bundle ")[0]  # quiet: no per-end lines before the summary
     assert rp.main([str(bundle), "-x"]) == 2
     assert "Usage" in capsys.readouterr().err
+    assert rp.main(["--version"]) == 0
+    assert capsys.readouterr().out.strip() == f"replay.py: reads {rp.FORMAT} version {rp.VERSION}"
