@@ -157,7 +157,8 @@ def rational(x: object, field: str) -> Fraction:
     if not digits:
         return Fraction(0)  # no power of ten is built, whatever the exponent
     # 7 exponent digits fail the bound whatever the rest: refused before int() reads them
-    k = int(exp or 0) - len(frac or "") if len((exp or "").lstrip("+-0")) < 7 else 10 ** 7
+    e = (exp or "0").lstrip("+-").lstrip("0") or "0"
+    k = (-int(e) if exp and exp[0] == "-" else int(e)) - len(frac or "") if len(e) < 7 else 10**7
     if abs(k + len(digits) - 1) + len(digits) > MAX_DIGITS:  # Decimal.adjusted(), as the kernel
         raise BundleError(f"{field}: {x!r:.60} has over {MAX_DIGITS} digits with its exponent")
     n = int(sign + digits)

@@ -130,6 +130,7 @@ def test_rational_bounds_the_exponent_before_expanding():
     assert rp.rational("0e999999999", "f") == 0  # zero: no power of ten is built
     assert rp.rational("1e3999", "f") == 10 ** 3999  # |exponent| + digits = 4000: the limit
     assert rp.rational("0e" + "9" * 5000, "f") == 0
+    assert rp.rational("5e-" + "0" * 5000 + "1", "f") == rp.Fraction(1, 2)  # int() never sees it
     for bad in ("1_000", " 1", "1/0", "1/2/3", ".", "e5", "0x10", "nan", "inf", "\u0661"):
         with pytest.raises(rp.BundleError, match=r"^f: "):
             rp.rational(bad, "f")
