@@ -34,10 +34,10 @@ def arf_to_fraction(x: arf) -> Fraction:
 EXP_LIMIT = 1 << 20
 
 
-def endpoints(x: arb) -> tuple[Fraction, Fraction]:
+def endpoints(x: arb, *, floor_exp: int = EXP_LIMIT) -> tuple[Fraction, Fraction]:
     """Returns exact (lo, hi) with the ball ``x`` contained in [lo, hi].
 
-    A radius below 2**-EXP_LIMIT is replaced by 2**-EXP_LIMIT, and a midpoint below it by 0
+    A radius below 2**-floor_exp is replaced by 2**-floor_exp, and a midpoint below it by 0
     with that much more radius (outward, so [lo, hi] still contains the ball).  Raises
     ValueError for a non-finite ball or one with a part above 2**EXP_LIMIT (the caller treats
     that as undecided).
@@ -49,9 +49,9 @@ def endpoints(x: arb) -> tuple[Fraction, Fraction]:
     mtop, rtop = mexp + abs(mman).bit_length(), rexp + rman.bit_length()
     if max(mtop, rtop) > EXP_LIMIT:
         raise ValueError("ball beyond 2**EXP_LIMIT: no exact endpoints")
-    tiny = Fraction(1, 1 << EXP_LIMIT)
-    rad = tiny if rman and rtop < -EXP_LIMIT else dyadic(rman, rexp)
-    if mman and mtop < -EXP_LIMIT:
+    tiny = Fraction(1, 1 << floor_exp)
+    rad = tiny if rman and rtop < -floor_exp else dyadic(rman, rexp)
+    if mman and mtop < -floor_exp:
         return -(rad + tiny), rad + tiny
     mid = dyadic(mman, mexp)
     return mid - rad, mid + rad

@@ -317,19 +317,14 @@ def _block_row_sums(A: np.ndarray, P: np.ndarray) -> list[arb]:
 def _safe_endpoints(x: arb) -> tuple[Fraction, Fraction] | None:
     """Returns exact (lo, hi) containing the ball ``x``, or None if it is not finite.
 
-    Midpoints and radii below 2**_TINY_EXP are replaced by outward bounds, so a ball such as
-    exp(-1e300) never turns into a Fraction with a 10**300-bit denominator.
+    Midpoints and radii below 2**_TINY_EXP are replaced by outward bounds
+    (``arbutil.endpoints``), so a ball such as exp(-1e300) never turns into a Fraction with a
+    10**300-bit denominator.
     """
-    if not x.is_finite():
+    try:
+        return arbutil.endpoints(x, floor_exp=-_TINY_EXP)
+    except ValueError:
         return None
-    tiny = Fraction(1, 2**-_TINY_EXP)
-    mman, mexp = (int(v) for v in x.mid().mid().man_exp())
-    rman, rexp = (int(v) for v in x.rad().mid().man_exp())
-    rad = tiny if rexp + rman.bit_length() < _TINY_EXP else arbutil.dyadic(rman, rexp)
-    if mexp + abs(mman).bit_length() < _TINY_EXP:
-        return -(rad + tiny), rad + tiny
-    mid = arbutil.dyadic(mman, mexp)
-    return mid - rad, mid + rad
 
 
 __all__ = ["Slack", "charged_slack", "operator_slack"]
