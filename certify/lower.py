@@ -1,7 +1,7 @@
 """Lower certificates: proofs that every B with ||A - B||_row1 <= eps + chi has rank >= L.
 
 Kinds (statements and proofs in proofs_notes/lower_nonzero.md, lower_frobenius.md,
-lower_decoder.md, bernstein.md, rowset.md):
+lower_decoder.md, bernstein.md, rowset.md, polytope.md):
 
 * ``nonzero`` (L = 1): ||A||_row1 > eps + chi, so B = 0 is not close enough.
 * ``frobenius_tail`` (L): sum_{i >= L} sigma_i(A)^2 > m (eps + chi)^2 (Eckart-Young with
@@ -14,6 +14,9 @@ lower_decoder.md, bernstein.md, rowset.md):
 * ``rowset`` (p <= 12; I p rows, Z 2^(p-1) x N in [-1, 1]): every sign pattern sigma has a
   z_s with sigma_i (A[I] z_s)_i > eps + chi (``certify/rowset.py``).
 * ``rowmix`` (p <= 12; D p x m with rows of l1 norm <= 1, Z): the same on the rows of D A.
+* ``polytope`` (p <= 12; points Y labelled by rows I, facets F, witnesses Z, G): the facets of
+  conv(+-Y) are listed exactly, and on every facet one witness z has sigma (A z)_i > eps + chi
+  for each of its labels (``certify/polytope.py``, Borsuk-Ulam).
 
 "fails" means the certificate's own inequality is proved false, not that r_eps < L.
 """
@@ -26,7 +29,7 @@ from fractions import Fraction
 import numpy as np
 from flint import arb_mat, fmpz_mat
 
-from . import arbutil, bernstein, dyadic, rowset, tiers
+from . import arbutil, bernstein, dyadic, polytope, rowset, tiers
 from .arrays import as_index_vector, as_matrix
 from .ballmat import (
     Ball,
@@ -51,6 +54,7 @@ KINDS: dict[str, tuple[str, ...]] = {
     "bernstein": bernstein.ARRAYS,
     "rowset": rowset.ARRAYS,
     "rowmix": rowset.MIX_ARRAYS,
+    "polytope": polytope.ARRAYS,
 }
 DECODER_ARB_PRECISIONS = (128, 256)
 SVD_AUTO_TIERS = ("float64", "arb")
@@ -72,7 +76,9 @@ def check_lower(A: object, certificate: Mapping, eps: object, *, tier: str = "au
       exactly 0 is not a proof);
     * bernstein: ||P A W - W||_inf + ||P||_inf (eps + chi), claim value < 1 (as decoder);
     * rowset: min_(s,i) sigma_i(s) (A[I] z_s)_i, claim value > eps + chi;
-    * rowmix: the same on the rows of D A (every row of D of l1 norm at most 1).
+    * rowmix: the same on the rows of D A (every row of D of l1 norm at most 1);
+    * polytope: min over facets F and their labels of sigma (A z_F)_i, claim value > eps + chi
+      (``fails`` with ``value`` None when the facets are not those of conv(+-Y)).
 
     ``tier="auto"`` escalates float64 -> arb -> exact (frobenius_tail: float64 -> arb; the
     ``"exact"`` tier, when forced, uses exact dyadic residuals of the same float SVD).
@@ -110,6 +116,9 @@ def check_lower(A: object, certificate: Mapping, eps: object, *, tier: str = "au
     if kind == "rowset":
         I, Z = rowset.parse_arrays(arrays, rank, m, N, source=source)
         return rowset.check_rowset(A, I, Z, t, eps=eps_q, chi=chi_q, tier=tier)
+    if kind == "polytope":
+        Y, I, F, Z, G = polytope.parse_arrays(arrays, rank, m, N, source=source)
+        return polytope.check_polytope(A, Y, I, F, Z, G, t, eps=eps_q, chi=chi_q, tier=tier)
     if kind == "rowmix":
         D, Z = rowset.parse_mix_arrays(arrays, rank, m, N, source=source)
         return rowset.check_rowmix(A, D, Z, t, eps=eps_q, chi=chi_q, tier=tier)

@@ -27,7 +27,7 @@ import numpy as np
 
 from softrank.certify.errors import InputError
 from softrank.certify.rationals import parse_eps, to_rational
-from softrank.certify.rowset import MAX_RANK as ROWSET_MAX_RANK
+from softrank.certify.rowset import MAX_RANK as ROWSET_MAX_RANK  # = polytope.MAX_RANK
 
 from . import jsonexact
 from .atomic import write_atomic, write_text_atomic
@@ -46,6 +46,7 @@ LOWER_ARRAYS: dict[str, tuple[str, ...]] = {
     "bernstein": ("W", "P", "J"),
     "rowset": ("I", "Z"),
     "rowmix": ("D", "Z"),
+    "polytope": ("Y", "I", "F", "Z", "G"),
 }
 UPPER_ARRAYS: dict[str, tuple[str, ...]] = {"factors": ("U", "V")}
 OPERATOR_SOURCES = ("logits", "block")  # optional operator-of-record data beside A
@@ -271,6 +272,8 @@ class BracketRecord:
                     "rows": (r,), "cols": (r,), "P": (n, m), "J": (r,), "I": (r,)}
             if end.kind in ("rowset", "rowmix"):  # rank within 1 .. 12 (_parse_end)
                 dims["Z"] = (1 << (r - 1), n)
+            if end.kind == "polytope":  # point, facet and witness counts are the file's own
+                dims = {}
             for name in table[end.kind]:
                 shape = dims.get(name)
                 out[f"{prefix}.{name}"] = None if shape is None or None in shape else shape
@@ -351,7 +354,7 @@ def _parse_end(val: Any, fld: str, src: str, table: Mapping[str, tuple[str, ...]
         # the claim is in this record, not in an array file: name the record
         raise InputError(f"a nonzero certificate proves rank 1, got rank {rank}",
                          field=f"{fld}.rank", source=src)
-    if kind in ("rowset", "rowmix") and not 1 <= rank <= ROWSET_MAX_RANK:
+    if kind in ("rowset", "rowmix", "polytope") and not 1 <= rank <= ROWSET_MAX_RANK:
         # checked here, before 2^(rank-1) enters an expected array shape
         raise InputError(f"a {kind} certificate has rank 1 .. {ROWSET_MAX_RANK}, got {rank}",
                          field=f"{fld}.rank", source=src)
@@ -657,7 +660,8 @@ class Store:
             if kind not in table:
                 raise InputError(f"unknown kind {kind!r}", field=f"{prefix}.kind")
             ends[prefix] = {"kind": kind, "rank": _rank(end.get("rank"), f"{prefix}.rank", "")}
-            if kind in ("rowset", "rowmix") and not 1 <= ends[prefix]["rank"] <= ROWSET_MAX_RANK:
+            if kind in ("rowset", "rowmix", "polytope") \
+                    and not 1 <= ends[prefix]["rank"] <= ROWSET_MAX_RANK:
                 raise InputError(f"a {kind} certificate has rank 1 .. {ROWSET_MAX_RANK}",
                                  field=f"{prefix}.rank")
             for name in table[kind]:

@@ -35,7 +35,8 @@ ABOUT = ("Replay bundle of softrank-certify: every end of every bracket with the
          "here. Replay with: python replay/replay.py BUNDLE")
 LOWER_NAMES = {"nonzero": (), "frobenius_tail": (), "decoder": ("D", "W", "X"),
                "submatrix": ("rows", "cols", "X"), "bernstein": ("W", "P", "J"),
-               "rowset": ("I", "Z"), "rowmix": ("D", "Z")}
+               "rowset": ("I", "Z"), "rowmix": ("D", "Z"),
+               "polytope": ("Y", "I", "F", "Z", "G")}
 
 
 class _Members:

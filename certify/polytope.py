@@ -1,0 +1,274 @@
+"""Lower certificate ``polytope``: a labelled antipodal sphere that A maps away from the eps-ball.
+
+Certificate (rank p): points Y (k x p) labelled by rows I (k indices of A; point j carries
+the signed row +a_I[j], its mirror -Y[j] the signed row -a_I[j]); facets F (f x p, indices
+into the 2k points, j + k standing for -Y[j]; the kernel adds the mirror of every facet);
+witnesses Z (q x N, every entry in [-1, 1]) and G (f indices into Z; the mirror facet uses
+-Z[G]).  With t = eps + chi the certificate holds when
+
+1. (sphere) every facet is a simplicial facet of P = conv(+-Y): its p points solve n . y = 1
+   for one n, and every other point has n . y < 1; every (p - 1)-subset of a facet lies in
+   exactly two of the 2f facets, and the 2f facets are distinct;
+2. (value) min over facets F and points x of F of sigma_x (A z_F)_(i_x)  >  t.
+
+Then every B with ||A - B||_row1 <= t has rank >= p (proofs_notes/polytope.md): the facets
+are all of P's boundary, a (p - 1)-sphere, and the witnesses give an odd map of it into
+{w : ||A w||_inf > t ||w||_inf}; by Borsuk-Ulam B vanishes somewhere on its image.  The
+``bernstein`` and ``rowset`` kinds are special cases (Y = A W, and the cross-polytope).
+
+Part 1 is decided in exact integer arithmetic only (a determinant and one solve per facet);
+part 2 runs the float64 -> arb -> exact tiers of the other kinds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from fractions import Fraction
+
+import numpy as np
+from flint import fmpz_mat
+
+from . import arbutil, dyadic, tiers
+from .arrays import as_matrix
+from .ballmat import Ball, ball_matmul
+from .errors import InputError
+from .result import Check, Enclosure
+from .rounding import down, up
+
+ARRAYS = ("Y", "I", "F", "Z", "G")
+#: Largest rank accepted: the sphere's facets grow quickly with p (and are listed).
+MAX_RANK = 12
+MAX_POINTS = 4096
+MAX_FACETS = 200_000
+ARB_PRECISIONS = (128,)
+
+
+def _int_array(x: object, field: str, ndim: int, bound: int, source: str | None
+               ) -> np.ndarray:
+    """Returns ``x`` as an int64 array of dimension ``ndim`` with entries in [0, bound)."""
+    if isinstance(x, np.ma.MaskedArray):
+        raise InputError("masked arrays are not accepted", field=field, source=source)
+    try:
+        arr = np.asarray(x).view(np.ndarray)
+    except (ValueError, TypeError) as err:
+        raise InputError(f"not a rectangular integer array: {err}", field=field,
+                         source=source) from None
+    if arr.ndim != ndim or arr.dtype.kind not in "iu":
+        raise InputError(f"must be a {ndim}-D integer array, got {arr.dtype} {arr.shape}",
+                         field=field, source=source)
+    if arr.size and (int(arr.min()) < 0 or int(arr.max()) >= bound):
+        raise InputError(f"entries must lie in [0, {bound})", field=field, source=source)
+    return arr.astype(np.int64)
+
+
+def parse_arrays(arrays: Mapping[str, object], rank: int, m: int, N: int, *,
+                 source: str | None = None
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Returns (Y, I, F, Z, G): float64 k x p, int64 k, int64 f x p, float64 q x N, int64 f.
+
+    Raises InputError naming ``lower.rank`` (p > MAX_RANK), ``lower.Y`` (not p columns,
+    k outside 1 .. MAX_POINTS, NaN/Inf), ``lower.I`` (not k indices in [0, m); repeats are
+    allowed), ``lower.F`` (not f x p with f in 1 .. MAX_FACETS, an index outside [0, 2k), a
+    facet repeating a point), ``lower.Z`` (not N columns, q outside 1 .. f, NaN/Inf, an entry
+    outside [-1, 1]) or ``lower.G`` (not f indices in [0, q)).
+    """
+    if not 1 <= rank <= MAX_RANK:
+        raise InputError(f"a polytope certificate has rank 1 .. {MAX_RANK}, got {rank}",
+                         field="lower.rank", source=source)
+    Y = as_matrix(arrays["Y"], "lower.Y", source=source, shape=(None, rank))
+    k = Y.shape[0]
+    if not 1 <= k <= MAX_POINTS:
+        raise InputError(f"has {k} points; 1 .. {MAX_POINTS} are accepted", field="lower.Y",
+                         source=source)
+    I = _int_array(arrays["I"], "lower.I", 1, m, source)
+    if len(I) != k:
+        raise InputError(f"has {len(I)} labels for {k} points", field="lower.I", source=source)
+    F = _int_array(arrays["F"], "lower.F", 2, 2 * k, source)
+    f = F.shape[0]
+    if F.shape[1] != rank or not 1 <= f <= MAX_FACETS:
+        raise InputError(f"has shape {F.shape}; expected (f, {rank}) with 1 <= f <= "
+                         f"{MAX_FACETS}", field="lower.F", source=source)
+    if rank > 1 and np.any(np.diff(np.sort(F, axis=1), axis=1) == 0):
+        raise InputError("a facet repeats a point", field="lower.F", source=source)
+    Z = as_matrix(arrays["Z"], "lower.Z", source=source, shape=(None, N))
+    if not 1 <= Z.shape[0] <= f:
+        raise InputError(f"has {Z.shape[0]} witnesses for {f} facets", field="lower.Z",
+                         source=source)
+    if not np.all(np.abs(Z) <= 1.0):  # exact comparison of stored floats
+        raise InputError("every entry must lie in [-1, 1]", field="lower.Z", source=source)
+    G = _int_array(arrays["G"], "lower.G", 1, Z.shape[0], source)
+    if len(G) != f:
+        raise InputError(f"has {len(G)} entries for {f} facets", field="lower.G", source=source)
+    return Y, I, F, Z, G
+
+
+def sphere_defect(Y: np.ndarray, F: np.ndarray) -> str | None:
+    """Returns None when the facets F and their mirrors are exactly the facets of
+    P = conv(+-Y), each simplicial (part 1 of the module's statement); otherwise a sentence
+    naming the first defect found.
+
+    Each facet's normal n (n . y = 1 on its points) is solved exactly; n . y for the other
+    points is then enclosed in one float64 ball product (n rounded to the nearest float,
+    radius one ulp), and only the pairs that enclosure cannot place strictly inside
+    |n . y| < 1 are compared in exact rationals.
+    """
+    k, p = Y.shape
+    full = np.vstack([F, (F + k) % (2 * k)])
+    srt = np.sort(full, axis=1).astype(np.int32)
+    if len(np.unique(srt, axis=0)) != len(srt):
+        return "two facets (counting mirrors) have the same points"
+    if p == 1:
+        if len(full) != 2:  # S^0 is two points: one facet and its mirror
+            return "a rank-1 sphere has exactly one facet and its mirror"
+    else:
+        # every (p - 1)-subset of a facet: drop one column of the sorted facet at a time
+        ridges = np.vstack([np.delete(srt, c, axis=1) for c in range(p)])
+        _, counts = np.unique(ridges, axis=0, return_counts=True)
+        if np.any(counts != 2):
+            bad = int(np.flatnonzero(counts != 2)[0])
+            return (f"a ridge lies in {int(counts[bad])} facets, not 2: the facets do not "
+                    "close up into a sphere")
+    Yz, e = dyadic.to_int_matrix(Y)
+    rows = Yz.tolist()
+    ones = fmpz_mat(p, 1, [1] * p)
+    scale = dyadic.pow2(-e)  # Y = Yz 2^e, so n for Y is n for Yz times 2^-e
+    normals: list[list[Fraction]] = []
+    for r, facet in enumerate(F.tolist()):
+        B = fmpz_mat([[(x if j < k else -x) for x in rows[j % k]] for j in facet])
+        if B.det() == 0:
+            return f"facet {r}: its points do not span a hyperplane missing 0"
+        sol = B.solve(ones)
+        normals.append([Fraction(int(x.p), int(x.q)) * scale for x in sol.entries()])
+    try:
+        nf = np.array([[float(x) for x in n] for n in normals]).T  # p x f, correctly rounded
+    except OverflowError:  # a normal beyond float range: every pair goes to exact rationals
+        inside = np.zeros((k, len(F)), dtype=bool)
+    else:
+        with np.errstate(all="ignore"):
+            nr = up(np.abs(nf) * 2.0 ** -52 + 2.0 ** -1074)  # |n - fl(n)| <= ulp
+            V = ball_matmul(Ball.exact(Y), Ball(nf, nr))  # k x f: n_r . Y[j]
+            inside = up(np.abs(V.mid) + V.rad) < 1.0
+    on = np.zeros((k, len(F)), dtype=bool)
+    on[F % k, np.arange(len(F))[:, None]] = True
+    for j, r in zip(*np.nonzero(~inside & ~on), strict=True):
+        v = sum((Fraction(float(y)) * n for y, n in zip(Y[j], normals[r], strict=True)),
+                Fraction(0))
+        if abs(v) >= 1:
+            return (f"facet {int(r)}: point {int(j)} (or its mirror) is not strictly inside "
+                    "the facet's hyperplane: not a simplicial facet of conv(+-Y)")
+    return None
+
+
+def check_polytope(A: np.ndarray, Y: np.ndarray, I: np.ndarray, F: np.ndarray, Z: np.ndarray,
+                   G: np.ndarray, t: Fraction, *, eps: Fraction, chi: Fraction,
+                   tier: str = "auto") -> Check:
+    """Decides the polytope certificate for exact stored A and arrays validated by
+    :func:`parse_arrays` (``t`` = eps + chi).
+
+    Returns a :class:`Check` of kind ``"polytope"`` with ``threshold`` t and
+    ``detail["sense"]`` ``">"``.  ``status`` is ``"fails"`` (``value`` None,
+    ``detail["reason"]`` the defect) when the facets are not exactly the simplicial facets
+    of conv(+-Y); otherwise ``value`` is an interval containing min over facets F and their
+    points x of sigma_x (A z_F)_(i_x), and ``status`` is ``"holds"`` when value > t is proved
+    (then every B with ||A - B||_row1 <= t has rank >= p), ``"fails"`` when value <= t is
+    proved, else ``"undecided"``.  ``tier="auto"`` runs float64, arb 128, exact; the exact
+    tier always decides.
+    """
+    p = Y.shape[1]
+    claim = f"facets of conv(+-Y) labelled by rows with min sigma (A z_F)_i > {t}"
+
+    def result(status: str, value: Enclosure | None, run: list[str], detail: dict) -> Check:
+        return Check(status=status, kind="polytope", rank=p, eps=eps,  # type: ignore[arg-type]
+                     threshold=t, value=value, tier=run[-1] if run else "exact", claim=claim,
+                     chi=chi, precision=ARB_PRECISIONS[-1] if run and run[-1] == "arb"
+                     else None, tiers_run=tuple(run), detail={"sense": ">", **detail})
+
+    defect = sphere_defect(Y, F)
+    if defect is not None:
+        return result("fails", None, ["exact"], {"reason": defect})
+    k = Y.shape[0]
+    g = G[:, None].repeat(p, axis=1).ravel()  # witness row of every (facet, point) pair
+    i = I[F % k].ravel()  # the row of A labelling the point
+    sig = np.where(F < k, 1.0, -1.0).ravel()
+    value: Enclosure | None = None
+    run: list[str] = []
+    status = "undecided"
+    for tr, prec in tiers.plan(tier, ARB_PRECISIONS):
+        if not run or run[-1] != tr:
+            run.append(tr)
+        if tr == "float64":
+            enc = _float_min(A, Z, g, i, sig)
+        elif tr == "arb":
+            enc = _arb_min(A, Z, g, i, sig, prec)  # type: ignore[arg-type]
+        else:
+            enc = _exact_min(A, Z, g, i, sig)
+        if enc is None:  # a non-finite intermediate: no information from this tier
+            continue
+        # every tier's interval contains the exact minimum, so the intersection does too
+        value = enc if value is None else Enclosure(max(enc.lo, value.lo),
+                                                    min(enc.hi, value.hi))
+        if value.lo > t:
+            status = "holds"
+            break
+        if value.hi <= t:
+            status = "fails"
+            break
+    return result(status, value, run, {})
+
+
+def _pairs(g: np.ndarray, i: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Returns the distinct witness rows, the distinct A rows and the pairs' positions in
+    the (witness x row) product, so only the rows a facet uses are multiplied."""
+    gu, gi = np.unique(g, return_inverse=True)
+    iu, ii = np.unique(i, return_inverse=True)
+    return gu, iu, gi.ravel() * len(iu) + ii.ravel()
+
+
+def _float_min(A: np.ndarray, Z: np.ndarray, g: np.ndarray, i: np.ndarray,
+               sig: np.ndarray) -> Enclosure | None:
+    """Mid-radius enclosure of Z A^T over the pairs used (ballmat, a-priori rounding bounds);
+    multiplying by sigma = +-1 is exact."""
+    gu, iu, pos = _pairs(g, i)
+    with np.errstate(all="ignore"):
+        Yb = ball_matmul(Ball.exact(np.ascontiguousarray(Z[gu])),
+                         Ball.exact(np.ascontiguousarray(A[iu].T)))
+        mid, rad = Yb.mid.ravel()[pos], Yb.rad.ravel()[pos]
+        signed = sig * mid
+        lo = float(np.min(down(signed - rad)))
+        hi = float(np.min(up(signed + rad)))
+    if not (np.isfinite(lo) and np.isfinite(hi)):
+        return None
+    return Enclosure(Fraction(lo), Fraction(hi))
+
+
+def _arb_min(A: np.ndarray, Z: np.ndarray, g: np.ndarray, i: np.ndarray, sig: np.ndarray,
+             prec: int) -> Enclosure | None:
+    gu, iu, pos = _pairs(g, i)
+    cols = len(iu)
+    lo = hi = None
+    with arbutil.precision(prec):
+        Yb = arbutil.matrix(np.ascontiguousarray(Z[gu])) * \
+            arbutil.matrix(np.ascontiguousarray(A[iu].T))
+        for q, s in zip(pos.tolist(), sig.tolist(), strict=True):
+            try:
+                a, b = arbutil.endpoints(Yb[q // cols, q % cols])
+            except ValueError:
+                return None
+            if s < 0:
+                a, b = -b, -a
+            lo = a if lo is None else min(lo, a)
+            hi = b if hi is None else min(hi, b)
+    if lo is None or hi is None:
+        return None
+    return Enclosure(lo, hi)
+
+
+def _exact_min(A: np.ndarray, Z: np.ndarray, g: np.ndarray, i: np.ndarray,
+               sig: np.ndarray) -> Enclosure:
+    gu, iu, pos = _pairs(g, i)
+    MZ, ez = dyadic.to_int_matrix(np.ascontiguousarray(Z[gu]))
+    MA, ea = dyadic.to_int_matrix(np.ascontiguousarray(A[iu].T))
+    ent = (MZ * MA).entries()
+    best = min(int(s) * int(ent[q]) for q, s in zip(pos.tolist(), sig.tolist(), strict=True))
+    q = Fraction(best) * dyadic.pow2(ez + ea)
+    return Enclosure(q, q)
