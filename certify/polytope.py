@@ -39,7 +39,7 @@ ARRAYS = ("Y", "I", "F", "Z", "G")
 #: Largest rank accepted: the sphere's facets grow quickly with p (and are listed).
 MAX_RANK = 12
 MAX_POINTS = 4096
-MAX_FACETS = 200_000
+MAX_FACETS = 100_000
 ARB_PRECISIONS = (128,)
 
 
@@ -142,20 +142,26 @@ def sphere_defect(Y: np.ndarray, F: np.ndarray) -> str | None:
     try:
         nf = np.array([[float(x) for x in n] for n in normals]).T  # p x f, correctly rounded
     except OverflowError:  # a normal beyond float range: every pair goes to exact rationals
-        inside = np.zeros((k, len(F)), dtype=bool)
-    else:
-        with np.errstate(all="ignore"):
-            nr = up(np.abs(nf) * 2.0 ** -52 + 2.0 ** -1074)  # |n - fl(n)| <= ulp
-            V = ball_matmul(Ball.exact(Y), Ball(nf, nr))  # k x f: n_r . Y[j]
-            inside = up(np.abs(V.mid) + V.rad) < 1.0
-    on = np.zeros((k, len(F)), dtype=bool)
-    on[F % k, np.arange(len(F))[:, None]] = True
-    for j, r in zip(*np.nonzero(~inside & ~on), strict=True):
-        v = sum((Fraction(float(y)) * n for y, n in zip(Y[j], normals[r], strict=True)),
-                Fraction(0))
-        if abs(v) >= 1:
-            return (f"facet {int(r)}: point {int(j)} (or its mirror) is not strictly inside "
-                    "the facet's hyperplane: not a simplicial facet of conv(+-Y)")
+        nf = None
+    step = max(1, (1 << 22) // k)  # facets per block: about 4M (point, facet) pairs at a time
+    for c0 in range(0, len(F), step):
+        cols = np.arange(c0, min(c0 + step, len(F)))
+        if nf is None:
+            inside = np.zeros((k, len(cols)), dtype=bool)
+        else:
+            with np.errstate(all="ignore"):
+                nb = nf[:, cols]
+                nr = up(np.abs(nb) * 2.0 ** -52 + 2.0 ** -1074)  # |n - fl(n)| <= ulp
+                V = ball_matmul(Ball.exact(Y), Ball(nb, nr))  # k x block: n_r . Y[j]
+                inside = up(np.abs(V.mid) + V.rad) < 1.0
+        inside[F[cols] % k, np.arange(len(cols))[:, None]] = True  # the facet's own points
+        for j, c in zip(*np.nonzero(~inside), strict=True):
+            r = int(cols[c])
+            v = sum((Fraction(float(y)) * n for y, n in zip(Y[j], normals[r], strict=True)),
+                    Fraction(0))
+            if abs(v) >= 1:
+                return (f"facet {r}: point {int(j)} (or its mirror) is not strictly inside "
+                        "the facet's hyperplane: not a simplicial facet of conv(+-Y)")
     return None
 
 

@@ -25,6 +25,7 @@ import re
 import struct
 import sys
 import zipfile
+from collections import Counter
 from fractions import Fraction
 from operator import mul
 
@@ -37,6 +38,7 @@ DTYPES = {"<f8": ("d", 8), "<f4": ("f", 4), "<i8": ("q", 8)}
 P = 192  # fixed-point bits of the exp bounds used for the slack chi
 FLINT = None  # the python-flint module when --flint is given
 ROWSET_MAX_RANK = 12  # a rowset certificate holds 2^(rank-1) sign vectors
+POLY_MAX_POINTS, POLY_MAX_FACETS = 4096, 100_000  # a polytope's k and f (its rank <= 12 too)
 # rationals: the kernel's own bounds (certify/rationals.py), so whatever it took replays; ratio
 # parts <= MAX_RATIO_DIGITS digits, decimals |adjusted exponent| + digits <= MAX_DIGITS
 MAX_RATIO_DIGITS, MAX_DIGITS, MAX_CHARS, MAX_INT_DIGITS = 3914, 4000, 20_000, 100
@@ -297,6 +299,59 @@ def check_rowset(A: tuple, I: list[int] | None, Z: tuple, t: Fraction,
     return ("holds" if value > t else "fails"), value
 
 
+def solve_facet(B: list[list[int]]) -> tuple[list[int], int] | None:
+    """Returns (u, d) with B u = d (1, ..., 1) and d = +-det B != 0, or None when B is
+    singular: fraction-free (Bareiss) elimination with row swaps, every division exact."""
+    p, prev = len(B), 1
+    M = [r + [1] for r in B]
+    for c in range(p):
+        piv = next((r for r in range(c, p) if M[r][c]), None)
+        if piv is None:
+            return None
+        M[c], M[piv] = M[piv], M[c]
+        for r in range(c + 1, p):  # columns <= c of these rows are 0 now: never read again
+            a, b = M[c][c], M[r][c]
+            M[r][c + 1:] = [(a * x - b * y) // prev
+                            for x, y in zip(M[r][c + 1:], M[c][c + 1:], strict=True)]
+        prev = M[c][c]
+    u = [0] * p
+    for i in reversed(range(p)):  # d x_i is an integer (Cramer's rule): exact division
+        u[i] = (prev * M[i][p] - sum(map(mul, M[i][i + 1:p], u[i + 1:]))) // M[i][i]
+    return u, prev
+
+
+def check_polytope(A: tuple, Y: tuple, I: list[int], F: list[list[int]], Z: tuple,
+                   G: list[int], t: Fraction) -> tuple[str, Fraction | None]:
+    """The 2f facets F, mirror(F) are exactly the simplicial facets of conv(+-Y), and
+    min over facets r and points x of r of sigma_x (A z_r)_(I[x mod k]) > t, exactly.
+
+    Point x < k is Y[x] (sigma +1), point x + k is -Y[x] (sigma -1); mirror(r) = r + k mod 2k
+    uses -Z[G[r]], which gives the same values.  ("fails", None) when the facets are not
+    those of conv(+-Y) (the caller has checked shapes, index ranges, distinct points in a
+    facet and |Z| <= 1).
+    """
+    k, p = len(Y[0]), len(Y[0][0])
+    full = [tuple(sorted(r)) for r in F] + [tuple(sorted((x + k) % (2 * k) for x in r))
+                                           for r in F]
+    # every (p - 1)-subset of a facet lies in exactly two of the 2f distinct facets (for
+    # p = 1 the one 0-subset lies in all of them: f = 1, a 0-sphere is two points)
+    ridges = Counter(r[:c] + r[c + 1:] for r in full for c in range(p))
+    if len(set(full)) != len(full) or any(n != 2 for n in ridges.values()):
+        return "fails", None
+    for facet in F:  # hyperplane n . y = 1 with n . Y[j] = Y[0][j] . u / d (2^e cancels)
+        B = [Y[0][x] if x < k else [-y for y in Y[0][x - k]] for x in facet]
+        sol = solve_facet(B)  # None: the points do not span a hyperplane missing 0
+        if sol is None or any(sum(map(mul, r, sol[0])) != sol[1] for r in B):
+            return "fails", None  # (the solve is checked here, not trusted)
+        (u, d), on = sol, {x % k for x in facet}
+        if any(abs(sum(map(mul, y, u))) >= abs(d) for j, y in enumerate(Y[0]) if j not in on):
+            return "fails", None  # some other point (or its mirror) is not strictly inside
+    pairs = {(G[r], I[x % k], x < k) for r, facet in enumerate(F) for x in facet}
+    best = min((1 if pos else -1) * sum(map(mul, A[0][i], Z[0][g])) for g, i, pos in pairs)
+    value = scale(best, A[1] + Z[1])
+    return ("holds" if value > t else "fails"), value
+
+
 def gram(A: tuple, side: str) -> tuple:
     """A^T A (side "AtA") or A A^T (side "AAt"), exactly."""
     M = A[0] if side == "AAt" else transpose(A[0])
@@ -532,6 +587,32 @@ def replay_end(end: object, ops: dict, blobs: dict, f: str) -> dict:
         if any(abs(x) > 1 for r in Zf for x in r):
             raise BundleError(f"{f}.Z: an entry lies outside [-1, 1]")
         value = check_rowset(A, I, dyadic(Zf), eps + chi, D=Dd)
+    elif kind == "polytope":
+        if not 1 <= rank <= ROWSET_MAX_RANK:
+            raise BundleError(f"{f}.rank: a polytope certificate has rank 1 .. "
+                              f"{ROWSET_MAX_RANK}, got {rank}")
+        Yf = array(cert.get("Y"), blobs, f"{f}.Y", (None, rank))
+        I = array(cert.get("I"), blobs, f"{f}.I", (len(Yf),))
+        F = array(cert.get("F"), blobs, f"{f}.F", (None, rank))
+        Zf = array(cert.get("Z"), blobs, f"{f}.Z", (None, N))
+        G = array(cert.get("G"), blobs, f"{f}.G", (len(F),))
+        k, nf, q = len(Yf), len(F), len(Zf)
+        if not 1 <= k <= POLY_MAX_POINTS:
+            raise BundleError(f"{f}.Y: {k} points, not 1 .. {POLY_MAX_POINTS}")
+        if not all(isinstance(i, int) and 0 <= i < m for i in I):
+            raise BundleError(f"{f}.I: need {k} row indices < {m}")
+        if not 1 <= nf <= POLY_MAX_FACETS:
+            raise BundleError(f"{f}.F: {nf} facets, not 1 .. {POLY_MAX_FACETS}")
+        if not all(isinstance(x, int) and 0 <= x < 2 * k for r in F for x in r) \
+                or any(len(set(r)) != rank for r in F):
+            raise BundleError(f"{f}.F: need facets of {rank} distinct point indices < {2 * k}")
+        if not 1 <= q <= nf:
+            raise BundleError(f"{f}.Z: {q} witnesses for {nf} facets, not 1 .. {nf}")
+        if any(abs(x) > 1 for r in Zf for x in r):
+            raise BundleError(f"{f}.Z: an entry lies outside [-1, 1]")
+        if not all(isinstance(g, int) and 0 <= g < q for g in G):
+            raise BundleError(f"{f}.G: need {nf} witness indices < {q}")
+        value = check_polytope(A, dyadic(Yf), I, F, dyadic(Zf), G, eps + chi)
     elif kind == "frobenius_tail" and rank >= 1:
         side = "AtA" if N <= m else "AAt"
         if cert and cert.get("side") != side:
