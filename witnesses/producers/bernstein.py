@@ -38,6 +38,10 @@ reach it, and the phase moves on instead of spending its budget), so a generous 
 the same certificate on every run (a tight one on a busy machine may not: a phase cut short
 reaches a lower rank).
 
+Where the search ends, the best subspace that missed the next rank (within LIFT_NEAR of the
+goal) is lifted to a ``polytope`` certificate (``polytope.lift``): the facets of conv(+-A W)
+keep their labels and each may choose its own witness outside the subspace.
+
 Nothing here is trusted: the certificate is replayed by ``certify``.
 """
 
@@ -49,6 +53,7 @@ import numpy as np
 from scipy.linalg import qr
 from scipy.optimize import linprog
 
+from . import polytope
 from ._common import as_float64, clock, target
 from ._highs import lp_model, optimal
 from .altl1 import alt_l1
@@ -300,12 +305,13 @@ Found = tuple[int, np.ndarray, np.ndarray, np.ndarray, float, str]
 
 
 def search(A: np.ndarray, eps: float, budget: float, *, extra: int = 2,
-           steps: int = STEPS) -> Found | None:
+           steps: int = STEPS, near_out: dict | None = None) -> Found | None:
     """Returns (p, W, P, J, value, start) of the largest rank reached with value at most
     1 - 1e-6, or None.  ``budget`` seconds for each of the key-set path, the key-set
     descent, the other starts and the growth, HOP_BUDGETS times that for the hops (HOP_GRACE
     times while within HOP_NEAR of the goal); ``start`` names the phase that reached the rank
-    ("keyset", "descent", "descent_l1fit", "descent_svd", "augment" or "hop")."""
+    ("keyset", "descent", "descent_l1fit", "descent_svd", "augment" or "hop").  When
+    ``near_out`` is a dict it receives {rank: (F, W)}, the best failing subspace per rank."""
     A = as_float64(A)
     m, N = A.shape
     path = keyset_path(A, eps, singletons=False, extra=extra,
@@ -368,11 +374,14 @@ def search(A: np.ndarray, eps: float, budget: float, *, extra: int = 2,
                    grace=grace)
         c = _claimable(A, W, F, eps, budget)
         if c is None:
+            _keep(near, p, F, W)
             break
         found = (p, c[1], c[2], c[3], c[0], "hop")
         W0 = augmented_start(A, c[1], c[3], path.get(p + 1, (None, None))[1], deadline)
         if W0 is not None:
             _keep(near, p + 1, *descend(A, W0, goal, deadline, steps=steps))
+    if near_out is not None:
+        near_out.update(near)
     return found
 
 
@@ -514,9 +523,19 @@ class Bernstein(BudgetedLower):
     default_budget = DEFAULT_BUDGET
 
     def _search(self, A, eps, budget):
-        return search(A, eps, budget)  # looked up at call time: tests may replace it
+        near: dict[int, tuple[float, np.ndarray]] = {}
+        found = search(A, eps, budget, near_out=near)  # looked up at call time (tests)
+        # the best subspace that missed the next rank: its polytope lift may reach it
+        p = (found[0] if found is not None else 0) + 1
+        if p in near and near[p][0] * eps <= polytope.LIFT_NEAR:
+            lifted = polytope.lift(A, near[p][1], eps, clock() + budget)
+            if lifted is not None:
+                return ("polytope", p, lifted[0], lifted[1], "lift")
+        return found
 
     def _parts(self, found):
+        if found[0] == "polytope":  # already (kind, rank, arrays, value, start)
+            return found
         p, W, P, J, v, start = found
         return ("bernstein", p, {"W": np.ascontiguousarray(W, dtype=np.float64),
                                  "P": np.ascontiguousarray(P, dtype=np.float64),

@@ -1,0 +1,148 @@
+"""Polytope lower certificates lifted from a Bernstein subspace (untrusted search).
+
+A Bernstein subspace col(W) proves rank >= p when ||A w||_inf > t ||w||_inf on all of it.  Its
+``polytope`` lift (proofs_notes/polytope.md) keeps only the combinatorics: the points
+Y = A W (the hull vertices of +-Y, each labelled by its row of A) and the facets of
+conv(+-Y), and lets every facet choose its own witness z (||z||_inf <= 1) with
+sigma_i (A z)_i > t for the facet's p labels.  The subspace's own witness for a facet with
+normal n is z = W n / ||W n||_inf; where that is too weak, one LP per facet (maximise the
+least labelled value over the unit cube) finds the best z for those labels.  On MiniLM heads
+whose best subspace at the next rank missed by a few per cent (Bernstein value 1.05 - 1.09
+eps), the lift reaches the rank: the witnesses may leave the subspace, facet by facet.
+
+The points are jittered by a relative 1e-9 so that no p + 1 of them share a hyperplane (the
+kernel accepts only simplicial facets, verified exactly); nothing here is trusted.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.optimize import linprog
+from scipy.spatial import ConvexHull, QhullError
+
+from ._common import clock, target
+
+MAX_RANK = 9  # the hull of a few hundred points in R^10 has too many facets to list
+MAX_FACETS = 100_000  # the kernel's limit on listed facets (certify/polytope.py)
+LIFT_NEAR = 1.25  # lift subspaces whose Bernstein value is within this factor of the goal
+JITTER = 1e-9
+SEED = 20261202
+POOL = 600  # candidate witnesses of the greedy cover that shares witnesses between facets
+
+
+def hull_facets(Y: np.ndarray, seed: int = SEED) -> tuple[np.ndarray, np.ndarray] | None:
+    """Returns (Yj, F): the points jittered by a relative JITTER and one facet of each mirror
+    pair of conv(+-Yj) (indices j < k for Yj[j], j + k for -Yj[j]); None when qhull refuses
+    the points (too few, flat) or the facets exceed MAX_FACETS."""
+    k, p = Y.shape
+    rng = np.random.default_rng(seed)
+    Yj = Y * (1.0 + JITTER * rng.standard_normal(Y.shape))
+    try:
+        H = ConvexHull(np.vstack([Yj, -Yj]))
+    except (QhullError, ValueError):
+        return None
+    S = np.sort(H.simplices, axis=1)
+    if len(S) > 2 * MAX_FACETS:
+        return None
+    mirror = np.sort((S + k) % (2 * k), axis=1)
+    key = {tuple(s): r for r, s in enumerate(S.tolist())}
+    keep = [r for r, mr in enumerate(mirror.tolist()) if key.get(tuple(mr), r) >= r]
+    return Yj, np.ascontiguousarray(H.simplices[keep], dtype=np.int64)
+
+
+def best_witness(A: np.ndarray, I: np.ndarray, facet: np.ndarray, k: int
+                 ) -> tuple[np.ndarray, float] | None:
+    """Returns (z, tau): a z in the unit cube maximising tau = min over the facet's labels of
+    sigma (A z)_i (an LP with N + 1 unknowns and p constraints), or None when it fails."""
+    N = A.shape[1]
+    rows = A[I[facet % k]] * np.where(facet < k, 1.0, -1.0)[:, None]
+    c = np.zeros(N + 1)
+    c[-1] = -1.0
+    res = linprog(c, A_ub=np.hstack([-rows, np.ones((len(rows), 1))]),
+                  b_ub=np.zeros(len(rows)), bounds=[(-1.0, 1.0)] * N + [(None, None)],
+                  method="highs")
+    if res.status != 0:
+        return None
+    z = np.clip(res.x[:N], -1.0, 1.0)
+    return z, float((rows @ z).min())
+
+
+def lift(A: np.ndarray, W: np.ndarray, eps: float, deadline: float
+         ) -> tuple[dict[str, np.ndarray], float] | None:
+    """Returns (arrays, value) of a polytope certificate at rank p = W.shape[1] whose float64
+    value eps / min_F tau_F is at most 1 - 1e-6 (the claim budget), or None (no such lift
+    found by ``deadline``, ``_common.clock()`` seconds)."""
+    m, N = A.shape
+    p = W.shape[1]
+    if not 1 <= p <= MAX_RANK:
+        return None
+    goal = target(eps) / (1.0 - 1e-6)  # every facet's tau must exceed this
+    G0 = A @ W
+    pts = np.vstack([G0, -G0])
+    try:
+        verts = np.unique(ConvexHull(pts).vertices % m)
+    except (QhullError, ValueError):
+        return None
+    # distinct rows only: a repeated point would sit on its twin's facets
+    _, first = np.unique(G0[verts], axis=0, return_index=True)
+    I = np.sort(verts[first]).astype(np.int64)
+    hf = hull_facets(G0[I])
+    if hf is None or clock() > deadline:
+        return None
+    Y, F = hf
+    k = len(I)
+    sig = np.where(F < k, 1.0, -1.0)
+    lab = A[I[F % k]] * sig[:, :, None]  # f x p x N signed rows
+    # the subspace's witness: facet normal n (Y[F] n = 1), z = W n scaled into the cube
+    Yf = np.where(F[:, :, None] < k, Y[F % k], -Y[F % k])
+    try:
+        n = np.linalg.solve(Yf, np.ones((len(F), p, 1)))[..., 0]
+    except np.linalg.LinAlgError:
+        return None
+    Z = n @ W.T
+    Z /= np.maximum(np.abs(Z).max(axis=1, keepdims=True), 1e-300)
+    Z = np.clip(Z, -1.0, 1.0)
+    tau = np.einsum("fpn,fn->fp", lab, Z).min(axis=1)
+    for r in np.argsort(tau):
+        if tau[r] > goal:
+            break
+        if clock() > deadline:
+            return None
+        got = best_witness(A, I, F[r], k)
+        if got is None or not got[1] > goal:
+            return None
+        Z[r], tau[r] = got
+    Zs, G = share_witnesses(lab, Z, goal)
+    arrays = {"Y": np.ascontiguousarray(Y), "I": I, "F": F, "Z": Zs, "G": G}
+    tau = np.einsum("fpn,fn->fp", lab, Zs[G]).min(axis=1)
+    return arrays, float(target(eps) / tau.min())
+
+
+def share_witnesses(lab: np.ndarray, Z: np.ndarray, goal: float, *, pool: int = POOL,
+                    seed: int = SEED) -> tuple[np.ndarray, np.ndarray]:
+    """Returns (Zs, G): a few witnesses and every facet's index into them, each facet's
+    witness keeping all its labelled values above ``goal`` (``lab``: f x p x N signed label
+    rows, ``Z``: one witness per facet that does).  Greedy set cover over up to ``pool``
+    candidate witnesses (neighbouring facets' witnesses often serve each other: a store
+    keeps a few hundred witnesses instead of thousands); facets no candidate covers keep
+    their own."""
+    f = len(Z)
+    rng = np.random.default_rng(seed)
+    cand = np.arange(f) if f <= pool else np.sort(rng.choice(f, pool, replace=False))
+    ok = np.einsum("fpn,cn->cfp", lab, Z[cand]).min(axis=2) > goal  # candidate c serves f
+    G = np.arange(f)
+    open_ = np.ones(f, dtype=bool)
+    chosen: list[int] = []
+    while open_.any():
+        gain = (ok & open_).sum(axis=1)
+        c = int(gain.argmax())
+        if gain[c] <= 1:
+            break
+        served = ok[c] & open_
+        G[served] = cand[c]
+        open_ &= ~served
+        chosen.append(int(cand[c]))
+    keep = np.unique(np.concatenate([np.array(chosen, dtype=np.int64), G[open_]]))
+    index = np.full(f, -1, dtype=np.int64)
+    index[keep] = np.arange(len(keep))
+    return np.ascontiguousarray(Z[keep]), index[G]
