@@ -49,10 +49,15 @@ def endpoints(x: arb, *, floor_exp: int = EXP_LIMIT) -> tuple[Fraction, Fraction
     mtop, rtop = mexp + abs(mman).bit_length(), rexp + rman.bit_length()
     if max(mtop, rtop) > EXP_LIMIT:
         raise ValueError("ball beyond 2**EXP_LIMIT: no exact endpoints")
-    tiny = Fraction(1, 1 << floor_exp)
-    rad = tiny if rman and rtop < -floor_exp else dyadic(rman, rexp)
-    if mman and mtop < -floor_exp:
-        return -(rad + tiny), rad + tiny
+    small_rad = bool(rman) and rtop < -floor_exp
+    small_mid = bool(mman) and mtop < -floor_exp
+    if small_rad or small_mid:  # 2**-floor_exp is a large integer: built only when needed
+        tiny = Fraction(1, 1 << floor_exp)
+        rad = tiny if small_rad else dyadic(rman, rexp)
+        if small_mid:
+            return -(rad + tiny), rad + tiny
+    else:
+        rad = dyadic(rman, rexp)
     mid = dyadic(mman, mexp)
     return mid - rad, mid + rad
 

@@ -1,0 +1,117 @@
+"""polytope lifts of Bernstein subspaces: every certificate the producer emits is rechecked by
+the kernel in exact arithmetic; on a subspace whose best Bernstein certificate provably fails,
+the lift proves the rank; shared witnesses keep every facet's values; the Bernstein producer
+hands over to the lift only where its own search missed the next rank."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from softrank.certify import check_lower, check_upper
+from softrank.witnesses.models import softmax64
+from softrank.witnesses.producers import bernstein as bern
+from softrank.witnesses.producers import polytope as poly
+from softrank.witnesses.producers._common import clock, target
+
+
+def attention(n: int, d: int, beta: float, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    S = beta * rng.standard_normal((n, d)) @ rng.standard_normal((d, n)) / np.sqrt(d)
+    return softmax64(S)
+
+
+def svd_subspace(A: np.ndarray, p: int) -> np.ndarray:
+    return np.linalg.svd(A)[2][:p].T
+
+
+def bernstein_limit(A: np.ndarray, W: np.ndarray) -> float:
+    """1 / beta(col W): the eps below which the subspace's best Bernstein certificate holds."""
+    Wn, _ = bern.normalise(W)
+    return 1.0 / float(bern.row_values(A, Wn)[0].max())
+
+
+@pytest.mark.parametrize(("seed", "p", "factor"), [(6, 2, 1.05), (6, 3, 1.05), (7, 4, 1.02)])
+def test_the_lift_proves_a_rank_the_subspace_cannot(seed, p, factor):
+    A = attention(16, 5, 3.0, seed)
+    W = svd_subspace(A, p)
+    eps_f = bernstein_limit(A, W) * factor
+    eps = Fraction(eps_f).limit_denominator(10**6)
+    # the subspace's LP-optimal Bernstein certificate at this eps fails, proved by the kernel
+    Wn, J = bern.normalise(W)
+    _, P, _ = bern.row_values(A, Wn)
+    cb = check_lower(A, {"kind": "bernstein", "rank": p, "W": Wn, "P": P, "J": J}, eps)
+    assert cb.status == "fails"
+    got = poly.lift(A, W, float(eps), clock() + 30)
+    assert got is not None
+    arrays, value = got
+    assert value <= 1 - 1e-6
+    c = check_lower(A, {"kind": "polytope", "rank": p, **arrays}, eps, tier="exact")
+    assert c.status == "holds" and c.value is not None
+    assert abs(float(c.value.lo) - target(float(eps)) / value) < 1e-9
+    # a necessary consequence: no truncated SVD of rank p - 1 is within eps
+    if p > 1:
+        U, s, Vt = np.linalg.svd(A)
+        up = check_upper(A, U[:, :p - 1] * s[:p - 1], Vt[:p - 1], eps)
+        assert up.status == "fails"
+
+
+def test_tampered_lifts_are_refused():
+    A = attention(16, 5, 3.0, 6)
+    W = svd_subspace(A, 3)
+    eps = Fraction(bernstein_limit(A, W) * 1.05).limit_denominator(10**6)
+    arrays, _ = poly.lift(A, W, float(eps), clock() + 30)
+    cert = {"kind": "polytope", "rank": 3, **arrays}
+    assert check_lower(A, cert, eps).status == "holds"
+    dropped = {**cert, "F": arrays["F"][1:], "G": arrays["G"][1:]}
+    got = check_lower(A, dropped, eps)
+    assert got.status == "fails" and "ridge" in got.detail["reason"]
+    flipped = {**cert, "Z": -arrays["Z"]}
+    assert check_lower(A, flipped, eps).status == "fails"
+    moved = {**cert, "Y": arrays["Y"] * np.r_[[3.0], np.ones(len(arrays["Y"]) - 1)][:, None]}
+    got = check_lower(A, moved, eps)
+    assert got.status == "fails" and got.value is None
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_shared_witnesses_keep_every_facet_above_the_goal(seed):
+    rng = np.random.default_rng(seed)
+    f, p, N = 40, 3, 9
+    lab = rng.standard_normal((f, p, N))
+    Z = np.sign(lab.sum(axis=1))  # facet r's own witness: its labels' sign sum
+    goal = float(np.einsum("fpn,fn->fp", lab, Z).min()) - 1e-9
+    Zs, G = poly.share_witnesses(lab, Z, goal, pool=25)
+    assert G.shape == (f,) and 1 <= len(Zs) <= f and G.max() < len(Zs)
+    assert np.einsum("fpn,fn->fp", lab, Zs[G]).min() > goal
+    # every shared witness is one of the facets' own
+    assert all(any(np.array_equal(z, w) for w in Z) for z in Zs)
+
+
+def test_the_producer_lifts_only_the_rank_it_missed(monkeypatch):
+    A = attention(16, 5, 3.0, 6)
+    W = svd_subspace(A, 3)
+    eps = float(Fraction(bernstein_limit(A, W) * 1.05).limit_denominator(10**6))
+
+    def missed(A_, eps_, budget, *, near_out=None, **kw):  # the search reached rank 2 only
+        Wn, J = bern.normalise(svd_subspace(A_, 2))
+        _, P, _ = bern.row_values(A_, Wn)
+        near_out[3] = (1.05 / eps_, W)
+        return (2, Wn, P, J, 0.5, "descent")
+
+    monkeypatch.setattr(bern, "search", missed)
+    c = bern.Bernstein(budget=5.0).produce(A, eps)
+    assert c is not None and c.kind == "polytope" and c.rank == 3
+    assert c.claims["start"] == "lift"
+    assert check_lower(A, {"kind": "polytope", "rank": 3, **c.arrays}, Fraction(eps),
+                       tier="exact").status == "holds"
+
+    def far(A_, eps_, budget, *, near_out=None, **kw):  # missed by too much: no lift tried
+        found = missed(A_, eps_, budget, near_out=near_out)
+        near_out[3] = (2.0 * poly.LIFT_NEAR / eps_, W)
+        return found
+
+    monkeypatch.setattr(bern, "search", far)
+    c = bern.Bernstein(budget=5.0).produce(A, eps)
+    assert c is not None and c.kind == "bernstein" and c.rank == 2
