@@ -78,13 +78,19 @@ def test_tampered_lifts_are_refused():
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_shared_witnesses_keep_every_facet_above_the_goal(seed):
     rng = np.random.default_rng(seed)
-    f, p, N = 40, 3, 9
-    lab = rng.standard_normal((f, p, N))
-    Z = np.sign(lab.sum(axis=1))  # facet r's own witness: its labels' sign sum
-    goal = float(np.einsum("fpn,fn->fp", lab, Z).min()) - 1e-9
-    Zs, G = poly.share_witnesses(lab, Z, goal, pool=25)
+    k, f, p, N = 12, 40, 3, 9
+    AI = rng.standard_normal((k, N))
+    F = np.stack([rng.choice(2 * k, p, replace=False) for _ in range(f)])
+    sig = np.where(F < k, 1.0, -1.0)
+    Z = np.sign((AI[F % k] * sig[:, :, None]).sum(axis=1))  # each facet's own: a sign sum
+    own = poly.facet_values(Z, AI, F)
+    # independent of facet_values: the labelled values written out one by one
+    assert np.allclose(own, [[sig[r, j] * AI[F[r, j] % k] @ Z[r] for j in range(p)]
+                             for r in range(f)])
+    goal = float(own.min()) - 1e-9
+    Zs, G = poly.share_witnesses(AI, F, Z, goal, pool=25)
     assert G.shape == (f,) and 1 <= len(Zs) <= f and G.max() < len(Zs)
-    assert np.einsum("fpn,fn->fp", lab, Zs[G]).min() > goal
+    assert poly.facet_values(Zs, AI, F, G).min() > goal
     # every shared witness is one of the facets' own
     assert all(any(np.array_equal(z, w) for w in Z) for z in Zs)
 

@@ -22,7 +22,7 @@ from scipy.spatial import ConvexHull, QhullError
 
 from ._common import clock, target
 
-MAX_RANK = 9  # the hull of a few hundred points in R^10 has too many facets to list
+MAX_RANK = 8  # past it the hulls of MiniLM heads exceed MAX_FACETS (p = 9: 230,000 pairs, 23 s)
 MAX_FACETS = 100_000  # the kernel's limit on listed facets (certify/polytope.py)
 LIFT_NEAR = 1.25  # lift subspaces whose Bernstein value is within this factor of the goal
 JITTER = 1e-9
@@ -91,8 +91,7 @@ def lift(A: np.ndarray, W: np.ndarray, eps: float, deadline: float
         return None
     Y, F = hf
     k = len(I)
-    sig = np.where(F < k, 1.0, -1.0)
-    lab = A[I[F % k]] * sig[:, :, None]  # f x p x N signed rows
+    AI = np.ascontiguousarray(A[I])
     # the subspace's witness: facet normal n (Y[F] n = 1), z = W n scaled into the cube
     Yf = np.where(F[:, :, None] < k, Y[F % k], -Y[F % k])
     try:
@@ -102,7 +101,7 @@ def lift(A: np.ndarray, W: np.ndarray, eps: float, deadline: float
     Z = n @ W.T
     Z /= np.maximum(np.abs(Z).max(axis=1, keepdims=True), 1e-300)
     Z = np.clip(Z, -1.0, 1.0)
-    tau = np.einsum("fpn,fn->fp", lab, Z).min(axis=1)
+    tau = facet_values(Z, AI, F).min(axis=1)
     for r in np.argsort(tau):
         if tau[r] > goal:
             break
@@ -112,24 +111,38 @@ def lift(A: np.ndarray, W: np.ndarray, eps: float, deadline: float
         if got is None or not got[1] > goal:
             return None
         Z[r], tau[r] = got
-    Zs, G = share_witnesses(lab, Z, goal)
+    Zs, G = share_witnesses(AI, F, Z, goal)
     arrays = {"Y": np.ascontiguousarray(Y), "I": I, "F": F, "Z": Zs, "G": G}
-    tau = np.einsum("fpn,fn->fp", lab, Zs[G]).min(axis=1)
+    tau = facet_values(Zs, AI, F, G).min(axis=1)
     return arrays, float(target(eps) / tau.min())
 
 
-def share_witnesses(lab: np.ndarray, Z: np.ndarray, goal: float, *, pool: int = POOL,
-                    seed: int = SEED) -> tuple[np.ndarray, np.ndarray]:
+def facet_values(Z: np.ndarray, AI: np.ndarray, F: np.ndarray,
+                 G: np.ndarray | None = None) -> np.ndarray:
+    """Returns the f x p float64 values sigma_x (A z)_(I[x mod k]) of every facet's labels
+    under its witness (Z[G[r]], or Z[r] when G is None); AI = A[I] (k x N)."""
+    k = len(AI)
+    V = Z @ AI.T  # witnesses x points
+    rows = np.arange(len(F)) if G is None else G
+    return V[rows[:, None], F % k] * np.where(F < k, 1.0, -1.0)
+
+
+def share_witnesses(AI: np.ndarray, F: np.ndarray, Z: np.ndarray, goal: float, *,
+                    pool: int = POOL, seed: int = SEED) -> tuple[np.ndarray, np.ndarray]:
     """Returns (Zs, G): a few witnesses and every facet's index into them, each facet's
-    witness keeping all its labelled values above ``goal`` (``lab``: f x p x N signed label
-    rows, ``Z``: one witness per facet that does).  Greedy set cover over up to ``pool``
-    candidate witnesses (neighbouring facets' witnesses often serve each other: a store
-    keeps a few hundred witnesses instead of thousands); facets no candidate covers keep
-    their own."""
-    f = len(Z)
+    witness keeping all its labelled values above ``goal`` (``Z``: one witness per facet
+    that does; AI = A[I]).  Greedy set cover over up to ``pool`` candidate witnesses
+    (neighbouring facets' witnesses often serve each other: a store keeps a few hundred
+    witnesses instead of thousands); facets no candidate covers keep their own."""
+    f, k = len(Z), len(AI)
     rng = np.random.default_rng(seed)
     cand = np.arange(f) if f <= pool else np.sort(rng.choice(f, pool, replace=False))
-    ok = np.einsum("fpn,cn->cfp", lab, Z[cand]).min(axis=2) > goal  # candidate c serves f
+    Vc = Z[cand] @ AI.T  # candidates x points
+    sig = np.where(F < k, 1.0, -1.0)
+    ok = np.zeros((len(cand), f), dtype=bool)  # candidate c serves facet r
+    for c0 in range(0, f, 4096):  # blocks keep the candidates x facets x p values small
+        blk = slice(c0, c0 + 4096)
+        ok[:, blk] = (Vc[:, F[blk] % k] * sig[blk]).min(axis=2) > goal
     G = np.arange(f)
     open_ = np.ones(f, dtype=bool)
     chosen: list[int] = []
