@@ -1,13 +1,13 @@
 """polytope lower certificates: the kernel's check vs a plain float64 evaluation, same process.
 
-For softmax matrices of size n (128, 256) of rank-16 logits and ranks p (4, 6, 8), the certificate is the lift
-of the leading p right singular vectors (untrusted; the check's cost depends on the facet
-count, not on how good the witnesses are): Y = the hull vertices of +-A W, the facets of
-conv(+-Y) from qhull, one witness per facet (the subspace's own, W n / ||W n||_inf).  Prints
-the median wall time of the plain evaluation (facet normals by one batched float solve, the
-other points' |n . y| against 1, and min sigma (A z_F)_i: the same computation without any
-bound or exact step), of the kernel's float64 tier and of its exact tier (the sphere part is
-exact in both), the ratios to the plain time and the facet count.
+For softmax matrices of size n (128, 256) of rank-16 logits and ranks p (4, 6, 8), the
+certificate is the lift of the leading p right singular vectors (untrusted; the check's cost
+depends on the facet count, not on how good the witnesses are): Y = the hull vertices of +-A
+W, the facets of conv(+-Y) from qhull, one witness per facet (the subspace's own, W n / ||W
+n||_inf). Prints the median wall time of the plain evaluation (facet normals by one batched
+float solve, the other points' |n . y| against 1, and min sigma (A z_F)_i: the same
+computation without any bound or exact step), of the kernel's float64 tier and of its exact
+tier (the sphere part is exact in both), the ratios to the plain time and the facet count.
 Run: ``.venv/bin/python benchmarks/bench_polytope.py [--reps N] [--sizes ...]``.
 """
 

@@ -196,30 +196,16 @@ def check_polytope(A: np.ndarray, Y: np.ndarray, I: np.ndarray, F: np.ndarray, Z
     g = G[:, None].repeat(p, axis=1).ravel()  # witness row of every (facet, point) pair
     i = I[F % k].ravel()  # the row of A labelling the point
     sig = np.where(F < k, 1.0, -1.0).ravel()
-    value: Enclosure | None = None
-    run: list[str] = []
-    status = "undecided"
-    for tr, prec in tiers.plan(tier, ARB_PRECISIONS):
-        if not run or run[-1] != tr:
-            run.append(tr)
+
+    def enclose(tr: str, prec: int | None) -> Enclosure | None:
         if tr == "float64":
-            enc = _float_min(A, Z, g, i, sig)
-        elif tr == "arb":
-            enc = _arb_min(A, Z, g, i, sig, prec)  # type: ignore[arg-type]
-        else:
-            enc = _exact_min(A, Z, g, i, sig)
-        if enc is None:  # a non-finite intermediate: no information from this tier
-            continue
-        # every tier's interval contains the exact minimum, so the intersection does too
-        value = enc if value is None else Enclosure(max(enc.lo, value.lo),
-                                                    min(enc.hi, value.hi))
-        if value.lo > t:
-            status = "holds"
-            break
-        if value.hi <= t:
-            status = "fails"
-            break
-    return result(status, value, run, {})
+            return _float_min(A, Z, g, i, sig)
+        if tr == "arb":
+            return _arb_min(A, Z, g, i, sig, prec)  # type: ignore[arg-type]
+        return _exact_min(A, Z, g, i, sig)
+
+    out = tiers.decide_above(tiers.plan(tier, ARB_PRECISIONS), enclose, t)
+    return result(out.status, out.value, out.run, {})
 
 
 def _pairs(g: np.ndarray, i: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -131,35 +131,19 @@ def _decide(kind: str, claim: str, D: np.ndarray | None, M: np.ndarray, Z: np.nd
     """The tier escalation of both kinds: the rows compared are those of D M (of M when D
     is None), exactly."""
     S = sign_patterns(Z.shape[0].bit_length())
-    value: Enclosure | None = None
-    run: list[str] = []
-    status, prec_used = "undecided", None
-    for tr, prec in tiers.plan(tier, ARB_PRECISIONS):
-        if not run or run[-1] != tr:
-            run.append(tr)
-        prec_used = prec
+
+    def enclose(tr: str, prec: int | None) -> Enclosure | None:
         if tr == "float64":
-            enc = _float_min(D, M, Z, S)
-        elif tr == "arb":
-            enc = _arb_min(D, M, Z, S, prec)  # type: ignore[arg-type]
-        else:
-            enc = _exact_min(D, M, Z, S)
-        if enc is None:  # a non-finite intermediate: no information from this tier
-            continue
-        # every tier's interval contains the exact minimum, so the intersection does too
-        value = enc if value is None else Enclosure(max(enc.lo, value.lo),
-                                                    min(enc.hi, value.hi))
-        if value.lo > t:
-            status = "holds"
-            break
-        if value.hi <= t:
-            status = "fails"
-            break
-    return Check(status=status, kind=kind, rank=S.shape[1], eps=eps,  # type: ignore[arg-type]
-                 threshold=t, value=value, tier=run[-1] if run else "float64",
-                 claim=claim, chi=chi,
-                 precision=prec_used if run and run[-1] == "arb" else None,
-                 tiers_run=tuple(run), detail={"sense": ">"})
+            return _float_min(D, M, Z, S)
+        if tr == "arb":
+            return _arb_min(D, M, Z, S, prec)  # type: ignore[arg-type]
+        return _exact_min(D, M, Z, S)
+
+    out = tiers.decide_above(tiers.plan(tier, ARB_PRECISIONS), enclose, t)
+    return Check(status=out.status, kind=kind, rank=S.shape[1], eps=eps,  # type: ignore[arg-type]
+                 threshold=t, value=out.value, tier=out.run[-1] if out.run else "float64",
+                 claim=claim, chi=chi, precision=out.precision,
+                 tiers_run=tuple(out.run), detail={"sense": ">"})
 
 
 def _float_min(D: np.ndarray | None, M: np.ndarray, Z: np.ndarray,

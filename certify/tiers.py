@@ -69,3 +69,33 @@ def escalate(steps: list[tuple[str, int | None]],
             break
     out.precision = prec_used if out.run and out.run[-1] == "arb" else None
     return out
+
+
+def decide_above(steps: list[tuple[str, int | None]],
+                 enclose: Callable[[str, int | None], Enclosure | None],
+                 t: Fraction) -> Escalation:
+    """Runs ``steps`` until the intersected enclosure of a minimum lies wholly above ``t``
+    (``holds``) or at or below it (``fails``); ``enclose(tier, precision)`` returns an
+    interval containing the exact minimum, or None (no information).  The result's
+    ``value`` contains the exact minimum whenever each tier's enclosure does."""
+    out = Escalation()
+    for tr, prec in steps:
+        if not out.run or out.run[-1] != tr:
+            out.run.append(tr)
+        if tr == "arb":
+            out.precision = prec
+        enc = enclose(tr, prec)
+        if enc is None:  # a non-finite intermediate: no information from this tier
+            continue
+        # every tier's interval contains the exact minimum, so the intersection does too
+        out.value = enc if out.value is None else Enclosure(max(enc.lo, out.value.lo),
+                                                            min(enc.hi, out.value.hi))
+        if out.value.lo > t:
+            out.status = "holds"
+            break
+        if out.value.hi <= t:
+            out.status = "fails"
+            break
+    if not (out.run and out.run[-1] == "arb"):
+        out.precision = None
+    return out

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
+import zipfile
 from fractions import Fraction
 
 import numpy as np
@@ -91,3 +94,24 @@ def exact_orthant_min(rows: list[list[Fraction]], Z) -> Fraction:
             best = v if best is None else min(best, v)
     assert best is not None
     return best
+
+
+def resigned_bundle(path, out, edit_doc=None, edit_member=None) -> None:
+    """A consistently re-signed forgery: members edited and the manifest rewritten to match
+    (so the replayer's own certificate checks, not the sha256 list, must catch it)."""
+    with zipfile.ZipFile(path) as z:
+        man = json.loads(z.read("manifest.json"))
+        members = {n: z.read(n) for n in z.namelist() if n != "manifest.json"}
+    if edit_doc is not None:
+        doc = json.loads(members["bundle.json"])
+        edit_doc(doc)
+        members["bundle.json"] = json.dumps(doc).encode()
+    if edit_member is not None:
+        name, data = edit_member(members)
+        members[name] = data
+    man["files"] = {n: {"bytes": len(b), "sha256": hashlib.sha256(b).hexdigest()}
+                    for n, b in members.items()}
+    with zipfile.ZipFile(out, "w") as zout:
+        zout.writestr("manifest.json", json.dumps(man))
+        for n, b in members.items():
+            zout.writestr(n, b)

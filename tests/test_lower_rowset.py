@@ -8,7 +8,6 @@ sigma_i = -1 exactly when bit i - 1 of s is set), never the kernel's ``sign_patt
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import io
 import itertools
 import json
@@ -31,6 +30,7 @@ from softrank.witnesses import Store, open_store
 from .helpers import (
     exact_orthant_min,
     random_attention,
+    resigned_bundle,
     softmax_rows,
     tsvd_witness,
 )
@@ -554,27 +554,6 @@ def test_replayer_agrees_with_the_kernel(bundle):
     assert fast["results"] == s["results"]
 
 
-def _resigned(path, out, edit_doc=None, edit_member=None) -> None:
-    """A consistently re-signed forgery: members edited and the manifest rewritten to match
-    (so the replayer's own certificate checks, not the sha256 list, must catch it)."""
-    with zipfile.ZipFile(path) as z:
-        man = json.loads(z.read("manifest.json"))
-        members = {n: z.read(n) for n in z.namelist() if n != "manifest.json"}
-    if edit_doc is not None:
-        doc = json.loads(members["bundle.json"])
-        edit_doc(doc)
-        members["bundle.json"] = json.dumps(doc).encode()
-    if edit_member is not None:
-        name, data = edit_member(members)
-        members[name] = data
-    man["files"] = {n: {"bytes": len(b), "sha256": hashlib.sha256(b).hexdigest()}
-                    for n, b in members.items()}
-    with zipfile.ZipFile(out, "w") as zout:
-        zout.writestr("manifest.json", json.dumps(man))
-        for n, b in members.items():
-            zout.writestr(n, b)
-
-
 def _rowset_ref(path, name: str) -> dict:
     """The array reference of ``name`` (I or Z) of the end of bracket plain-3-in."""
     with zipfile.ZipFile(path) as z:
@@ -593,13 +572,13 @@ def test_replayer_rejects_a_tampered_z(bundle, tmp_path):
         return ref["file"], Z.tobytes()
 
     forged = tmp_path / "forged.zip"
-    _resigned(path, forged, edit_member=tamper)
+    resigned_bundle(path, forged, edit_member=tamper)
     with pytest.raises(rp.BundleError, match=r"Z: an entry lies outside \[-1, 1\]"):
         rp.replay(str(forged))
     assert rp.main([str(forged), "--quiet"]) == 2
     # one ulp above 1 is refused too
     forged2 = tmp_path / "forged2.zip"
-    _resigned(path, forged2, edit_member=lambda mem: (ref["file"], _ulp_member(mem, ref)))
+    resigned_bundle(path, forged2, edit_member=lambda mem: (ref["file"], _ulp_member(mem, ref)))
     with pytest.raises(rp.BundleError, match="outside"):
         rp.replay(str(forged2))
     # without re-signing, the sha256 list catches the same edit
@@ -636,7 +615,7 @@ def test_replayer_rejects_a_forged_rank_or_index_vector(bundle, tmp_path, edit, 
         edit(end)
 
     forged = tmp_path / "forged.zip"
-    _resigned(path, forged, edit_doc=edit_doc)
+    resigned_bundle(path, forged, edit_doc=edit_doc)
     with pytest.raises(rp.BundleError, match=match):
         rp.replay(str(forged))
 
@@ -651,6 +630,6 @@ def test_replayer_rejects_duplicate_rows(bundle, tmp_path):
         return ref["file"], I.tobytes()
 
     forged = tmp_path / "forged.zip"
-    _resigned(path, forged, edit_member=dup)
+    resigned_bundle(path, forged, edit_member=dup)
     with pytest.raises(rp.BundleError, match="distinct"):
         rp.replay(str(forged))

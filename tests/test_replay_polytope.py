@@ -9,7 +9,6 @@ kernel refuses them as InputError).  The last tests go through a store, a bundle
 
 from __future__ import annotations
 
-import hashlib
 import json
 import subprocess
 import sys
@@ -29,7 +28,7 @@ from softrank.export import write_bundle
 from softrank.runner import iter_checks
 from softrank.witnesses import Store
 
-from .helpers import random_attention, softmax_rows, tsvd_witness
+from .helpers import random_attention, resigned_bundle, softmax_rows, tsvd_witness
 
 ROOT = Path(__file__).resolve().parents[1]
 ONE_UP = float(np.nextafter(1.0, 2.0))
@@ -426,21 +425,6 @@ def test_cli_export_and_the_replayer_script(bundle, tmp_path, capsys):
     assert json.loads(run.stdout)["results"] == rp.replay(str(out))["results"]
 
 
-def _resigned(path: Path, out: Path, edit_member) -> None:
-    """A consistently re-signed forgery (members edited, manifest rewritten to match)."""
-    with zipfile.ZipFile(path) as z:
-        man = json.loads(z.read("manifest.json"))
-        members = {n: z.read(n) for n in z.namelist() if n != "manifest.json"}
-    name, data = edit_member(members)
-    members[name] = data
-    man["files"] = {n: {"bytes": len(b), "sha256": hashlib.sha256(b).hexdigest()}
-                    for n, b in members.items()}
-    with zipfile.ZipFile(out, "w") as zout:
-        zout.writestr("manifest.json", json.dumps(man))
-        for n, b in members.items():
-            zout.writestr(n, b)
-
-
 @pytest.mark.parametrize("name,dtype,value,match", [
     ("Z", "<f8", 1.5, r"Z: an entry lies outside \[-1, 1\]"),
     ("F", "<i8", 10**6, r"F: need facets of 2 distinct point indices"),
@@ -460,7 +444,7 @@ def test_a_forged_array_is_refused_with_exit_2(bundle, tmp_path, name, dtype, va
         return ref["file"], X.tobytes()
 
     forged = tmp_path / "forged.zip"
-    _resigned(path, forged, forge)
+    resigned_bundle(path, forged, edit_member=forge)
     with pytest.raises(rp.BundleError, match=match):
         rp.replay(str(forged))
     assert rp.main([str(forged), "--quiet"]) == 2
