@@ -10,6 +10,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
+from softrank.certify import check_lower
 from softrank.witnesses.models import softmax64
 from softrank.witnesses.producers import bernstein as bn
 from softrank.witnesses.producers import get_producer
@@ -77,6 +78,20 @@ def test_emits_exactly_the_agreed_arrays():
     assert c is not None
     p = c.rank
     mp = c.to_mapping()
+    if mp["kind"] == "polytope":  # the search missed rank p and its subspace's lift reached it
+        assert set(mp) == {"kind", "rank", "Y", "I", "F", "Z", "G"} and mp["rank"] == p
+        k, f = len(mp["I"]), len(mp["F"])
+        assert mp["Y"].shape == (k, p) and mp["Y"].dtype == np.float64
+        assert mp["I"].dtype == np.int64 and mp["I"].min() >= 0 and mp["I"].max() < 12
+        assert mp["F"].shape == (f, p) and mp["F"].dtype == np.int64 and mp["F"].max() < 2 * k
+        assert mp["Z"].shape[1] == 10 and np.abs(mp["Z"]).max() <= 1.0
+        assert mp["G"].shape == (f,) and mp["G"].max() < len(mp["Z"])
+        assert check_lower(A, mp, EPS, tier="exact").status == "holds"
+        # the search's own end, one rank lower, in the bernstein layout
+        found = bn.search(A, float(EPS), 20.0)
+        assert found is not None and found[0] == p - 1
+        kind, p, arrays, _, _ = bn.Bernstein()._parts(found)
+        mp = {"kind": kind, "rank": p, **arrays}
     assert set(mp) == {"kind", "rank", "W", "P", "J"}
     assert mp["kind"] == "bernstein" and mp["rank"] == p
     assert mp["W"].shape == (10, p) and mp["W"].dtype == np.float64
