@@ -18,24 +18,11 @@ import argparse
 import numpy as np
 from bench_lower import tier_table  # run as a script: its folder is on sys.path
 
-from softrank.witnesses.producers.polytope import hull_facets
+from softrank.witnesses.producers.polytope import subspace_certificate
 
 
 def certificate(A: np.ndarray, p: int) -> dict:
-    W = np.linalg.svd(A)[2][:p].T
-    G = A @ W
-    k0 = len(A)
-    from scipy.spatial import ConvexHull
-
-    verts = np.unique(ConvexHull(np.vstack([G, -G])).vertices % k0)
-    _, first = np.unique(G[verts], axis=0, return_index=True)
-    I = np.sort(verts[first])
-    Y, F = hull_facets(G[I])
-    k = len(I)
-    Yf = np.where(F[:, :, None] < k, Y[F % k], -Y[F % k])
-    n = np.linalg.solve(Yf, np.ones((len(F), p, 1)))[..., 0]
-    Z = n @ W.T
-    Z = np.clip(Z / np.abs(Z).max(axis=1, keepdims=True), -1.0, 1.0)
+    Y, I, F, Z = subspace_certificate(A, np.linalg.svd(A)[2][:p].T)
     return {"kind": "polytope", "rank": p, "Y": Y, "I": I, "F": F, "Z": Z,
             "G": np.arange(len(F))}
 

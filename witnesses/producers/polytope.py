@@ -67,32 +67,27 @@ def best_witness(A: np.ndarray, I: np.ndarray, facet: np.ndarray, k: int
     return z, float((rows @ z).min())
 
 
-def lift(A: np.ndarray, W: np.ndarray, eps: float, deadline: float
-         ) -> tuple[dict[str, np.ndarray], float] | None:
-    """Returns (arrays, value) of a polytope certificate at rank p = W.shape[1] whose float64
-    value eps / min_F tau_F is at most 1 - 1e-6 (the claim budget), or None (no such lift
-    found by ``deadline``, ``_common.clock()`` seconds)."""
-    m, N = A.shape
+def subspace_certificate(A: np.ndarray, W: np.ndarray
+                         ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+    """Returns (Y, I, F, Z): the labelled hull vertices of +-A W (distinct rows only, jittered),
+    one facet of each mirror pair of conv(+-Y), and on every facet the subspace's own witness
+    z = W n / ||W n||_inf (n the facet's normal, Y[F] n = 1); None when qhull refuses the
+    points, the facets exceed MAX_FACETS, or a facet's normal cannot be solved."""
+    m = A.shape[0]
     p = W.shape[1]
-    if not 1 <= p <= MAX_RANK:
-        return None
-    goal = target(eps) / (1.0 - 1e-6)  # every facet's tau must exceed this
     G0 = A @ W
-    pts = np.vstack([G0, -G0])
     try:
-        verts = np.unique(ConvexHull(pts).vertices % m)
+        verts = np.unique(ConvexHull(np.vstack([G0, -G0])).vertices % m)
     except (QhullError, ValueError):
         return None
     # distinct rows only: a repeated point would sit on its twin's facets
     _, first = np.unique(G0[verts], axis=0, return_index=True)
     I = np.sort(verts[first]).astype(np.int64)
     hf = hull_facets(G0[I])
-    if hf is None or clock() > deadline:
+    if hf is None:
         return None
     Y, F = hf
     k = len(I)
-    AI = np.ascontiguousarray(A[I])
-    # the subspace's witness: facet normal n (Y[F] n = 1), z = W n scaled into the cube
     Yf = np.where(F[:, :, None] < k, Y[F % k], -Y[F % k])
     try:
         n = np.linalg.solve(Yf, np.ones((len(F), p, 1)))[..., 0]
@@ -100,7 +95,23 @@ def lift(A: np.ndarray, W: np.ndarray, eps: float, deadline: float
         return None
     Z = n @ W.T
     Z /= np.maximum(np.abs(Z).max(axis=1, keepdims=True), 1e-300)
-    Z = np.clip(Z, -1.0, 1.0)
+    return Y, I, F, np.clip(Z, -1.0, 1.0)
+
+
+def lift(A: np.ndarray, W: np.ndarray, eps: float, deadline: float
+         ) -> tuple[dict[str, np.ndarray], float] | None:
+    """Returns (arrays, value) of a polytope certificate at rank p = W.shape[1] whose float64
+    value eps / min_F tau_F is at most 1 - 1e-6 (the claim budget), or None (no such lift
+    found by ``deadline``, ``_common.clock()`` seconds)."""
+    if not 1 <= W.shape[1] <= MAX_RANK:
+        return None
+    goal = target(eps) / (1.0 - 1e-6)  # every facet's tau must exceed this
+    got0 = subspace_certificate(A, W)
+    if got0 is None or clock() > deadline:
+        return None
+    Y, I, F, Z = got0
+    k = len(I)
+    AI = np.ascontiguousarray(A[I])
     tau = facet_values(Z, AI, F).min(axis=1)
     for r in np.argsort(tau):
         if tau[r] > goal:
