@@ -1,5 +1,5 @@
 """Generic capture on tiny random-weight models (BERT, GPT-2, Llama/Qwen2 with grouped KV heads,
-T5, ViT) built offline, the real MiniLM, refusals, and produce -> check -> audit end to end."""
+T5, ViT, BLIP-2 Q-Former) built offline, the real MiniLM, refusals, and produce -> check -> audit end to end."""
 
 from __future__ import annotations
 
@@ -20,7 +20,8 @@ from softrank.witnesses.models import Capture, CaptureRefused, causal_block, sof
 from tests.tinymodels import TEXT, build  # noqa: E402
 
 TOKENS, DEC_TOKENS = 16, 8
-KINDS = ("bert", "gpt2", "llama", "qwen2", "t5", "vit")
+KINDS = ("bert", "gpt2", "llama", "qwen2", "t5", "vit", "blip2")
+IMAGE_KINDS = {"vit", "blip2"}
 CAUSAL = {"gpt2", "llama", "qwen2"}
 
 
@@ -35,19 +36,25 @@ def _image(seed: int = 0) -> np.ndarray:
 
 
 def _capture(cap: Capture, kind: str):
-    if kind == "vit":
+    if kind in IMAGE_KINDS:
         return list(cap.capture_image(_image()))
     return list(cap.capture(TEXT, tokens=TOKENS, decoder_tokens=DEC_TOKENS))
 
 
 def _reference_probs(cap: Capture, kind: str) -> dict[tuple[str, int], np.ndarray]:
     """The model's own output_attentions, from a separate plain forward pass."""
-    if kind == "vit":
+    if kind in IMAGE_KINDS:
         inputs = cap.image_inputs(_image())
     else:
         inputs = cap.text_inputs(TEXT, tokens=TOKENS, decoder_tokens=DEC_TOKENS)
     with torch.no_grad():
-        out = cap.model(**inputs, output_attentions=True, return_dict=True)
+        if kind == "blip2":  # the Q-Former run by hand, as Blip2Model.forward runs it
+            m = cap.model
+            img = m.vision_model(pixel_values=inputs["pixel_values"]).last_hidden_state
+            out = m.qformer(query_embeds=m.query_tokens, encoder_hidden_states=img,
+                            output_attentions=True, return_dict=True)
+        else:
+            out = cap.model(**inputs, output_attentions=True, return_dict=True)
     ref = {}
     for k, attr in cap.stacks:
         for li, P in enumerate(getattr(out, attr)):
@@ -61,7 +68,7 @@ def test_capture_matches_model_probabilities(models, kind):
     heads = _capture(cap, kind)
     ref = _reference_probs(cap, kind)
     stacks = {h.kind for h in heads}
-    assert stacks == ({"enc", "dec", "cross"} if kind == "t5" else {""})
+    assert stacks == {"t5": {"enc", "dec", "cross"}, "blip2": {"cross"}}.get(kind, {""})
     assert len(heads) == len(ref) * 4
     for h in heads:
         P = ref[(h.kind, h.layer)][h.head].astype(np.float64)
@@ -70,6 +77,8 @@ def test_capture_matches_model_probabilities(models, kind):
         m, n = h.logits.shape
         upper = np.triu(np.ones((m, n), dtype=bool), 1)
         causal = kind in CAUSAL or h.kind == "dec"
+        if kind == "blip2":  # 8 learned queries on 16 patches + CLS, cross every 2nd block
+            assert (m, n) == (8, 17) and h.meta["qformer_layer"] == 2 * h.layer
         # causal rows: exactly the later keys at -inf; other heads: no masked key
         assert np.array_equal(np.isneginf(h.logits), upper if causal else np.zeros_like(upper))
         assert h.causal == causal
@@ -163,14 +172,15 @@ E2E = {
     "llama": ["--texts", "--block-widths", "8"],
     "t5": ["--texts", "--decoder-tokens", str(DEC_TOKENS), "--block-widths", "4"],
     "vit": ["--images"],
+    "blip2": ["--images"],
     "bert": ["--texts"],
 }
 
 
 @pytest.mark.parametrize("kind", sorted(E2E))
 def test_produce_check_audit_end_to_end(models, kind, tmp_path, capsys):
-    src = tmp_path / ("images.npz" if kind == "vit" else "texts.txt")
-    if kind == "vit":
+    src = tmp_path / ("images.npz" if kind in IMAGE_KINDS else "texts.txt")
+    if kind in IMAGE_KINDS:
         np.savez(src, a=_image(1), b=np.moveaxis(_image(2), 0, -1).copy())
     else:
         src.write_text(TEXT + "\n")
@@ -179,7 +189,7 @@ def test_produce_check_audit_end_to_end(models, kind, tmp_path, capsys):
     args = ["produce", str(store), "--model", str(models[kind]), flag, str(src),
             "--layers", "1", "--heads", "2", "--eps", "0.25", "--producers", "alt_l1",
             "keyset", "nonzero", "--quiet", *extra]
-    if kind == "vit":
+    if kind in IMAGE_KINDS:
         args += ["--text-index", "0"]
     else:
         args += ["--tokens", str(TOKENS)]
@@ -201,6 +211,9 @@ def test_produce_check_audit_end_to_end(models, kind, tmp_path, capsys):
         assert cross[0].id.endswith(f".T{DEC_TOKENS}x{TOKENS}")
     if kind == "vit":
         assert [op.shape for op in reader.operators] == [(17, 17)]
+    if kind == "blip2":  # query-to-image cross-attention of the second cross layer
+        assert [op.shape for op in reader.operators] == [(8, 17)]
+        assert all(op.family.endswith("-cross") for op in reader.operators)
     arrs = reader.operators[0].load()
     assert {"A", "Q", "K"} <= set(arrs) or kind == "t5"
     capsys.readouterr()

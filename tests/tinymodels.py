@@ -44,7 +44,7 @@ def vocab_size() -> int:
 
 
 def build(kind: str, root: Path) -> Path:
-    """Builds the tiny model ``kind`` (bert, gpt2, llama, qwen2, t5, vit) under ``root``."""
+    """Builds the tiny model ``kind`` (bert, gpt2, llama, qwen2, t5, vit, blip2) under ``root``."""
     import torch
     import transformers as tf
 
@@ -79,6 +79,25 @@ def build(kind: str, root: Path) -> Path:
                            num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
                            **common)
         model = tf.ViTModel(cfg)
+        return _save(model, folder)
+    elif kind == "blip2":
+        # BLIP-2 in miniature: 8 learned queries on 17 image tokens (16 patches + CLS), a
+        # Q-Former with cross-attention every second layer, a one-layer OPT it never runs
+        vision = tf.Blip2VisionConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                      num_attention_heads=4, image_size=16, patch_size=4,
+                                      initializer_range=0.3)
+        qformer = tf.Blip2QFormerConfig(hidden_size=32, num_hidden_layers=4,
+                                        num_attention_heads=4, intermediate_size=64,
+                                        encoder_hidden_size=32, cross_attention_frequency=2,
+                                        vocab_size=V, initializer_range=0.3)
+        text = tf.OPTConfig(vocab_size=V, hidden_size=32, num_hidden_layers=1, ffn_dim=64,
+                            num_attention_heads=4, word_embed_proj_dim=32,
+                            max_position_embeddings=64)
+        cfg = tf.Blip2Config(vision_config=vision.to_dict(), qformer_config=qformer.to_dict(),
+                             text_config=text.to_dict(), num_query_tokens=8,
+                             initializer_range=0.3)
+        model = tf.Blip2Model(cfg)
+        tf.BlipImageProcessor(size={"height": 16, "width": 16}).save_pretrained(str(folder))
         return _save(model, folder)
     else:
         raise ValueError(kind)

@@ -8,8 +8,8 @@ downloaded: ``HF_HUB_OFFLINE=1`` is set and models load from local folders only.
 The scores are found generically (``witnesses.capture``): every softmax of a traced
 ``Q K^T`` chain inside the forward pass, matched to the probabilities the model returns with
 ``output_attentions=True``.  Encoders, causal decoders (rotary embeddings, grouped key/value
-heads), encoder-decoders (encoder self, decoder self, cross attention) and vision transformers
-work alike.  For each chosen head the capture records the logits recomputed in float64 from the
+heads), encoder-decoders (encoder self, decoder self, cross attention), vision transformers
+and BLIP-2's Q-Former (query-to-image cross-attention) work alike.  For each chosen head the capture records the logits recomputed in float64 from the
 model's float32 queries and keys (masked keys -inf, the scale inside), the float64 row softmax
 of them (the operator handed to producers; the operator of record is the exact softmax of the
 stored logits), the model's own float32 probabilities and, when the logits are a scaled
@@ -37,6 +37,7 @@ CAPTURE_TOLERANCE = 1e-5  # max |softmax64(stored logits) - model probabilities|
 STACKS_SINGLE = (("", "attentions"),)
 STACKS_ENC_DEC = (("enc", "encoder_attentions"), ("dec", "decoder_attentions"),
                   ("cross", "cross_attentions"))
+STACKS_QFORMER = (("cross", "cross_attentions"),)
 
 
 @dataclass
@@ -221,6 +222,12 @@ class Capture:
         self.encoder_decoder = bool(getattr(cfg, "is_encoder_decoder", False))
         self.vision = getattr(self.model, "main_input_name", "input_ids") == "pixel_values"
         self.stacks = STACKS_ENC_DEC if self.encoder_decoder else STACKS_SINGLE
+        # BLIP-2: the operators of record are the Q-Former's learned queries attending to the
+        # image tokens; the language model needs text and plays no part in them.
+        self.qformer = getattr(cfg, "model_type", "") == "blip-2"
+        if self.qformer:
+            self.stacks = STACKS_QFORMER
+            self.cross_every = int(getattr(cfg.qformer_config, "cross_attention_frequency", 1))
         self.tokenizer = None
         self.image_processor = None
         try:
@@ -236,6 +243,10 @@ class Capture:
                              f"(save it beside the model): {err}", field="model") from None
         self.n_layers = int(getattr(cfg, "num_hidden_layers", 0) or getattr(cfg, "num_layers", 0))
         self.n_heads = int(getattr(cfg, "num_attention_heads", 0) or getattr(cfg, "num_heads", 0))
+        if self.qformer:
+            qc = cfg.qformer_config
+            self.n_layers = -(-int(qc.num_hidden_layers) // self.cross_every)
+            self.n_heads = int(qc.num_attention_heads)
 
     # ------------------------------------------------------------------ inputs
 
@@ -308,7 +319,8 @@ class Capture:
         tracer = make_tracer()
         try:
             with torch.no_grad(), tracer:
-                out = self.model(**inputs, output_attentions=True, return_dict=True)
+                out = (self._qformer_forward(inputs) if self.qformer else
+                       self.model(**inputs, output_attentions=True, return_dict=True))
         except Exception as err:  # foreign model code: a failure is an input error, no verdict
             raise CaptureRefused(f"the forward pass with output_attentions=True failed: "
                                  f"{type(err).__name__}: {err}", field="model") from None
@@ -340,6 +352,18 @@ class Capture:
                 matched.append((call, P))
             stacks.append((kind, matched))
         return stacks
+
+    def _qformer_forward(self, inputs: dict[str, Any]) -> Any:
+        """Runs BLIP-2's vision encoder and Q-Former as ``Blip2Model.forward`` does (learned
+        query tokens, image tokens as keys, every image token visible); returns the Q-Former's
+        output with its attention probabilities."""
+        m = self.model
+        image = m.vision_model(pixel_values=inputs["pixel_values"], return_dict=True)
+        embeds = image.last_hidden_state
+        mask = self.torch.ones(embeds.shape[:-1], dtype=self.torch.long)
+        queries = m.query_tokens.expand(embeds.shape[0], -1, -1)
+        return m.qformer(query_embeds=queries, encoder_hidden_states=embeds,
+                         encoder_attention_mask=mask, output_attentions=True, return_dict=True)
 
     def capture_inputs(self, inputs: dict[str, Any], *, layers: Sequence[int] | None = None,
                        heads: Sequence[int] | None = None, index: int = 0, source: str = "t",
@@ -389,6 +413,9 @@ class Capture:
                 "masked_keys": int(hs.masked.sum()), "causal": bool(causal), "qk": hs.qk_note}
         if kind:
             meta["attention"] = kind
+        if self.qformer:
+            # layer counts the Q-Former's cross-attention layers; this is its block index
+            meta["qformer_layer"] = li * self.cross_every
         if m != n:
             meta["queries"] = m
         return Head(text_index=index, layer=li, head=hi, logits=hs.logits, A=A,
