@@ -1,5 +1,6 @@
 """Generic capture on tiny random-weight models (BERT, GPT-2, Llama/Qwen2 with grouped KV heads,
-T5, ViT, BLIP-2 Q-Former) built offline, the real MiniLM, refusals, and produce -> check -> audit end to end."""
+T5, ViT, BLIP-2 Q-Former) built offline, the real MiniLM, refusals, and produce -> check ->
+audit end to end."""
 
 from __future__ import annotations
 
