@@ -1,0 +1,93 @@
+"""Brackets of one operator tightened across tolerances (r_eps is non-increasing in eps).
+
+For eps1 <= eps2 every B within eps1 of A is within eps2 of A, so the minimum rank over the
+larger ball is at most the one over the smaller: r_eps2(A) <= r_eps1(A).  Hence a lower end
+proved at eps' proves the same rank at every eps <= eps', and an upper end proved at eps'
+proves the same rank at every eps >= eps'.  See proofs_notes/tighten.md.
+
+This module only combines ends that the other checks have already proved; it proves nothing
+new about A and reads no arrays.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Literal
+
+from .errors import InputError
+from .rationals import parse_eps
+
+Side = Literal["lower", "upper"]
+
+
+@dataclass(frozen=True)
+class ProvedEnd:
+    """One proved end about one operator of record: ``r_eps(A) >= rank`` (lower) or
+    ``r_eps(A) <= rank`` (upper), proved at tolerance ``eps`` by the record ``source``."""
+
+    eps: Fraction
+    side: Side
+    rank: int
+    source: str
+
+
+@dataclass(frozen=True)
+class TightBracket:
+    """The bracket implied at ``eps`` by every proved end of the same operator.
+
+    ``lower`` is the largest rank proved below at some eps' >= eps (``lower_from`` is that
+    end), ``upper`` the smallest rank proved above at some eps' <= eps (``upper_from``).  An
+    end is ``None`` when no proved end applies (no claim about r_eps at eps follows).
+    """
+
+    eps: Fraction
+    lower: int | None
+    upper: int | None
+    lower_from: ProvedEnd | None
+    upper_from: ProvedEnd | None
+
+    @property
+    def closed(self) -> bool:
+        """True when the implied ends meet: r_eps(A) is then known exactly."""
+        return self.lower is not None and self.upper is not None and self.lower == self.upper
+
+    @property
+    def consistent(self) -> bool:
+        """False only when the implied lower end exceeds the implied upper end, which proved
+        ends about one operator of record cannot do (a kernel or bookkeeping error)."""
+        return self.lower is None or self.upper is None or self.lower <= self.upper
+
+
+def tighten(ends: Iterable[ProvedEnd], at: Iterable[Fraction | str] | None = None
+            ) -> dict[Fraction, TightBracket]:
+    """Returns, for each tolerance in ``at`` (default: every eps of ``ends``), the bracket
+    implied by all of ``ends``.
+
+    Contract: every ``ProvedEnd`` must be a proved statement about the same operator of
+    record; the result's ends are then theorems about it.  Ties prefer the end proved at the
+    tolerance itself, then the nearest tolerance, then the first given (so a per-eps end is
+    cited when it is already the best).  Raises InputError on a side other than "lower" /
+    "upper", a negative rank or an eps <= 0.
+    """
+    items = list(ends)
+    for e in items:
+        if e.side not in ("lower", "upper"):
+            raise InputError(f"side must be 'lower' or 'upper', not {e.side!r}",
+                             field="side")
+        if not isinstance(e.rank, int) or isinstance(e.rank, bool) or e.rank < 0:
+            raise InputError(f"rank must be a non-negative integer, not {e.rank!r}",
+                             field="rank")
+        parse_eps(e.eps)
+    points = sorted({parse_eps(x) for x in at} if at is not None else {e.eps for e in items})
+    out: dict[Fraction, TightBracket] = {}
+    for eps in points:
+        lows = [e for e in items if e.side == "lower" and e.eps >= eps]
+        ups = [e for e in items if e.side == "upper" and e.eps <= eps]
+        low = max(lows, key=lambda e: (e.rank, -(e.eps - eps)), default=None)
+        up = min(ups, key=lambda e: (e.rank, eps - e.eps), default=None)
+        out[eps] = TightBracket(eps=eps, lower=None if low is None else low.rank,
+                                upper=None if up is None else up.rank,
+                                lower_from=low, upper_from=up)
+    return out
