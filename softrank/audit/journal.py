@@ -9,13 +9,16 @@ line, and that bracket is checked again.  A journal whose header names another s
 or package version) is refused, never merged: its records are not about this input.
 
 Trust: an output folder may come from anyone (a shipped store with a pre-filled report
-folder, an edited journal).  Every line therefore carries ``"hmac"``, an HMAC-SHA256 under a
-key created on first use in this user's cache folder (``$XDG_CACHE_HOME`` or ``~/.cache``,
-``softrank-certify/journal.key``, mode 0600; never in the output folder); record lines are
-bound to their header.  A journal with any line whose HMAC does not verify (or without a key)
-is *untrusted*: its records are discarded and every bracket is checked again.  The caller
-also rechecks a seeded random sample of trusted records (:meth:`Journal.sample`) and rejects
-the whole journal on any mismatch.
+folder, an edited journal, a ``journal.jsonl`` that is a link to another file).  The journal
+is opened with ``O_NOFOLLOW`` and must be a regular file with no other hard link (else
+InputError, field ``--out``; the link's target is never opened).  Every line carries
+``"hmac"``, an HMAC-SHA256 under a key created on first use in this user's cache folder
+(``$XDG_CACHE_HOME`` or ``~/.cache``, ``softrank-certify/journal.key``: 32 bytes, mode 0600,
+in a folder of mode 0700 that nobody else can write; never in the output folder; see
+:func:`load_key`); record lines are bound to their header.  A journal with any line whose
+HMAC does not verify (or without a key) is *untrusted*: its records are discarded and every
+bracket is checked again.  The caller also rechecks a seeded random sample of trusted records
+(:meth:`Journal.sample`) and rejects the whole journal on any mismatch.
 """
 
 from __future__ import annotations
