@@ -313,3 +313,13 @@ def test_key_that_is_a_folder_is_refused():
     key_path().mkdir(parents=True)
     state = load_key()
     assert state.secret is None and "not a regular file" in state.note
+
+
+def test_grid_plot_replaces_a_link_at_its_name(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    victim = _victim(tmp_path, VICTIM_LINES)
+    png = tmp_path / "plot.png"
+    png.symlink_to(victim)
+    assert main(["grid", "--r", "1", "--eps", "1/4", "--L", "2", "3", "--plot", str(png)]) == 0
+    assert victim.read_bytes() == VICTIM_LINES
+    assert not png.is_symlink() and png.read_bytes().startswith(b"\x89PNG")
