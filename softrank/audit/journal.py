@@ -367,7 +367,7 @@ def _untrusted(data: bytes, secret: bytes | None) -> str | None:
     """Returns why the complete lines ``data`` of a journal are not trusted, or None when
     every line carries a valid HMAC under ``secret``."""
     if secret is None:
-        return "no journal key in this user's cache folder"
+        return "no usable journal key in this user's cache folder"
     lines = [ln for ln in data.split(b"\n") if ln]
     if not lines:
         return "empty"
