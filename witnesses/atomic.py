@@ -1,57 +1,213 @@
-"""Atomic file writes: write a temporary file in the same folder, fsync, rename over."""
+"""Atomic file writes that never follow a symbolic link below the folder the user named.
+
+An output folder (a store being appended to, an audit's report folder) may come from someone
+else: any name inside it can be a symbolic link planted to make a writer overwrite another
+file the user can write.  So below ``root`` (the folder the user named, which is taken as
+given) every subfolder is opened with ``O_NOFOLLOW | O_DIRECTORY`` relative to its parent's
+descriptor (a symlinked subfolder is refused), and every file is written to a fresh temporary
+name created with ``O_CREAT | O_EXCL | O_NOFOLLOW``, fsynced, then renamed over the target.
+A rename replaces a symlink at the target name itself; it never writes through it.
+"""
 
 from __future__ import annotations
 
+import errno
+import hashlib
 import os
-import tempfile
-from collections.abc import Callable
-from pathlib import Path
+import secrets
+import stat
+from collections.abc import Callable, Sequence
+from pathlib import Path, PurePath
 from typing import IO
 
+from softrank.certify.errors import InputError
 
-def write_atomic(path: str | os.PathLike, writer: Callable[[IO[bytes]], None]) -> None:
-    """Creates or replaces ``path`` so that readers see the old file or the new one, never a part.
+DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0)
+NOFOLLOW = os.O_NOFOLLOW
+LINK_REFUSED = ("is a symbolic link; refusing to write through it (an output folder may come "
+                "from someone else): remove the link, or use a new folder")
+CREATE_FLAGS = (os.O_RDWR | os.O_CREAT | os.O_EXCL | NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
 
-    ``writer`` receives a binary file object positioned at the start of the temporary file.
+
+def open_root(root: str | os.PathLike, *, field: str | None = None, create: bool = True) -> int:
+    """Returns a descriptor of the folder ``root`` (created with its parents when missing).
+
+    ``root`` is the folder the user named, so a symbolic link there is followed.  Raises
+    InputError (``field``, source ``root``) when it exists and is not a folder.
     """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; keep what open() would give
-        with os.fdopen(fd, "wb") as fh:
-            writer(fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
+    root = Path(root)
+    if create:
         try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-    _fsync_dir(path.parent)
-
-
-def write_text_atomic(path: str | os.PathLike, text: str) -> None:
-    """Atomically writes ``text`` (UTF-8) to ``path``."""
-    write_atomic(path, lambda fh: fh.write(text.encode("utf-8")))
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-def _fsync_dir(folder: Path) -> None:
+            os.makedirs(root, exist_ok=True)
+        except FileExistsError:
+            raise InputError("exists and is not a folder", field=field,
+                             source=str(root)) from None
+        except NotADirectoryError:
+            raise InputError("a part of this path is not a folder", field=field,
+                             source=str(root)) from None
     try:
-        fd = os.open(folder, os.O_RDONLY)
+        return os.open(root, DIR_FLAGS)
+    except NotADirectoryError:
+        raise InputError("exists and is not a folder", field=field, source=str(root)) from None
+
+
+def open_subdir(dir_fd: int, name: str, shown: str | os.PathLike, *, field: str | None = None,
+                create: bool = True) -> int | None:
+    """Returns a descriptor of the real folder ``name`` inside ``dir_fd`` (created when
+    missing and ``create``; None when missing and not ``create``).
+
+    Raises InputError (``field``, source ``shown``) when ``name`` is a symbolic link or not a
+    folder: nothing is ever written through a link.
+    """
+    _check_name(name)
+    if create:
+        try:
+            os.mkdir(name, 0o777, dir_fd=dir_fd)
+        except FileExistsError:
+            pass
+    try:
+        fd = os.open(name, DIR_FLAGS | NOFOLLOW, dir_fd=dir_fd)
+    except FileNotFoundError:
+        if create:
+            raise
+        return None
+    except OSError as err:
+        if err.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK):
+            raise InputError(_not_real("folder", dir_fd, name), field=field,
+                             source=str(shown)) from None
+        raise
+    if not stat.S_ISDIR(os.fstat(fd).st_mode):  # pragma: no cover - O_DIRECTORY saw to it
+        os.close(fd)
+        raise InputError("is not a folder", field=field, source=str(shown))
+    return fd
+
+
+def _not_real(what: str, dir_fd: int, name: str) -> str:
+    try:
+        st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
     except OSError:
-        return
+        return f"is not a real {what}"
+    if stat.S_ISLNK(st.st_mode):
+        return LINK_REFUSED
+    return f"is not a {what}"
+
+
+def open_dirs(root: str | os.PathLike, parts: Sequence[str], *, field: str | None = None,
+              create: bool = True) -> int | None:
+    """Returns a descriptor of ``root/parts[0]/parts[1]/...``: ``root`` opened as given (see
+    :func:`open_root`), every part below it a real folder (see :func:`open_subdir`).
+    Returns None when a part is missing and not ``create``."""
+    fd = open_root(root, field=field, create=create) if create or os.path.isdir(root) else None
+    if fd is None:
+        return None
+    shown = PurePath(root)
+    for part in parts:
+        shown = shown / part
+        try:
+            sub = open_subdir(fd, part, shown, field=field, create=create)
+        finally:
+            os.close(fd)
+        if sub is None:
+            return None
+        fd = sub
+    return fd
+
+
+def split_under(path: str | os.PathLike, root: str | os.PathLike | None
+                ) -> tuple[Path, list[str], str]:
+    """Returns (root, folders between root and the file, file name) for ``path`` inside
+    ``root`` (lexically; ``root`` None means the file's own folder)."""
+    path = Path(path)
+    if root is None:
+        return path.parent, [], path.name
+    root = Path(root)
+    rel = path.relative_to(root)  # ValueError: a caller's bug, not input
+    parts = list(rel.parts)
+    if not parts:
+        raise ValueError(f"{path} names the folder {root} itself, not a file in it")
+    for p in parts:
+        _check_name(p)
+    return root, parts[:-1], parts[-1]
+
+
+def write_atomic(path: str | os.PathLike, writer: Callable[[IO[bytes]], None], *,
+                 root: str | os.PathLike | None = None, mode: int | None = None,
+                 field: str | None = None) -> str:
+    """Creates or replaces ``path`` so that readers see the old file or the new one, never a
+    part; returns the sha256 (hex) of the bytes written.
+
+    ``root`` is the folder the user named (default: ``path``'s own folder): it is followed as
+    given and created when missing, while every folder between it and ``path`` must be a real
+    folder (created when missing; a symbolic link there raises InputError naming ``field``).
+    The file is written to a fresh temporary name (``O_EXCL | O_NOFOLLOW``) and renamed over
+    ``path``, so a symbolic link at ``path`` is replaced, never written through.  ``writer``
+    receives a binary file object positioned at the start of the temporary file.  ``mode``
+    sets the file's permissions exactly (default: 0666 less the umask, as ``open()`` gives).
+    """
+    base, folders, name = split_under(path, root)
+    dir_fd = open_dirs(base, folders, field=field)
+    assert dir_fd is not None
+    try:
+        tmp, fd = _create_temp(dir_fd, name, 0o666)
+        try:
+            if mode is not None:
+                os.fchmod(fd, mode)
+            with os.fdopen(fd, "w+b") as fh:
+                writer(fh)
+                fh.flush()
+                os.fsync(fh.fileno())
+                digest = _sha256_of(fh)
+            try:
+                os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+            except IsADirectoryError:
+                raise InputError("is a folder; cannot replace it by a file", field=field,
+                                 source=str(path)) from None
+        except BaseException:
+            try:
+                os.unlink(tmp, dir_fd=dir_fd)
+            except FileNotFoundError:
+                pass
+            raise
+        _fsync_fd(dir_fd)
+    finally:
+        os.close(dir_fd)
+    return digest
+
+
+def write_text_atomic(path: str | os.PathLike, text: str, *,
+                      root: str | os.PathLike | None = None, field: str | None = None) -> str:
+    """Atomically writes ``text`` (UTF-8) to ``path`` (see :func:`write_atomic`)."""
+    return write_atomic(path, lambda fh: fh.write(text.encode("utf-8")), root=root,
+                        field=field)
+
+
+def _create_temp(dir_fd: int, name: str, perm: int) -> tuple[str, int]:
+    """Returns (name, descriptor) of a new file ``.<name>.<random>.tmp`` in ``dir_fd``,
+    created exclusively: an existing name (a planted link included) is never opened."""
+    for _ in range(100):
+        tmp = f".{name}.{secrets.token_hex(6)}.tmp"
+        try:
+            return tmp, os.open(tmp, CREATE_FLAGS, perm, dir_fd=dir_fd)
+        except FileExistsError:
+            continue
+    raise FileExistsError(errno.EEXIST, "no free temporary name", name)  # pragma: no cover
+
+
+def _sha256_of(fh: IO[bytes]) -> str:
+    h = hashlib.sha256()
+    fh.seek(0)
+    for chunk in iter(lambda: fh.read(1 << 20), b""):
+        h.update(chunk)
+    return h.hexdigest()
+
+
+def _check_name(name: str) -> None:
+    if not name or name in (".", "..") or "/" in name or "\0" in name:
+        raise ValueError(f"not a single file or folder name: {name!r}")
+
+
+def _fsync_fd(fd: int) -> None:
     try:
         os.fsync(fd)
     except OSError:
         pass
-    finally:
-        os.close(fd)

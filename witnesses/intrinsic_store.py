@@ -36,7 +36,6 @@ from .store import (
     _require,
     load_npz,
     safe_member_path,
-    sha256_file,
 )
 
 INTRINSIC_FILE = "intrinsic.jsonl"
@@ -301,9 +300,9 @@ class IntrinsicWriter:
         def writer(fh: Any) -> None:
             np.savez_compressed(fh, **arrs)
 
-        write_atomic(self.root / rel, writer)
+        sha = write_atomic(self.root / rel, writer, root=self.root, field="store")
         rec: dict[str, Any] = {"id": rid, "operator": operator, "kind": kind, "file": rel,
-                               "sha256": sha256_file(self.root / rel), "arrays": list(arrs)}
+                               "sha256": sha, "arrays": list(arrs)}
         if rank is not None:
             rec["rank"] = rank
         if eps_q:
@@ -319,7 +318,7 @@ class IntrinsicWriter:
     def flush(self) -> None:
         write_text_atomic(self.root / INTRINSIC_FILE,
                           "".join(jsonexact.dumps(r, sort_keys=True) + "\n"
-                                  for r in self._records))
+                                  for r in self._records), root=self.root, field="store")
 
     def close(self) -> None:
         self.flush()

@@ -518,7 +518,8 @@ class Store:
         (root / "arrays").mkdir(parents=True, exist_ok=True)
         head = {"format": FORMAT_NAME, "version": FORMAT_VERSION, "description": description,
                 **header}
-        write_text_atomic(root / "store.json", jsonexact.dumps(head, indent=2) + "\n")
+        write_text_atomic(root / "store.json", jsonexact.dumps(head, indent=2) + "\n",
+                          root=root, field="store")
         store = cls(root, head, [], [])
         store.flush()
         return store
@@ -556,8 +557,10 @@ class Store:
         def writer(fh: Any) -> None:
             np.savez_compressed(fh, **arrays)
 
-        write_atomic(self.root / rel, writer)
-        return rel, sha256_file(self.root / rel)
+        # written below the store's folder without following links; the digest is of the
+        # bytes written, not of whatever the name points at afterwards
+        sha = write_atomic(self.root / rel, writer, root=self.root, field="store")
+        return rel, sha
 
     def add_operator(self, A: np.ndarray, *, family: str, id: str | None = None,
                      logits: np.ndarray | None = None, block: np.ndarray | None = None,
@@ -692,7 +695,8 @@ class Store:
         for name, recs in (("operators.jsonl", self._operators),
                            ("brackets.jsonl", self._brackets)):
             write_text_atomic(self.root / name,
-                              "".join(jsonexact.dumps(r, sort_keys=True) + "\n" for r in recs))
+                              "".join(jsonexact.dumps(r, sort_keys=True) + "\n" for r in recs),
+                              root=self.root, field="store")
         self._dirty = 0
 
     def close(self) -> None:

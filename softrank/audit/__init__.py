@@ -26,7 +26,7 @@ from softrank.witnesses import open_store
 
 from . import provenance
 from .executors import make_executor, plan_chunks
-from .files import write_public
+from .files import check_out_folder, write_public
 from .journal import JOURNAL_NAME, Journal, journal_key, normalize, store_digest
 from .report import VOLATILE_KEY, build_report, report_json, report_latex, report_markdown
 from .stats import DEFAULT_RESAMPLES, DEFAULT_SEED, layer_of
@@ -139,7 +139,10 @@ def run_audit(store: str | Path, out: str | Path, *, jobs: int = 1,
     store_ref = (key["store"], key["store_sha256"])
     executor_name, workers = "none", 0
     seed = secrets.randbits(64) if recheck_seed is None else int(recheck_seed)
+    check_out_folder(out)  # a planted link fails the run now, not after the checks
     with Journal.open(out, key, restart=restart or recheck, known_ids=ids) as journal:
+        if journal.key_note is not None:
+            print(f"softrank-certify: {journal.key_note}", file=sys.stderr)
         if journal.trust.startswith("untrusted"):
             print(f"softrank-certify: {journal.path}: journal not trusted "
                   f"({journal.trust.split(': ', 1)[1]}); every bracket is checked again",
@@ -203,8 +206,8 @@ def run_audit(store: str | Path, out: str | Path, *, jobs: int = 1,
     # each file is replaced atomically; report.json goes last, so once it is in place the
     # Markdown and LaTeX of the same run are too
     for name, table in report["tables"].items():
-        write_public(outp / "tables" / f"{name}.tex", latex_tabular(table) + "\n")
-    write_public(outp / "report.tex", report_latex(report))
-    write_public(outp / "report.md", report_markdown(report))
-    write_public(outp / "report.json", report_json(report))
+        write_public(outp, f"tables/{name}.tex", latex_tabular(table) + "\n")
+    write_public(outp, "report.tex", report_latex(report))
+    write_public(outp, "report.md", report_markdown(report))
+    write_public(outp, "report.json", report_json(report))
     return report

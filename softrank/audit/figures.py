@@ -235,6 +235,6 @@ def write_figures(out_dir: str | Path, pairs: list[dict[str, Any]],
                     "pdf": {"CreationDate": None, "ModDate": None}}[fmt]
             fig.savefig(buf, format=fmt, dpi=130, metadata=meta)
             rel = f"figures/{name}.{fmt}"
-            write_public(Path(out_dir) / rel, buf.getvalue())
+            write_public(out_dir, rel, buf.getvalue())
             written.append(rel)
     return written

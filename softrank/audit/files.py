@@ -1,26 +1,55 @@
-"""Atomic writes of report files that others may read (mode 0644, not mkstemp's 0600)."""
+"""Report files written inside the output folder: atomically, mode 0644 (others may read
+them), and never through a symbolic link planted in the folder (see ``witnesses/atomic.py``).
+"""
 
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
-from typing import IO
 
-from softrank.witnesses.atomic import write_atomic
+from softrank.certify.errors import InputError
+from softrank.witnesses.atomic import LINK_REFUSED, open_dirs, write_atomic
 
 PUBLIC_MODE = 0o644
+OUT_OPTION = "--out"
+SUBFOLDERS = ("tables", "figures")
 
 
-def write_public(path: str | os.PathLike, data: bytes | str) -> None:
-    """Atomically creates or replaces ``path`` with ``data`` (str is UTF-8), mode 0644.
+def write_public(out_dir: str | os.PathLike, rel: str, data: bytes | str) -> None:
+    """Atomically creates or replaces ``out_dir/rel`` with ``data`` (str is UTF-8), mode 0644.
 
-    The mode is set on the temporary file before the rename, so readers never see the file
-    with other permissions.
+    ``out_dir`` is followed as the user named it; below it, a folder of ``rel`` that is a
+    symbolic link (or not a folder) raises InputError naming ``--out``, and a link at the file
+    name itself is replaced, never written through.  The mode is set on the temporary file
+    before the rename, so readers never see the file with other permissions.
     """
     raw = data.encode("utf-8") if isinstance(data, str) else data
+    write_atomic(Path(out_dir) / rel, lambda fh: fh.write(raw), root=out_dir,
+                 mode=PUBLIC_MODE, field=OUT_OPTION)
 
-    def writer(fh: IO[bytes]) -> None:
-        os.fchmod(fh.fileno(), PUBLIC_MODE)
-        fh.write(raw)
 
-    write_atomic(Path(path), writer)
+def check_out_folder(out_dir: str | os.PathLike, subfolders: tuple[str, ...] = SUBFOLDERS
+                     ) -> None:
+    """Raises InputError (field ``--out``) unless ``out_dir`` is a folder or can be created,
+    and each of ``subfolders`` already in it is a real folder (not a symbolic link).
+
+    Run before the checks so that a planted link fails the run at once, not after hours of
+    checking; every write checks again (the folder may change meanwhile).
+    """
+    fd = open_dirs(out_dir, [], field=OUT_OPTION)
+    assert fd is not None
+    try:
+        for name in subfolders:
+            try:
+                st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            except FileNotFoundError:
+                continue
+            if stat.S_ISLNK(st.st_mode):
+                raise InputError(LINK_REFUSED, field=OUT_OPTION,
+                                 source=str(Path(out_dir) / name))
+            if not stat.S_ISDIR(st.st_mode):
+                raise InputError("is not a folder", field=OUT_OPTION,
+                                 source=str(Path(out_dir) / name))
+    finally:
+        os.close(fd)

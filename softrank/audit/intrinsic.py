@@ -70,13 +70,13 @@ def write_intrinsic(store: str | Path, out: str | Path, pairs: list[dict[str, An
     fig = None
     if figures and rows:
         try:
-            fig = write_figure(outp / FIGURE, rows)
+            fig = write_figure(outp, rows)
         except ImportError:
             fig = None
     doc = {"summary": summary, "rows": rows, "native": native, "errors": errors,
            "figure": fig}
-    write_public(outp / "intrinsic.json", json.dumps(doc, indent=1) + "\n")
-    write_public(outp / "intrinsic.md", render_markdown(doc))
+    write_public(outp, "intrinsic.json", json.dumps(doc, indent=1) + "\n")
+    write_public(outp, "intrinsic.md", render_markdown(doc))
     return summary
 
 
@@ -119,15 +119,21 @@ def grid_family_points(eps: float) -> list[tuple[int, int, float, int]]:
     return pts
 
 
-def write_figure(path: Path, rows: list[dict[str, Any]]) -> str:
-    """Writes kappa brackets (x) against validated rank brackets (y), log axes, one colour per
-    r, with the grid family overlaid; returns the path relative to the report folder."""
-    import matplotlib
+def write_figure(out: str | Path, rows: list[dict[str, Any]]) -> str:
+    """Writes ``out``/figures/intrinsic_kappa_rank.png: kappa brackets (x) against validated
+    rank brackets (y), log axes, one colour per r, with the grid family overlaid; returns the
+    path relative to the report folder.
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    Drawn on a ``matplotlib.figure.Figure`` (no pyplot state, no backend switch) and saved to
+    memory, then written by :func:`write_public`: matplotlib never opens a path in ``out``
+    (a planted link there would be followed).
+    """
+    import io
 
-    fig, ax = plt.subplots(figsize=(6.4, 4.6))
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(6.4, 4.6))
+    ax = fig.subplots()
     pts = [r for r in rows if r["rank_bracket"] is not None and r["kappa"]["hi"] is not None
            and Fraction(r["kappa"]["lo"]) > 0]
     for rk in sorted({r["r"] for r in pts}):
@@ -152,9 +158,7 @@ def write_figure(path: Path, rows: list[dict[str, Any]]) -> str:
     ax.set_ylabel("approximation rank: validated [L, U]")
     ax.legend(fontsize=7)
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp.png")
-    fig.savefig(tmp, dpi=120)
-    plt.close(fig)
-    tmp.replace(path)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=120)
+    write_public(out, FIGURE, buf.getvalue())
     return FIGURE

@@ -9,34 +9,43 @@ line, and that bracket is checked again.  A journal whose header names another s
 or package version) is refused, never merged: its records are not about this input.
 
 Trust: an output folder may come from anyone (a shipped store with a pre-filled report
-folder, an edited journal).  Every line therefore carries ``"hmac"``, an HMAC-SHA256 under a
-key created on first use in this user's cache folder (``$XDG_CACHE_HOME`` or ``~/.cache``,
-``softrank-certify/journal.key``, mode 0600; never in the output folder); record lines are
-bound to their header.  A journal with any line whose HMAC does not verify (or without a key)
-is *untrusted*: its records are discarded and every bracket is checked again.  The caller
-also rechecks a seeded random sample of trusted records (:meth:`Journal.sample`) and rejects
-the whole journal on any mismatch.
+folder, an edited journal, a ``journal.jsonl`` that is a link to another file).  The journal
+is opened with ``O_NOFOLLOW`` and must be a regular file with no other hard link (else
+InputError, field ``--out``; the link's target is never opened).  Every line carries
+``"hmac"``, an HMAC-SHA256 under a key created on first use in this user's cache folder
+(``$XDG_CACHE_HOME`` or ``~/.cache``, ``softrank-certify/journal.key``: 32 bytes, mode 0600,
+in a folder of mode 0700 that nobody else can write; never in the output folder; see
+:func:`load_key`); record lines are bound to their header.  A journal with any line whose
+HMAC does not verify (or without a key) is *untrusted*: its records are discarded and every
+bracket is checked again.  The caller also rechecks a seeded random sample of trusted records
+(:meth:`Journal.sample`) and rejects the whole journal on any mismatch.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import hmac
 import json
 import os
 import random
 import secrets
+import stat
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
 from softrank.certify.errors import InputError
 from softrank.witnesses import jsonexact
+from softrank.witnesses.atomic import LINK_REFUSED, open_dirs
 
 JOURNAL_NAME = "journal.jsonl"
 JOURNAL_FORMAT = "softrank-audit-journal"
 JOURNAL_VERSION = 1
 KEY_NAME = "journal.key"
+KEY_BYTES = 32
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 MAC_FIELD = "hmac"
 
 
@@ -47,34 +56,157 @@ def key_path() -> Path:
     return Path(base) / "softrank-certify" / KEY_NAME
 
 
-def journal_secret(out_dir: str | os.PathLike | None = None) -> bytes | None:
-    """Returns this user's journal key, creating it (32 random bytes, mode 0600) on first use.
+@dataclass(frozen=True)
+class KeyState:
+    """This user's journal key, or None, and what the caller should tell the user.
 
-    Returns None (no journal is then trusted) when the key cannot be created or read, is
-    readable by others, belongs to another user, or lies inside ``out_dir``.
+    ``note`` is None when the key was simply read (or created on first use); otherwise it
+    says why there is no key (no journal is then trusted) or that a damaged key was replaced
+    (journals signed under the old one are then untrusted).
+    """
+
+    secret: bytes | None
+    note: str | None = None
+
+
+_NO_KEY = "until then no journal is trusted and a resume checks every bracket again"
+_REPLACED = ("replaced by a fresh key; journals signed under the old key are untrusted and "
+             "their records are checked again")
+
+
+def load_key(out_dir: str | os.PathLike | None = None) -> KeyState:
+    """Returns this user's journal key, creating it on first use: 32 random bytes, mode 0600,
+    in a folder created 0700.
+
+    No key (``secret`` None, with the reason in ``note``) when the key folder lies inside
+    ``out_dir``, is not a folder owned by this user, is group- or world-writable, or sits in a
+    world-writable folder without the sticky bit (others could swap it); or when the key is a
+    symbolic link, not a regular file, owned by someone else or readable by others.  The key
+    is opened with ``O_NOFOLLOW`` and checked on its descriptor (``fstat``), not by path.  An
+    empty or short key (any size but 32 bytes: an interrupted write, a truncation) is
+    replaced by a fresh one, and ``note`` says so.
     """
     path = key_path()
+    folder = path.parent
     try:
         if out_dir is not None and path.resolve().is_relative_to(Path(out_dir).resolve()):
-            return None
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            return KeyState(None, f"the journal key {path} would lie inside the output folder; "
+                                  f"{_NO_KEY}")
+        folder.parent.mkdir(parents=True, exist_ok=True)
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            os.mkdir(folder, 0o700)
         except FileExistsError:
             pass
+        why = _unsafe_parent(folder.parent)
+        if why is not None:
+            return KeyState(None, f"journal key folder {folder}: {why}; {_NO_KEY}")
+        dir_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | _CLOEXEC)
+    except OSError as err:
+        return KeyState(None, f"journal key folder {folder}: {err.strerror or err}; {_NO_KEY}")
+    try:
+        st = os.fstat(dir_fd)
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != _uid():
+            return KeyState(None, f"journal key folder {folder} is not owned by this user; "
+                                  f"{_NO_KEY}")
+        if st.st_mode & 0o022:
+            return KeyState(None, f"journal key folder {folder} is group- or world-writable "
+                                  f"(mode {stat.S_IMODE(st.st_mode):o}; fix: chmod 700 "
+                                  f"{folder}); {_NO_KEY}")
+        return _read_key(dir_fd, path)
+    except OSError as err:
+        return KeyState(None, f"journal key {path}: {err.strerror or err}; {_NO_KEY}")
+    finally:
+        os.close(dir_fd)
+
+
+def journal_secret(out_dir: str | os.PathLike | None = None) -> bytes | None:
+    """Returns this user's journal key (see :func:`load_key`), or None when there is none."""
+    return load_key(out_dir).secret
+
+
+def _uid() -> int:
+    return os.getuid() if hasattr(os, "getuid") else 0
+
+
+def _unsafe_parent(parent: Path) -> str | None:
+    """Returns why others could replace a folder inside ``parent``, or None."""
+    st = os.stat(parent)
+    if st.st_uid not in (_uid(), 0):
+        return f"its folder {parent} belongs to another user"
+    if st.st_mode & 0o002 and not st.st_mode & stat.S_ISVTX:
+        return f"its folder {parent} is world-writable without the sticky bit"
+    return None
+
+
+def _read_key(dir_fd: int, path: Path) -> KeyState:
+    """Reads (or creates, or replaces when damaged) the key ``path`` in the folder ``dir_fd``."""
+    try:
+        fd = os.open(KEY_NAME, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | _CLOEXEC,
+                     dir_fd=dir_fd)
+    except FileNotFoundError:
+        return _new_key(dir_fd, path, replace=False)
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            return KeyState(None, f"journal key {path} is a symbolic link, refused (delete it; "
+                                  f"a fresh key is made on the next run); {_NO_KEY}")
+        raise
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return KeyState(None, f"journal key {path} is not a regular file; {_NO_KEY}")
+        if st.st_uid != _uid():
+            return KeyState(None, f"journal key {path} belongs to another user; {_NO_KEY}")
+        if st.st_mode & 0o077:
+            return KeyState(None, f"journal key {path} is readable or writable by others (mode "
+                                  f"{stat.S_IMODE(st.st_mode):o}): it is no secret; delete it "
+                                  f"(a fresh key is made on the next run); {_NO_KEY}")
+        key = b""
+        if st.st_size == KEY_BYTES:
+            key = os.read(fd, KEY_BYTES + 1)
+    finally:
+        os.close(fd)
+    if len(key) == KEY_BYTES:
+        return KeyState(key)
+    size = "was empty" if st.st_size == 0 else f"had {st.st_size} bytes, not {KEY_BYTES}"
+    state = _new_key(dir_fd, path, replace=True)
+    if state.secret is None:
+        return state
+    return KeyState(state.secret, f"journal key {path} {size}: {_REPLACED}")
+
+
+def _new_key(dir_fd: int, path: Path, *, replace: bool) -> KeyState:
+    """Writes a fresh key to a new temporary name (``O_EXCL``, mode 0600), fsynced, then puts
+    it at ``path``: by a hard link when creating (a key another run created meanwhile wins
+    and is read), by a rename when replacing a damaged key."""
+    tmp = f".{KEY_NAME}.{secrets.token_hex(6)}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | _CLOEXEC, 0o600,
+                 dir_fd=dir_fd)
+    try:
+        key = secrets.token_bytes(KEY_BYTES)
+        try:
+            os.fchmod(fd, 0o600)
+            os.write(fd, key)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        if replace:
+            os.replace(tmp, KEY_NAME, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
         else:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(secrets.token_bytes(32))
-                fh.flush()
-                os.fsync(fh.fileno())
-        st = os.stat(path, follow_symlinks=False)
-        if not os.path.isfile(path) or os.path.islink(path) or st.st_mode & 0o077 or (
-                hasattr(os, "getuid") and st.st_uid != os.getuid()):
-            return None
-        key = path.read_bytes()
+            try:
+                os.link(tmp, KEY_NAME, src_dir_fd=dir_fd, dst_dir_fd=dir_fd,
+                        follow_symlinks=False)
+            except FileExistsError:  # another run made the key first: use theirs
+                return _read_key(dir_fd, path)
+    finally:
+        try:
+            os.unlink(tmp, dir_fd=dir_fd)
+        except FileNotFoundError:
+            pass
+    try:
+        os.fsync(dir_fd)
     except OSError:
-        return None
-    return key if len(key) >= 32 else None
+        pass
+    return KeyState(key)
 
 
 def _canon(obj: dict[str, Any]) -> bytes:
@@ -134,6 +266,9 @@ class Journal:
         # "new" (no earlier records), "trusted" (every line's HMAC verified), or
         # "untrusted: <why>" (records discarded, everything is checked again)
         self.trust = trust
+        # what happened to this user's journal key, for the run's output (None: nothing to
+        # say); see load_key
+        self.key_note: str | None = None
 
     def sample(self, seed: int, size: int) -> list[str]:
         """Returns ``size`` (at most all) bracket ids of the journaled records, drawn with
@@ -166,15 +301,15 @@ class Journal:
         of a bracket not in ``known_ids``, or a journal locked by another running audit.
         """
         path = Path(out_dir) / JOURNAL_NAME
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fh = open(path, "a+b")  # noqa: SIM115 - kept open for appends, closed in close()
+        fh = _open_journal(out_dir, path)
         try:
             _lock(fh, path)
             fh.seek(0)
             data = fh.read()
             records: dict[str, dict[str, Any]] = {}
             dropped = False
-            secret = journal_secret(out_dir)
+            key_state = load_key(out_dir)
+            secret = key_state.secret
             trust = "new"
             if data and not restart:
                 records, good_len, dropped = _parse(data, key, path, known_ids)
@@ -191,6 +326,7 @@ class Journal:
                 if data and records:
                     trust = "trusted"
             journal = cls(path, key, records, fh, dropped, secret=secret, trust=trust)
+            journal.key_note = key_state.note
             if not data or restart:
                 fh.seek(0)
                 fh.truncate(0)
@@ -231,7 +367,7 @@ def _untrusted(data: bytes, secret: bytes | None) -> str | None:
     """Returns why the complete lines ``data`` of a journal are not trusted, or None when
     every line carries a valid HMAC under ``secret``."""
     if secret is None:
-        return "no journal key in this user's cache folder"
+        return "no usable journal key in this user's cache folder"
     lines = [ln for ln in data.split(b"\n") if ln]
     if not lines:
         return "empty"
@@ -251,6 +387,42 @@ def _untrusted(data: bytes, secret: bytes | None) -> str | None:
         if header is None:
             header = obj
     return None
+
+
+def _open_journal(out_dir: str | os.PathLike, path: Path) -> IO[bytes]:
+    """Opens (creating) ``out_dir/journal.jsonl`` for reading and appending, never through a
+    symbolic link: ``O_NOFOLLOW`` relative to the folder's descriptor, then ``fstat`` checks
+    that it is a regular file with no other hard link (both would let a planted journal
+    make the audit truncate or append to another file).  Raises InputError (``--out``)."""
+    dir_fd = open_dirs(out_dir, [], field="--out")
+    assert dir_fd is not None
+    try:
+        try:
+            fd = os.open(JOURNAL_NAME, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW
+                         | os.O_NONBLOCK | _CLOEXEC, 0o666, dir_fd=dir_fd)
+        except OSError as err:
+            if err.errno == errno.ELOOP:
+                raise InputError(LINK_REFUSED, field="--out", source=str(path)) from None
+            if err.errno == errno.EISDIR:
+                raise InputError("is a folder, not a journal", field="--out",
+                                 source=str(path)) from None
+            raise
+    finally:
+        os.close(dir_fd)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise InputError("is not a regular file; refusing to use it as the journal",
+                             field="--out", source=str(path))
+        if st.st_nlink > 1:
+            raise InputError(f"has {st.st_nlink - 1} other hard link(s); refusing to write a "
+                             "file that also lives elsewhere (remove it, or use a new folder)",
+                             field="--out", source=str(path))
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "a+b")
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def _sync(fh: IO[bytes]) -> None:

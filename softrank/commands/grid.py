@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import math
+import os
 
 from softrank.certify.errors import InputError
+from softrank.witnesses.atomic import write_atomic
 
 NAME = "grid"
 HELP = "exact grid family: rank C, kappa(C) and r_eps(A) = L^r for each L (optional plot)"
@@ -72,8 +75,13 @@ def _plot(plt, fams, path: str) -> None:
     ax.set_title(f"grid family, r = {fams[0].r}, eps = {fams[0].eps}")
     ax.legend()
     fig.tight_layout()
+    # rendered in memory and written atomically: a link at FILE is replaced, not written
+    # through, and a failed run leaves no half-written plot
+    buf = io.BytesIO()
+    suffix = os.path.splitext(path)[1].lstrip(".").lower()
     try:
-        fig.savefig(path)
+        fig.savefig(buf, format=suffix or None)
+        write_atomic(path, lambda fh: fh.write(buf.getvalue()), field="--plot")
     except OSError as err:
         raise InputError(f"cannot write plot: {err.strerror}", field="--plot",
                          source=path) from None
