@@ -291,7 +291,7 @@ def figure_captions(counts: dict[str, dict[str, int]]) -> dict[str, str]:
     return {
         "brackets": (
             f"Validated brackets L <= r_eps <= U of the {b['pairs']} (operator, eps) pairs "
-            f"of the {b['brackets']} checked brackets (for each pair the largest proved L "
+            f"from the {b['brackets']} checked brackets (for each pair the largest proved L "
             f"and the smallest proved U over its brackets), one panel per family and eps "
             f"({b['panels']} panels; pairs in the panel title), pairs sorted by U, log rank "
             f"axis. Blue: the {b['within_criterion']} pairs whose bracket is within the "
@@ -300,12 +300,12 @@ def figure_captions(counts: dict[str, dict[str, int]]) -> dict[str, str]:
         "margins": (
             f"Distribution of |margin|, the distance of the checked quantity from its "
             f"threshold (midpoint of its enclosure), of the {m['checks']} rigorous checks "
-            f"that recorded a margin in the {m['brackets']} checked brackets, one panel per "
+            f"that recorded a margin, from the {m['brackets']} checked brackets, one panel per "
             f"end and certificate kind ({m['panels']} panels; checks in the panel title), "
             f"coloured by the check's status; log axis."),
         "chi": (
             f"Operator slack chi = ||A_record - A_stored||_row1 of the {c['operators']} "
-            f"operators of the {c['brackets']} checked brackets ({c['positive']} with "
+            f"operators, from the {c['brackets']} checked brackets ({c['positive']} with "
             f"chi > 0; one histogram per family, {c['families']} "
             f"{'family' if c['families'] == 1 else 'families'}); chi = 0 when "
             f"the stored A is the operator of record."),
