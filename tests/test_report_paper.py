@@ -156,3 +156,39 @@ def test_report_tex_compiles_with_pdflatex(paper, tmp_path):
         if f.endswith(".pdf"):
             assert f"<{f}" in log
     assert json.loads((out / "report.json").read_text())["summary"]["pairs"] == len(rep["pairs"])
+
+
+TWO_COLUMNS = r"""\documentclass[twocolumn,10pt]{article}
+\usepackage{graphicx,booktabs}
+\setlength{\textwidth}{7in}\setlength{\oddsidemargin}{-0.25in}\setlength{\columnsep}{0.33in}
+\begin{document}
+\typeout{SOFTRANK-COLUMN=\the\linewidth}
+\input{report-tables.tex}
+\input{report-figures.tex}
+\end{document}
+"""
+
+
+@pytest.mark.skipif(shutil.which("pdflatex") is None,
+                    reason="pdflatex not installed (apt-get install texlive-latex-base "
+                           "texlive-latex-recommended); the two-column layout is not compiled")
+def test_tables_and_figures_input_into_a_two_column_paper(paper, tmp_path):
+    """An author's own two-column preamble: report-tables.tex and report-figures.tex go in
+    without an overfull box, the figures at their natural 3.3 in (no scaling: the column is
+    wider), so their 8 pt text prints at 8 pt."""
+    out, _ = paper
+    work = tmp_path / "two"
+    shutil.copytree(out, work)
+    (work / "paper.tex").write_text(TWO_COLUMNS.replace(
+        r"\input{report-figures.tex}",
+        r"\let\origresizebox\resizebox"
+        r"\renewcommand{\resizebox}[2]{\typeout{SOFTRANK-SCALED}\origresizebox{#1}{#2}}"
+        "\n" r"\input{report-figures.tex}"))
+    proc = subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error",
+                           "-no-shell-escape", "paper.tex"], cwd=work, capture_output=True,
+                          text=True, timeout=300)
+    log = (work / "paper.log").read_text(errors="replace")
+    assert proc.returncode == 0, log[-3000:]
+    column = float(re.search(r"SOFTRANK-COLUMN=([\d.]+)pt", log).group(1))
+    assert column >= 3.3 * 72.27  # the test's column is wide enough for a figure
+    assert "Overfull \\hbox" not in log and "SOFTRANK-SCALED" not in log
