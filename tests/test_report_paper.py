@@ -192,3 +192,30 @@ def test_tables_and_figures_input_into_a_two_column_paper(paper, tmp_path):
     column = float(re.search(r"SOFTRANK-COLUMN=([\d.]+)pt", log).group(1))
     assert column >= 3.3 * 72.27  # the test's column is wide enough for a figure
     assert "Overfull \\hbox" not in log and "SOFTRANK-SCALED" not in log
+
+
+@pytest.mark.skipif(shutil.which("pdflatex") is None,
+                    reason="pdflatex not installed (apt-get install texlive-latex-base "
+                           "texlive-latex-recommended); report.tex is not compiled")
+def test_report_tex_with_hostile_store_text_compiles_to_the_literal_text(tmp_path):
+    """A family holding TeX specials, a newline and an \\input still compiles (no error, no
+    file read) and prints literally."""
+    from .storefactory import build_store
+
+    build_store(tmp_path / "s", n_ops=1)
+    p = tmp_path / "s" / "operators.jsonl"
+    family = "}\\input{/etc/hostname}%\n\\end{longtable}<|>[9in]_^~#&$"
+    recs = [json.loads(x) for x in p.read_text().splitlines()]
+    p.write_text("".join(json.dumps({**r, "family": family}) + "\n" for r in recs))
+    out = tmp_path / "o"
+    run_audit(tmp_path / "s", out, bootstrap_resamples=50)
+    proc = subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error",
+                           "-no-shell-escape", "report.tex"], cwd=out, capture_output=True,
+                          text=True, timeout=300)
+    log = (out / "report.log").read_text(errors="replace")
+    assert proc.returncode == 0, log[-3000:]
+    assert "(/etc/hostname" not in log  # TeX logs "(file" for every file it opens
+    if shutil.which("pdftotext"):
+        text = subprocess.run(["pdftotext", "report.pdf", "-"], cwd=out, capture_output=True,
+                              text=True, timeout=60).stdout
+        assert "\\input{/etc/hostname}%\\u000a\\end{longtable}" in text

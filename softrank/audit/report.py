@@ -215,7 +215,7 @@ def report_markdown(rep: dict[str, Any]) -> str:
             "one column wide) and `report-per-head.tex` (the per-head longtable, one-column "
             "layouts only); `tables/<name>.tex`: each tabular alone "
             f"({', '.join(f'`{n}`' for n in rep['tables'])})",
-            f"- `{PER_HEAD_CSV}`: the validated bracket of each of the {len(rep['per_head'])} "
+            f"- `{PER_HEAD_CSV}`: the validated bracket of each of the {s['pairs']} "
             "(operator, eps) pairs with the kinds of the certificates behind U and L",
             *([f"- `figures/`: {', '.join(f'`{f[8:]}`' for f in rep['figures'])}"]
               if rep["figures"] else ["- no figures were drawn"]),
