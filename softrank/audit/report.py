@@ -387,7 +387,11 @@ def report_latex(rep: dict[str, Any]) -> str:
     s, st = rep["summary"], rep["store"]
     defs = "".join(f"\\item[{tables.tex_escape(k.replace('_', ' '))}] "
                    f"{tables.tex_escape(v)}\n" for k, v in rep["definitions"].items())
-    result = result_line(s, rep[VOLATILE_KEY]).replace("**Result:**", "").strip()
+    result = (result_line(s, rep[VOLATILE_KEY]).replace("**Result:**", "").strip()
+              .replace("(listed below)", "(listed in report.md and in report.json, key "
+                       "not_confirmed)"))
+    env = "".join(f"\\item {tables.tex_escape(k)}: {tables.tex_escape(v)}\n"
+                  for k, v in rep["environment"].items())
     lines = [
         *_tex_head(rep, "report (pdflatex report.tex in the output directory)"),
         r"\documentclass[10pt]{article}",
@@ -414,6 +418,13 @@ def report_latex(rep: dict[str, Any]) -> str:
         r"\begin{description}\small", defs + r"\end{description}",
         r"\section*{Assumptions}",
         r"\softrankassumptions",
+        r"\section*{Provenance}",
+        f"Store \\texttt{{{tables.tex_escape(st['path'])}}}: {st['operators']} operators, "
+        f"{st['brackets']} brackets; tier "
+        f"{tables.tex_escape(rep['options']['tier'])}; budgets "
+        f"{', '.join(str(k) for k in rep['options']['budgets'])}; sha256 of the store's "
+        f"record files:\\\\ \\texttt{{{tables.tex_escape(st['sha256'])}}}",
+        r"\begin{itemize}\small", env + r"\end{itemize}",
         r"\clearpage",
         r"\section*{Per-head brackets}",
         f"\\input{{{PER_HEAD_TEX}}}",
