@@ -4,7 +4,10 @@ Figures are drawn with ``matplotlib.figure.Figure`` directly (no pyplot global s
 backend) and written atomically as SVG, PNG and PDF (vector, for papers); labels use
 matplotlib's mathtext ($L \\leq r_\\varepsilon \\leq U$), which needs no LaTeX installation.
 They are illustrations: every number they show is in report.json as an exact rational; floats
-here are for drawing only.
+here are for drawing only.  Each is sized for one column of a paper (WIDTH_IN wide, all text at
+FONT points), several panels as small multiples in a grid (``grid_shape``); no figure has an
+overall title: the captions (report.md, report-figures.tex) say what is plotted.  The data
+of each figure come from the statistics layer (``stats.margin_panels``, ``stats.chi_values``).
 """
 
 from __future__ import annotations

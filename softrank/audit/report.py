@@ -1,4 +1,6 @@
-"""Assembles report.json, report.md and report.tex from the finished records.
+"""Assembles report.json, report.md, the LaTeX files (report.tex, a standalone document that
+\\inputs report-tables.tex, report-figures.tex and report-per-head.tex) and the per-head CSV
+from the finished records.
 
 report.json is deterministic given the store, the tier, the budgets and the package versions:
 records are sorted by bracket id and everything that changes from run to run (times, command
