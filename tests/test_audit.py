@@ -9,6 +9,7 @@ Every expectation below is derived from these first-principles truths, never fro
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import signal
@@ -324,7 +325,7 @@ def test_every_markdown_cell(known):
 
 def test_latex_has_the_same_cells(known):
     _, truth, out, _ = known
-    tex = (out / "report.tex").read_text()
+    tex = (out / "report-tables.tex").read_text()
     n = len(json.loads((out / "report.json").read_text())["tables"])
     assert tex.count(r"\begin{tabular}{") == n and tex.count(r"\toprule") == n
     for name in ("brackets", "claims", "budgets", "producers"):
@@ -589,3 +590,38 @@ def test_worker_refuses_a_store_that_changed_after_the_audit_started(known):
     assert [r["bracket"] for r in recs] == ids
     with pytest.raises(InputError, match="store changed"):
         check_chunk((store, "0" * 64), ids, "auto")
+
+
+def test_per_head_csv_matches_the_truth(known):
+    """per_head.csv: one row per (operator, eps) pair with the validated L and U, the gap and
+    the kinds of the certificates behind each end, all recomputed here from the truth."""
+    _, truth, out, _ = known
+    pairs: dict[tuple[str, str], list[tuple[str, dict]]] = defaultdict(list)
+    for bid, t in sorted(truth.items()):
+        if not t.get("error"):
+            pairs[(t["operator"], str(Fraction(t["eps"])))].append((bid, t))
+    want = {}
+    for (op, eps), ts in pairs.items():
+        ubid, ut = min(ts, key=lambda bt: bt[1]["U"])  # first bracket id among ties
+        lbid, lt = max(ts, key=lambda bt: bt[1]["L"])
+        ukind = "factors" if ut["upper_true"] else "trivial"
+        lkind = (lt["lower_kind"] if lt["lower_true"] else
+                 "nonzero" if lt["L"] >= 1 else "none")
+        want[(op, eps)] = [op, ut["family"], str(Fraction(eps)), lt["L"], ut["U"],
+                           ut["U"] - lt["L"], ukind, lkind]
+    rows = list(csv.reader((out / "per_head.csv").read_text().splitlines()))
+    assert rows[0] == ["operator", "family", "eps", "L", "U", "gap", "upper_kind",
+                       "lower_kind"]
+    got = {}
+    for r in rows[1:]:
+        eps = str(Fraction(Decimal(r[2])) if "/" not in r[2] else Fraction(r[2]))
+        got[(r[0], eps)] = [r[0], r[1], eps, int(r[3]), int(r[4]), int(r[5]), r[6], r[7]]
+    assert got == want
+    assert {k[1] for k in want} and any(v[7] == "none" or v[6] == "trivial"
+                                         for v in want.values())  # fallbacks are exercised
+    # the longtable has the same rows, one per pair
+    tex = (out / "report-per-head.tex").read_text()
+    lines = [ln for ln in tex.splitlines() if " & " in ln and ln.endswith(r" \\")]
+    assert len(lines) == len(want) + 2  # the header twice: first page and continued
+    assert sum(ln.startswith(("alpha", "beta", "gamma")) for ln in lines) == len(want)
+    assert r"\begin{longtable}" in tex and r"\endhead" in tex

@@ -74,17 +74,19 @@ def test_store_path_in_code_span_and_tex_comment(tmp_path):
     assert _audit(store, tmp_path / "o", "--no-figures") == 1
     md = (tmp_path / "o" / "report.md").read_text()
     assert "/s`x\\u000a\\input{evil}``" in md and "\nStore: ``/" in md
-    tex = (tmp_path / "o" / "report.tex").read_text()
-    for ln in tex.splitlines():
-        if "evil" in ln:
-            assert ln.startswith("%")
+    for f in (tmp_path / "o").glob("*.tex"):
+        for ln in f.read_text().splitlines():
+            if "evil" in ln:  # in a comment, or escaped text of the document's body
+                assert ln.startswith("%") or (
+                    "\\input{evil}" not in ln
+                    and "x\\textbackslash{}u000a\\textbackslash{}input\\{evil\\}" in ln)
 
 
 def test_latex_cells_escape_store_text(tmp_path):
     build_store(tmp_path / "s", n_ops=1)
     _set_family(tmp_path / "s", "}\\input{/etc/passwd}%\n\\end{tabular}<|>")
     assert _audit(tmp_path / "s", tmp_path / "o", "--no-figures") == 1
-    for f in [tmp_path / "o" / "report.tex", *(tmp_path / "o" / "tables").glob("*.tex")]:
+    for f in [*(tmp_path / "o").glob("*.tex"), *(tmp_path / "o" / "tables").glob("*.tex")]:
         text = f.read_text()
         assert "\\input{/etc" not in text
         assert "\\end{tabular}<" not in text
@@ -141,7 +143,7 @@ def test_a_family_named_all_is_not_the_aggregate(tmp_path):
     md = (tmp_path / "o" / "report.md").read_text()
     assert any(ln.startswith("| all |") for ln in md.splitlines())
     assert any(ln.startswith("| *all families* |") for ln in md.splitlines())
-    tex = (tmp_path / "o" / "report.tex").read_text()
+    tex = (tmp_path / "o" / "report-tables.tex").read_text()
     assert "\\textit{all families} &" in tex and "\nall & " in tex
 
 
@@ -167,3 +169,21 @@ def test_store_text_cannot_become_an_autolink(text):
     out = escape.md(text)
     assert ":" not in out.replace("\\:", "") and "@" not in out.replace("\\@", "")
     assert "www." not in out.lower()
+
+
+def test_per_head_csv_and_longtable_neutralise_store_text(tmp_path):
+    import csv
+
+    build_store(tmp_path / "s", n_ops=1)
+    family = "=HYPERLINK(\"http://e\")\n}\\end{longtable}%"
+    _set_family(tmp_path / "s", family)
+    assert _audit(tmp_path / "s", tmp_path / "o", "--no-figures") == 1
+    text = (tmp_path / "o" / "per_head.csv").read_text()
+    rows = list(csv.reader(text.splitlines()))
+    pairs = json.loads((tmp_path / "o" / "report.json").read_text())["pairs"]
+    assert len(rows) == len(pairs) + 1  # the newline did not start a row
+    for r in rows[1:]:
+        assert r[1] == "'" + escape.visible(family)  # a spreadsheet shows it as text
+    tex = (tmp_path / "o" / "report-per-head.tex").read_text()
+    assert tex.count("\\end{longtable}") == 1 and "\\end{longtable}%" not in tex
+    assert "=HYPERLINK(\"http://e\")\\textbackslash{}u000a\\}\\textbackslash{}end" in tex

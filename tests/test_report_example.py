@@ -121,7 +121,7 @@ def test_intervals_and_closure_recomputed_from_report_json(audits):
         # cells are escaped as literal Markdown text ([ and ] included)
         assert "| " + " | ".join(md_escape(c) for c in cells) + " |" in md
     assert "seed 7, 400 resamples" in md
-    tex = (out / "report.tex").read_text()
+    tex = (out / "report-tables.tex").read_text()
     assert "seed 7, 400 resamples" in tex and r"tab:audit-intervals" in tex
 
 

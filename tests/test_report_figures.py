@@ -28,7 +28,8 @@ def _texts(fig) -> list[str]:
 def test_bracket_labels_are_mathtext():
     fig = F.brackets_figure(pairs("fam"))
     texts = _texts(fig)
-    assert r"Validated brackets $L \leq r_\varepsilon \leq U$" in texts
+    # the caption (report.md, report-figures.tex) says what is plotted; the axis says it too
+    assert any(t.startswith(r"rank: $L \leq r_\varepsilon \leq U$") for t in texts)
     assert any(r"$\varepsilon = 0.25$" in t for t in texts)
 
 
@@ -45,3 +46,35 @@ def test_dollar_in_a_family_name_is_literal_and_all_formats_are_written(tmp_path
     titles = _texts(F.brackets_figure(pairs("a$b\\c")))
     # $ escaped (no mathtext from store text); a lone backslash is literal text
     assert any(t.startswith(r"a\$b\c, $\varepsilon") for t in titles)
+
+
+def _margin_records(kinds: int) -> list[dict]:
+    recs = []
+    for i in range(kinds):
+        for j in range(4):
+            recs.append({"bracket": f"b{i}.{j}", "family": "f", "operator": f"o{j}",
+                         "eps": "1/4", "upper_check": None,
+                         "lower_check": {"kind": f"kind{i}", "status": "holds",
+                                         "margin": {"lo": f"1/{10 ** (j + 1)}",
+                                                    "hi": f"2/{10 ** (j + 1)}"}}})
+    return recs
+
+
+@pytest.mark.parametrize("n", [1, 3, 4, 6, 9])
+def test_figures_are_one_column_wide_small_multiples_in_a_grid(n):
+    """Every figure is WIDTH_IN (one column) wide whatever the panel count; panels go in a
+    grid of at most 3 columns, never a row of n; all text is at least 8 pt."""
+    many = [{"operator": f"o{i}", "family": f"fam{k}", "eps": "1/4", "lower": 2, "upper": 5,
+             "resolved": True} for k in range(n) for i in range(3)]
+    for fig in (F.brackets_figure(many), F.margins_figure(_margin_records(n)),
+                F.chi_figure(_margin_records(1))):
+        w, h = fig.get_size_inches()
+        assert w == F.WIDTH_IN <= 3.4 and h <= 9
+        axes = [ax for ax in fig.axes if ax.axison]
+        cols = {round(ax.get_position().x0, 3) for ax in axes}
+        assert len(cols) <= 3
+        sizes = [t.get_fontsize() for t in fig.findobj(lambda o: hasattr(o, "get_fontsize"))
+                 if getattr(t, "get_text", lambda: "")()]
+        assert sizes and min(sizes) >= F.FONT
+    rows, cols = F.grid_shape(n)
+    assert rows * cols >= n and cols <= 3 and (n < 4 or cols >= 2)

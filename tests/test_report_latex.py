@@ -1,7 +1,8 @@
-"""report.tex compiles in a plain one-column ``article`` with every table at its natural size
-(no overfull box, no scaling), and in two columns without an overfull box (tables scaled to the
-column).  Skipped when no LaTeX engine is installed; booktabs is used when present, else its
-rules are stood in by \\hline (the rules do not change column widths).
+"""report-tables.tex compiles in a plain one-column ``article`` with every table at its natural
+size (no overfull box, no scaling), and in two columns without an overfull box (tables scaled to
+the column); report.tex compiles alone with pdflatex, its figures one column wide.  Skipped when
+no LaTeX engine is installed; booktabs is used when present, else its rules are stood in by
+\\hline (the rules do not change column widths).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from softrank.audit import run_audit
-from softrank.audit.report import build_report, report_latex
+from softrank.audit.report import build_report, report_latex_tables
 
 from .test_audit import build_known_store
 
@@ -74,7 +75,7 @@ def _report_tex(records, layers, budgets=(8, 16, 32)):
                        tier="auto", budgets=list(budgets), environment={"numpy": "x"},
                        methods={}, figures=[], run={"command": "softrank-certify audit"},
                        layers=layers)
-    return rep, report_latex(rep)
+    return rep, report_latex_tables(rep)
 
 
 def test_example_like_tables_fit_one_column_at_natural_size(tmp_path):
@@ -99,5 +100,5 @@ def test_audit_report_tex_compiles_without_overfull_boxes(tmp_path):
     build_known_store(store)
     out = tmp_path / "out"
     run_audit(store, out, budgets=(4, 8, 12), figures=False, bootstrap_resamples=200)
-    log = compile_tex((out / "report.tex").read_text(), tmp_path / "tex")
+    log = compile_tex((out / "report-tables.tex").read_text(), tmp_path / "tex")
     assert "Overfull \\hbox" not in log

@@ -98,3 +98,51 @@ def test_short_claim_keeps_short_numbers_and_shortens_long_rationals():
     assert short_claim(text) == "||A - UV||_row1 <= eps - chi = ~0.1500"
     assert short_claim("value < 1") == "value < 1"
     assert short_claim("||A||_row1 > 3/20") == "||A||_row1 > 3/20"
+
+
+def _rec(bid, op, eps, *, lower, upper, lo_out="confirmed", up_out="confirmed", kind="keyset",
+         margin=None):
+    return {"bracket": bid, "operator": op, "family": "f", "eps": eps, "shape": [8, 8],
+            "lower": lower, "upper": upper, "lower_outcome": lo_out, "upper_outcome": up_out,
+            "upper_check": {"kind": "factors", "status": "holds", "margin": margin},
+            "lower_check": {"kind": kind, "status": "holds"} if lo_out == "confirmed"
+            else None}
+
+
+def test_per_head_rows_kinds_fallbacks_and_natural_order():
+    recs = [_rec("a1", "L0.H10", "1/4", lower=3, upper=5),
+            _rec("a2", "L0.H10", "1/4", lower=4, upper=8, kind="decoder"),
+            _rec("b1", "L0.H2", "1/4", lower=1, upper=8, lo_out="refuted", up_out="weakened"),
+            _rec("c1", "L0.H2", "1/8", lower=0, upper=8, lo_out="absent", up_out="refuted"),
+            {"bracket": "e1", "operator": "L0.H3", "eps": "1/4", "error": "bad"}]
+    pairs = T.group_pairs(recs, [4])
+    rows = stats.per_head_rows(pairs, recs)
+    # digit runs compare as numbers: H2 before H10; eps ascending within an operator
+    assert [(r["operator"], r["eps"]) for r in rows] == [
+        ("L0.H2", "1/8"), ("L0.H2", "1/4"), ("L0.H10", "1/4")]
+    h10 = rows[2]
+    # L from a2 (decoder), U from a1 (factors): each end's kind is its own record's
+    assert (h10["lower"], h10["upper"], h10["gap"]) == (4, 5, 1)
+    assert (h10["lower_kind"], h10["upper_kind"]) == ("decoder", "factors")
+    assert (rows[1]["lower_kind"], rows[1]["upper_kind"]) == ("nonzero", "trivial")
+    assert (rows[0]["lower_kind"], rows[0]["upper_kind"]) == ("none", "trivial")
+
+
+def test_figure_counts_are_what_the_figures_draw():
+    m = {"lo": "1/100", "hi": "3/100"}
+    recs = [_rec("a1", "o1", "1/4", lower=2, upper=2, margin=m),
+            _rec("a2", "o2", "1/4", lower=1, upper=9, margin=m),
+            _rec("a3", "o2", "1/2", lower=1, upper=9),
+            {"bracket": "e1", "operator": "o3", "family": "f", "eps": "1/4", "error": "bad",
+             "upper_check": {"kind": "factors", "margin": m}}]
+    recs[0]["chi"], recs[1]["chi"], recs[2]["chi"] = "0", "1/1000", "1/1000"
+    pairs = T.group_pairs(recs, [4])
+    c = stats.figure_counts(pairs, recs)
+    assert c["brackets"] == {"brackets": 3, "pairs": 3, "panels": 2,
+                             "within_criterion": sum(p["resolved"] for p in pairs),
+                             "closed": 1}
+    panels = stats.margin_panels(recs)
+    assert list(panels) == [("upper", "factors")]
+    assert panels[("upper", "factors")] == [(Fraction(1, 50), "holds")] * 2
+    assert c["margins"] == {"brackets": 3, "checks": 2, "panels": 1}
+    assert c["chi"] == {"brackets": 3, "operators": 2, "positive": 1, "families": 1}

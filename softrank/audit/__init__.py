@@ -3,7 +3,9 @@ figures and provenance a paper needs.
 
 ``run_audit(store, out)`` checks each bracket (``softrank.runner.check_record``, which hands
 arrays and exact rationals to ``certify``), journals every finished record (``journal.py``),
-and writes ``report.json``, ``report.md``, ``report.tex`` and ``figures/`` atomically.  An
+and writes ``report.json``, ``report.md``, ``report.tex`` (a standalone document that
+``\\input``s ``report-tables.tex``, ``report-figures.tex`` and ``report-per-head.tex``),
+``per_head.csv`` and ``figures/`` atomically.  An
 interrupted audit rerun with the same arguments skips the brackets already journaled and
 writes the same report.json (apart from the ``"run"`` key).
 """
@@ -28,9 +30,22 @@ from . import provenance
 from .executors import make_executor, plan_chunks
 from .files import check_out_folder, write_public
 from .journal import JOURNAL_NAME, Journal, journal_key, normalize, store_digest
-from .report import VOLATILE_KEY, build_report, report_json, report_latex, report_markdown
+from .report import (
+    FIGURES_TEX,
+    PER_HEAD_CSV,
+    PER_HEAD_TEX,
+    TABLES_TEX,
+    VOLATILE_KEY,
+    build_report,
+    report_json,
+    report_latex,
+    report_latex_figures,
+    report_latex_per_head,
+    report_latex_tables,
+    report_markdown,
+)
 from .stats import DEFAULT_RESAMPLES, DEFAULT_SEED, layer_of
-from .tables import group_pairs, latex_tabular
+from .tables import csv_text, group_pairs, latex_tabular
 
 DEFAULT_BUDGETS = (8, 16, 32)
 
@@ -207,6 +222,10 @@ def run_audit(store: str | Path, out: str | Path, *, jobs: int = 1,
     # Markdown and LaTeX of the same run are too
     for name, table in report["tables"].items():
         write_public(outp, f"tables/{name}.tex", latex_tabular(table) + "\n")
+    write_public(outp, TABLES_TEX, report_latex_tables(report))
+    write_public(outp, FIGURES_TEX, report_latex_figures(report))
+    write_public(outp, PER_HEAD_TEX, report_latex_per_head(report))
+    write_public(outp, PER_HEAD_CSV, csv_text(report["per_head_table"]))
     write_public(outp, "report.tex", report_latex(report))
     write_public(outp, "report.md", report_markdown(report))
     write_public(outp, "report.json", report_json(report))

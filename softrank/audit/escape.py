@@ -83,3 +83,16 @@ def svg_text(s: object) -> str:
     hidden characters made visible and ``$`` escaped so no mathtext is parsed from it.
     (The SVG writer itself escapes XML.)"""
     return visible(s).replace("$", r"\$")
+
+
+# a spreadsheet reads a cell starting with one of these as a formula (CSV injection); the tab
+# and carriage return of the usual list never get here: visible() has written them as text
+_CSV_FORMULA = ("=", "+", "-", "@")
+
+
+def csv_cell(s: object) -> str:
+    """Returns ``s`` as a CSV cell that no spreadsheet evaluates: hidden characters made visible
+    (so a cell never spans lines), then a leading ``'`` when it would start with ``= + - @``.
+    (Quoting of ``,`` and ``"`` is the csv writer's job.)"""
+    text = visible(s)
+    return "'" + text if text.startswith(_CSV_FORMULA) else text

@@ -1,4 +1,6 @@
-"""Assembles report.json, report.md and report.tex from the finished records.
+"""Assembles report.json, report.md, the LaTeX files (report.tex, a standalone document that
+\\inputs report-tables.tex, report-figures.tex and report-per-head.tex) and the per-head CSV
+from the finished records.
 
 report.json is deterministic given the store, the tier, the budgets and the package versions:
 records are sorted by bracket id and everything that changes from run to run (times, command
@@ -29,8 +31,12 @@ DEFINITIONS = {
     "grouping": "several records may share (operator, eps); the pair's bracket is "
                 "[max validated L, min validated U] over its records; pair tables count "
                 "(operator, eps) pairs, claim tables count records",
-    "resolved": "U <= 2 L, or U - L <= 2, or U - L <= min(m, N) / 10 (exact integers)",
+    "within_criterion": "a pair's bracket is within the study's criterion when U <= 2 L, or "
+                        "U - L <= 2, or U - L <= min(m, N) / 10 (exact integers; the JSON "
+                        "keys pairs[].resolved and summary.resolved_pairs hold it)",
     "verdict": "at budget k: feasible if k >= U, impossible if k < L, else unresolved",
+    "resolved": "at budget k, a pair is resolved when its verdict is feasible or impossible "
+                "(the reports use the word for nothing else)",
     "outcomes": "confirmed: the claim's check holds (proved); refuted: its inequality is "
                 "proved false; weakened: its check stayed undecided; after refuted or "
                 "weakened the end falls back to what is proved on the spot (upper: min(m, N), "
@@ -98,6 +104,7 @@ def build_report(records: list[dict[str, Any]], *, store: dict[str, Any], tier: 
     settings = stats.bootstrap_settings(seed, resamples)
     intervals = stats.interval_rows(pairs, seed=seed, resamples=resamples)
     per_layer = stats.layer_rows(pairs, layers or {})
+    per_head = stats.per_head_rows(pairs, records)
     table_set = tables.build_tables(groups, budgets, tables.summarize_producers(records))
     table_set.update(tables.block_tables(records, budgets))
     table_set.update(tables.interval_tables(intervals, settings))
@@ -115,7 +122,9 @@ def build_report(records: list[dict[str, Any]], *, store: dict[str, Any], tier: 
         "pairs": pairs, "not_confirmed": changed,
         "errors": [{"bracket": r["bracket"], "error": r["error"]} for r in records
                    if not tables.ok(r)],
-        "figures": figures, "records": records, VOLATILE_KEY: run,
+        "per_head": per_head, "per_head_table": tables.per_head_table(per_head),
+        "figures": figures, "figure_counts": stats.figure_counts(pairs, records),
+        "records": records, VOLATILE_KEY: run,
     }
 
 
@@ -163,6 +172,8 @@ def report_markdown(rep: dict[str, Any]) -> str:
                 "sound check can produce; report this as a bug.", ""]
     for i, t in enumerate(rep["tables"].values(), start=1):
         out += [f"## Table {i}. {t['title']}", "", tables.markdown_table(t), ""]
+        if t.get("note"):
+            out += [t["note"], ""]
     boot = rep["options"]["bootstrap"]
     out += [f"Intervals: bootstrap 95% percentile intervals, operators resampled with "
             f"replacement within each family and eps; seed {boot['seed']}, "
@@ -200,16 +211,23 @@ def report_markdown(rep: dict[str, Any]) -> str:
     out += ["## Files", "",
             "- `report.json`: every per-bracket record, the grouped pairs, exact counts and "
             "these table cells (everything outside its `run` key is reproducible)",
-            "- `report.tex`: the tables as booktabs floats; `tables/<name>.tex`: each tabular "
-            f"alone ({', '.join(f'`{n}`' for n in rep['tables'])})",
+            "- `report.tex`: this report as a LaTeX document (pdflatex; booktabs, graphicx, "
+            "longtable); it `\\input`s `report-tables.tex` (the tables as booktabs floats, "
+            "for a preamble of one's own), `report-figures.tex` (the figures with captions, "
+            "one column wide) and `report-per-head.tex` (the per-head longtable, one-column "
+            "layouts only); `tables/<name>.tex`: each tabular alone "
+            f"({', '.join(f'`{n}`' for n in rep['tables'])})",
+            f"- `{PER_HEAD_CSV}`: the validated bracket of each of the {s['pairs']} "
+            "(operator, eps) pairs with the kinds of the certificates behind U and L",
             *([f"- `figures/`: {', '.join(f'`{f[8:]}`' for f in rep['figures'])}"]
               if rep["figures"] else ["- no figures were drawn"]),
             "- `journal.jsonl`: one line per checked bracket; rerunning the same command "
             "resumes from it", ""]
     if rep["figures"]:
         out += ["## Figures", ""]
-        out += [f"![{f}]({f})" for f in rep["figures"] if f.endswith(".png")]
-        out += [""]
+        captions = figure_captions(rep["figure_counts"])
+        for i, (name, f) in enumerate(figure_files(rep, "png"), start=1):
+            out += [f"![{f}]({f})", "", f"*Figure {i}.* {md(captions[name])}", ""]
     out += ["## Method", ""]
     out += methods_text(rep["methods"])
     out += [f"- budgets: {', '.join(str(k) for k in rep['options']['budgets'])}", ""]
@@ -243,28 +261,175 @@ def result_line(s: dict[str, Any], run: dict[str, Any]) -> str:
                    f"signed journal of an earlier run, not checked again in this run "
                    f"({sampled} of them rechecked as a random sample, all agreeing; "
                    "`--recheck` checks everything).")
-    return (f"**Result:** {verdict}; {s['resolved_pairs']} of {s['pairs']} pairs resolved."
+    return (f"**Result:** {verdict}; {s['resolved_pairs']} of {s['pairs']} pairs have a "
+            "bracket within the study's criterion."
             f"{journal} Every L and U below is a theorem about the exact stored numbers and "
             "the operator of record (rounding errors, residuals and the slack chi charged), "
             "under the assumptions stated below; no other float64 qualifier applies. "
             f"{s['closed_pairs']} pairs are closed exactly (L = U).")
 
 
-def report_latex(rep: dict[str, Any]) -> str:
-    """Returns report.tex: the booktabs tables (``\\usepackage{booktabs,graphicx}``),
-    provenance and assumptions in comments, the assumptions also as the macro
-    ``\\softrankassumptions`` (an itemize), ready to ``\\input``.
-    """
+PER_HEAD_CSV = "per_head.csv"
+TABLES_TEX = "report-tables.tex"
+FIGURES_TEX = "report-figures.tex"
+PER_HEAD_TEX = "report-per-head.tex"
+# the width of every figure in LaTeX: the figures are drawn this wide (figures.WIDTH_IN) with
+# 8 pt text, so they print at natural size; a narrower column scales them to its width
+FIGURE_WIDTH = "3.3in"
+
+
+def figure_files(rep: dict[str, Any], ext: str) -> list[tuple[str, str]]:
+    """Returns (figure name, path) of the written figures with extension ``ext``, in the
+    report's order."""
+    return [(f[len("figures/"):-len(ext) - 1], f) for f in rep["figures"]
+            if f.startswith("figures/") and f.endswith("." + ext)]
+
+
+def figure_captions(counts: dict[str, dict[str, int]]) -> dict[str, str]:
+    """Returns {figure name: caption} (plain text) stating what is plotted and from how many
+    brackets; the numbers are those of ``stats.figure_counts`` (report.json
+    ``figure_counts``).  No store text enters a caption."""
+    b, m, c = counts["brackets"], counts["margins"], counts["chi"]
+    return {
+        "brackets": (
+            f"Validated brackets L <= r_eps <= U of the {b['pairs']} (operator, eps) pairs "
+            f"from the {b['brackets']} checked brackets (for each pair the largest proved L "
+            f"and the smallest proved U over its brackets), one panel per family and eps "
+            f"({b['panels']} panels; pairs in the panel title), pairs sorted by U, log rank "
+            f"axis. Blue: the {b['within_criterion']} pairs whose bracket is within the "
+            f"study's criterion; red: the others. A single mark is a closed pair (L = U; "
+            f"{b['closed']} pairs)."),
+        "margins": (
+            f"Distribution of |margin|, the distance of the checked quantity from its "
+            f"threshold (midpoint of its enclosure), of the {m['checks']} rigorous checks "
+            f"that recorded a margin, from the {m['brackets']} checked brackets, one panel per "
+            f"end and certificate kind ({m['panels']} panels; checks in the panel title), "
+            f"coloured by the check's status; log axis."),
+        "chi": (
+            f"Operator slack chi = ||A_record - A_stored||_row1 of the {c['operators']} "
+            f"operators, from the {c['brackets']} checked brackets ({c['positive']} with "
+            f"chi > 0; one histogram per family, {c['families']} "
+            f"{'family' if c['families'] == 1 else 'families'}); chi = 0 when "
+            f"the stored A is the operator of record."),
+    }
+
+
+# phrases of the captions typeset as math in LaTeX (longest first: each is replaced in the
+# escaped caption, so the rest stays escaped text)
+_TEX_MATH = [("chi = ||A_record - A_stored||_row1",
+              r"$\chi = \Vert A_{\mathrm{record}} - A_{\mathrm{stored}}\Vert_{\mathrm{row}1}$"),
+             ("L <= r_eps <= U", r"$L \leq r_\varepsilon \leq U$"),
+             ("|margin|", r"$|\mathrm{margin}|$"), ("chi > 0", r"$\chi > 0$"),
+             ("chi = 0", r"$\chi = 0$"), ("L = U", "$L = U$"), ("eps", r"$\varepsilon$")]
+
+
+def tex_caption(text: str) -> str:
+    """A caption of ``figure_captions`` in LaTeX: escaped (escape.tex), its formulas as math
+    (one pass, so no replacement is applied to the math of another)."""
+    math = {tables.tex_escape(plain): tex for plain, tex in _TEX_MATH}
+    pattern = re.compile("|".join(re.escape(k) for k in math))
+    return pattern.sub(lambda m: math[m.group(0)], tables.tex_escape(text))
+
+
+def _tex_head(rep: dict[str, Any], what: str) -> list[str]:
+    """The comment lines that open every LaTeX file: what it is and where it came from."""
     env = rep["environment"]
-    head = ["% softrank-certify audit tables; needs \\usepackage{booktabs,graphicx}",
+    return [f"% softrank-certify audit: {what}",
             f"% store: {tex_comment(rep['store']['path'])} (sha256 "
             f"{tex_comment(rep['store']['sha256'])})",
             f"% tier: {tex_comment(rep['options']['tier'])}; "
             + "; ".join(f"{tex_comment(k)} {tex_comment(v)}" for k, v in env.items()),
-            f"% command: {tex_comment(rep[VOLATILE_KEY].get('command'))}",
+            f"% command: {tex_comment(rep[VOLATILE_KEY].get('command'))}"]
+
+
+def report_latex_tables(rep: dict[str, Any]) -> str:
+    """Returns report-tables.tex: the booktabs table floats (``\\usepackage{booktabs,
+    graphicx}``), provenance and assumptions in comments, the assumptions also as the macro
+    ``\\softrankassumptions`` (an itemize), ready to ``\\input`` in a preamble of one's own
+    (one or two columns).
+    """
+    head = [*_tex_head(rep, "tables; needs \\usepackage{booktabs,graphicx}"),
             "% Assumptions:", *(f"%  - {a}" for a in rep["assumptions"]["items"]),
             "\\providecommand{\\softrankassumptions}{\\begin{itemize}"
             + "".join(f"\\item {tables.tex_escape(a)}" for a in rep["assumptions"]["items"])
             + "\\end{itemize}}", ""]
     parts = [tables.latex_table(t, f"tab:audit-{name}") for name, t in rep["tables"].items()]
     return "\n".join(head) + "\n\n".join(parts) + "\n"
+
+
+def report_latex_figures(rep: dict[str, Any]) -> str:
+    """Returns report-figures.tex: one ``figure`` float per written figure (its PDF), each
+    ``\\softrankfigwidth`` wide (default FIGURE_WIDTH, one column; scaled down to the line
+    width when narrower) with a caption from ``figure_captions``; needs graphicx.  Empty of
+    floats when no figures were drawn."""
+    lines = [*_tex_head(rep, "figures; needs \\usepackage{graphicx}"),
+             f"\\providecommand{{\\softrankfigwidth}}{{{FIGURE_WIDTH}}}"]
+    captions = figure_captions(rep["figure_counts"])
+    for name, path in figure_files(rep, "pdf"):
+        body = f"\\includegraphics[width=\\softrankfigwidth]{{{path}}}"
+        lines += ["", r"\begin{figure}[htbp]", r"\centering", tables.latex_fit(body),
+                  f"\\caption{{{tex_caption(captions[name])}}}",
+                  f"\\label{{fig:audit-{name}}}", r"\end{figure}"]
+    return "\n".join(lines) + "\n"
+
+
+def report_latex_per_head(rep: dict[str, Any]) -> str:
+    """Returns report-per-head.tex: the per-head longtable (``\\usepackage{booktabs,
+    longtable}``; one-column layouts only)."""
+    return ("\n".join(_tex_head(rep, "per-head table; needs \\usepackage{booktabs,longtable}"))
+            + "\n" + tables.latex_longtable(rep["per_head_table"], "tab:audit-per-head") + "\n")
+
+
+def report_latex(rep: dict[str, Any]) -> str:
+    """Returns report.tex: a standalone article (pdflatex; booktabs, graphicx, longtable) that
+    ``\\input``s report-tables.tex, report-figures.tex and report-per-head.tex from its own
+    directory, with the summary, definitions and assumptions around them.  Store text enters
+    escaped (escape.tex) or in comments (escape.tex_comment).
+    """
+    s, st = rep["summary"], rep["store"]
+    defs = "".join(f"\\item[{tables.tex_escape(k.replace('_', ' '))}] "
+                   f"{tables.tex_escape(v)}\n" for k, v in rep["definitions"].items())
+    result = (result_line(s, rep[VOLATILE_KEY]).replace("**Result:**", "").strip()
+              .replace("(listed below)", "(listed in report.md and in report.json, key "
+                       "not_confirmed)"))
+    env = "".join(f"\\item {tables.tex_escape(k)}: {tables.tex_escape(v)}\n"
+                  for k, v in rep["environment"].items())
+    lines = [
+        *_tex_head(rep, "report (pdflatex report.tex in the output directory)"),
+        r"\documentclass[10pt]{article}",
+        r"\usepackage{graphicx}",
+        r"\usepackage{booktabs}",
+        r"\usepackage{longtable}",
+        r"\setlength{\textwidth}{6.5in}\setlength{\oddsidemargin}{0in}",
+        r"\setlength{\evensidemargin}{0in}\setlength{\textheight}{9in}",
+        r"\setlength{\topmargin}{-0.5in}",
+        r"\begin{document}",
+        r"\section*{Audit report}",
+        f"\\noindent\\textbf{{Result:}} {tables.tex_escape(result)}",
+        "",
+        f"\\noindent Store: \\texttt{{{tables.tex_escape(st['path'])}}}; {s['brackets']} "
+        f"stored brackets ({s['checked']} checked, {s['input_errors']} input errors) over "
+        f"{s['pairs']} (operator, $\\varepsilon$) pairs; families: "
+        f"{tables.tex_escape(', '.join(s['families'])) or '-'}; $\\varepsilon$: "
+        f"{', '.join(tables.fmt_eps(x) for x in s['eps']) or '-'}.",
+        "",
+        f"\\input{{{TABLES_TEX}}}",
+        f"\\input{{{FIGURES_TEX}}}",
+        r"\clearpage",
+        r"\section*{Definitions}",
+        r"\begin{description}\small", defs + r"\end{description}",
+        r"\section*{Assumptions}",
+        r"\softrankassumptions",
+        r"\section*{Provenance}",
+        f"Store \\texttt{{{tables.tex_escape(st['path'])}}}: {st['operators']} operators, "
+        f"{st['brackets']} brackets; tier "
+        f"{tables.tex_escape(rep['options']['tier'])}; budgets "
+        f"{', '.join(str(k) for k in rep['options']['budgets'])}; sha256 of the store's "
+        f"record files:\\\\ \\texttt{{{tables.tex_escape(st['sha256'])}}}",
+        r"\begin{itemize}\small", env + r"\end{itemize}",
+        r"\clearpage",
+        r"\section*{Per-head brackets}",
+        f"\\input{{{PER_HEAD_TEX}}}",
+        r"\end{document}",
+    ]
+    return "\n".join(lines) + "\n"

@@ -18,12 +18,13 @@ and is reported as None.
 from __future__ import annotations
 
 import random
+import re
 from collections import defaultdict
 from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any
 
-from .tables import ALL_FAMILIES, _family_eps_keys, _q, eps_key, median
+from .tables import ALL_FAMILIES, _family_eps_keys, _q, eps_key, median, ok
 
 DEFAULT_SEED = 20240601
 DEFAULT_RESAMPLES = 2000
@@ -200,3 +201,104 @@ def layer_rows(pairs: list[dict[str, Any]], layers: dict[str, Any]) -> list[dict
                     **{name: _q(point[name]) for name in STATISTICS}})
     return out
 
+
+
+# ---------------------------------------------------------------------------- per head
+
+# the kind shown for an end that no claim gave (the fallback proved on the spot)
+UPPER_FALLBACK_KIND = "trivial"  # U = min(m, N): B = A
+LOWER_NONZERO_KIND = "nonzero"   # L = 1: ||A||_row1 > eps + chi proved
+LOWER_NONE_KIND = "none"         # L = 0: nothing proved
+
+
+def end_kind(record: dict[str, Any], end: str) -> str:
+    """Returns the certificate kind behind ``record``'s validated ``end``: its check's kind
+    when the claim was confirmed, else the fallback's (UPPER_FALLBACK_KIND, LOWER_NONZERO_KIND
+    or LOWER_NONE_KIND).  Store-derived text: renderers escape it."""
+    check = record.get(f"{end}_check")
+    kind = check.get("kind") if isinstance(check, dict) else None
+    if record.get(f"{end}_outcome") == "confirmed":
+        if kind is None and end == "lower":
+            kind = record.get("lower_kind")
+        if kind is not None:
+            return str(kind)
+    if end == "upper":
+        return UPPER_FALLBACK_KIND
+    return LOWER_NONZERO_KIND if int(record.get("lower") or 0) >= 1 else LOWER_NONE_KIND
+
+
+def _natural(s: str) -> tuple[Any, ...]:
+    """Sort key reading digit runs as numbers (H2 before H10)."""
+    return tuple((0, int(t), "") if t.isdigit() else (1, 0, t)
+                 for t in re.split(r"(\d+)", s) if t)
+
+
+def per_head_rows(pairs: list[dict[str, Any]], records: list[dict[str, Any]]
+                  ) -> list[dict[str, Any]]:
+    """Returns one row per (operator, eps) pair, sorted by family, operator id (digit runs
+    as numbers) and eps: operator, family, eps, lower, upper, gap = U - L (exact ints) and
+    the kinds of the certificates that gave each end (``end_kind`` of the pair's
+    ``upper_from`` / ``lower_from`` record)."""
+    by_id = {r["bracket"]: r for r in records if ok(r)}
+    rows = []
+    for p in pairs:
+        rows.append({"operator": p["operator"], "family": p["family"], "eps": p["eps"],
+                     "lower": p["lower"], "upper": p["upper"],
+                     "gap": p["upper"] - p["lower"],
+                     "upper_kind": end_kind(by_id[p["upper_from"]], "upper"),
+                     "lower_kind": end_kind(by_id[p["lower_from"]], "lower")})
+    rows.sort(key=lambda r: (r["family"], _natural(r["operator"]), eps_key(r["eps"])))
+    return rows
+
+
+# ---------------------------------------------------------------------------- figure data
+
+
+def margin_panels(records: list[dict[str, Any]]) -> dict[tuple[str, str], list[tuple[Fraction,
+                                                                                      str]]]:
+    """Returns {(end, kind): [(exact midpoint of the margin enclosure, status), ...]} over the
+    checks of checked records that recorded a margin, panels ordered upper first then by
+    kind (the data of the margins figure)."""
+    panels: dict[tuple[str, str], list[tuple[Fraction, str]]] = defaultdict(list)
+    for r in records:
+        if not ok(r):
+            continue
+        for end in ("upper", "lower"):
+            c = r.get(f"{end}_check")
+            if not isinstance(c, dict) or not c.get("margin"):
+                continue
+            m = c["margin"]
+            mid = (Fraction(m["lo"]) + Fraction(m["hi"])) / 2
+            panels[(end, str(c.get("kind")))].append((mid, str(c.get("status"))))
+    return {k: panels[k] for k in sorted(panels, key=lambda k: (k[0] != "upper", k[1]))}
+
+
+def chi_values(records: list[dict[str, Any]]) -> dict[str, dict[str, Fraction]]:
+    """Returns {family: {operator: chi}} over the checked records that carry chi (the data
+    of the chi figure; one value per operator)."""
+    chis: dict[str, dict[str, Fraction]] = defaultdict(dict)
+    for r in records:
+        if ok(r) and r.get("chi") is not None:
+            chis[r["family"]][r["operator"]] = Fraction(r["chi"])
+    return {f: chis[f] for f in sorted(chis)}
+
+
+def figure_counts(pairs: list[dict[str, Any]], records: list[dict[str, Any]]
+                  ) -> dict[str, dict[str, int]]:
+    """Returns what each figure is drawn from, for its caption: checked brackets, and
+    brackets: pairs, panels, pairs within the study's criterion, closed pairs;
+    margins: checks with a margin, panels; chi: operators, those with chi > 0, families."""
+    checked = sum(ok(r) for r in records)
+    margins = margin_panels(records)
+    chis = chi_values(records)
+    return {
+        "brackets": {"brackets": checked, "pairs": len(pairs),
+                     "panels": len({(p["family"], p["eps"]) for p in pairs}),
+                     "within_criterion": sum(bool(p["resolved"]) for p in pairs),
+                     "closed": sum(is_closed(p) for p in pairs)},
+        "margins": {"brackets": checked, "checks": sum(len(v) for v in margins.values()),
+                    "panels": len(margins)},
+        "chi": {"brackets": checked, "operators": sum(len(v) for v in chis.values()),
+                "positive": sum(v > 0 for c in chis.values() for v in c.values()),
+                "families": len(chis)},
+    }

@@ -7,11 +7,14 @@ Conventions (stated in every report; see proofs_notes/audit.md):
 * A store may hold several brackets per (operator, eps), one per producer.  The validated
   bracket of a pair is [max validated L over its records, min validated U over its records]:
   each validated end is a theorem about r_eps(operator of record), so both combinations are.
-* Tables of operators, resolved shares, medians and budgets count (operator, eps) pairs;
+* Tables of operators, within-criterion shares, medians and budgets count (operator, eps) pairs;
   claim-outcome counts count records (one float64 claim per end per record).
-* A pair is resolved when U <= 2 L, or U - L <= 2, or U - L <= full_rank / 10 with
+* A pair's bracket is within the study's criterion (key ``resolved`` in the JSON, for
+  compatibility) when U <= 2 L, or U - L <= 2, or U - L <= full_rank / 10 with
   full_rank = min(m, N); every comparison is exact integer arithmetic.
-* Verdict at budget k: feasible when k >= U, impossible when k < L, unresolved otherwise.
+* Verdict at budget k: feasible when k >= U, impossible when k < L (either way the pair is
+  resolved at k), unresolved otherwise.  Rendered text uses "resolved" for this verdict only,
+  "within criterion" for the study's criterion and "closed" for L = U.
 """
 
 from __future__ import annotations
@@ -47,7 +50,8 @@ def aggregate_rows(groups: Sequence[dict[str, Any]]) -> list[int]:
 
 
 def is_resolved(upper: int, lower: int, full_rank: int) -> bool:
-    """True when [lower, upper] is resolved: U <= 2L, or U - L <= 2, or 10 (U - L) <= full rank."""
+    """True when [lower, upper] is within the study's criterion: U <= 2L, or U - L <= 2, or
+    10 (U - L) <= full rank (the JSON calls it ``resolved``; reports say "within criterion")."""
     gap = upper - lower
     return upper <= 2 * lower or gap <= 2 or 10 * gap <= full_rank
 
@@ -306,6 +310,12 @@ def fmt_shape(shapes: list[list[int]]) -> str:
 
 
 INF = "inf"
+# what the words of the tables mean, stated under each table that uses them (one word per
+# meaning: "resolved" is only ever a verdict at a budget)
+CRITERION_NOTE = ("Within criterion: the pair's bracket meets the study's criterion U <= 2L, "
+                  "or U - L <= 2, or U - L <= min(m, N)/10. Closed: L = U.")
+VERDICT_NOTE = ("Verdict at budget k: feasible (k >= U), impossible (k < L), unresolved "
+                "(L <= k < U); a pair is resolved at k when feasible or impossible.")
 
 
 def _ratio_cell(row: dict[str, Any]) -> str:
@@ -324,7 +334,9 @@ def build_tables(groups: list[dict[str, Any]], budgets: Sequence[int],
     """
     brackets = {
         "title": "Validated brackets per family and eps ((operator, eps) pairs)",
-        "columns": ["Family", "eps", "Shape", "Operators", "Resolved", "Median L", "Median U",
+        "note": CRITERION_NOTE,
+        "columns": ["Family", "eps", "Shape", "Operators", "Within criterion", "Median L",
+                    "Median U",
                     "Median U/L"], "left": 3,
         "rows": [[family_cell(g["family"]), fmt_eps(g["eps"]), fmt_shape(g["shapes"]),
                   str(g["operators"]),
@@ -360,6 +372,7 @@ def build_tables(groups: list[dict[str, Any]], budgets: Sequence[int],
                                   for v in VERDICTS)])
     budget = {
         "title": "Rank budgets: share of (operator, eps) pairs feasible / impossible / unresolved",
+        "note": VERDICT_NOTE,
         "columns": ["Family", "eps", "Budget k", "Operators", "Feasible", "Impossible",
                     "Unresolved"], "left": 2,
         "rows": budget_rows, "aggregate_rows": budget_aggregates,
@@ -409,7 +422,13 @@ def _tex_cell(s: str, col: str) -> str:
 
 
 def _eps_math(s: str) -> str:
-    return tex_escape(s).replace("eps", r"$\varepsilon$")
+    """Our own header or caption text as LaTeX: escaped, then eps and the comparison signs
+    typeset as math (never applied to store text, whose 'eps' or '<=' stays literal)."""
+    out = tex_escape(s).replace("eps", r"$\varepsilon$")
+    for text, sign in (("\\textless{}=", r"$\leq$"), ("\\textgreater{}=", r"$\geq$"),
+                       ("\\textless{}", "$<$")):
+        out = out.replace(text, sign)
+    return out
 
 
 def latex_tabular(table: dict[str, Any]) -> str:
@@ -438,6 +457,12 @@ def latex_tabular(table: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def caption_tex(table: dict[str, Any]) -> str:
+    """The table's caption in LaTeX: its title, then its note (what its words mean)."""
+    title = _eps_math(table["title"])
+    return title + (". " + _eps_math(table["note"]) if table.get("note") else "")
+
+
 def latex_table(table: dict[str, Any], label: str) -> str:
     """Returns a booktabs ``table`` float (needs \\usepackage{booktabs} and {graphicx}) ready
     to \\input: small type, narrow column gaps, stacked headers, and scaled to the line width
@@ -445,7 +470,7 @@ def latex_table(table: dict[str, Any], label: str) -> str:
     """
     return "\n".join([r"\begin{table}[htbp]", r"\centering", r"\small",
                       r"\setlength{\tabcolsep}{4pt}",
-                      rf"\caption{{{_eps_math(table['title'])}}}", rf"\label{{{label}}}",
+                      rf"\caption{{{caption_tex(table)}}}", rf"\label{{{label}}}",
                       latex_fit(latex_tabular(table)), r"\end{table}"])
 
 
@@ -495,15 +520,18 @@ def _median_ci(ci: list[str | None], places: int) -> str:
 
 
 def interval_tables(rows: list[dict[str, Any]], settings: dict[str, Any]) -> dict[str, Any]:
-    """Returns the tables "intervals" (resolved and exact-closure shares) and "medians"
+    """Returns the tables "intervals" (within-criterion and closed shares) and "medians"
     (median L, U, U/L), each with its bootstrap 95% interval, from ``stats.interval_rows``
     output; the titles state the seed and the resample count.  Display only.
     """
     how = (f"bootstrap 95% intervals, operators resampled, seed {settings['seed']}, "
            f"{settings['resamples']} resamples")
     shares = {
-        "title": f"Resolved and exactly closed (L = U) pairs per family and eps; {how}",
-        "columns": ["Family", "eps", "Operators", "Resolved", "95% CI", "Closed", "Closed share",
+        "title": f"Pairs within the study's criterion and closed pairs per family and eps; "
+                 f"{how}",
+        "note": CRITERION_NOTE,
+        "columns": ["Family", "eps", "Operators", "Within criterion", "95% CI", "Closed",
+                    "Closed share",
                     "95% CI"], "left": 2,
         "rows": [[family_cell(r["family"]), fmt_eps(r["eps"]), str(r["operators"]),
                   fmt_share(r["resolved_share"]), _share_ci(r["intervals"]["resolved_share"]),
@@ -531,7 +559,8 @@ def layer_table(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Returns the per-layer table from ``stats.layer_rows`` output (display only)."""
     return {
         "title": "Validated brackets per layer and eps ((operator, eps) pairs)",
-        "columns": ["Family", "Layer", "eps", "Operators", "Resolved", "Closed (L = U)",
+        "note": CRITERION_NOTE,
+        "columns": ["Family", "Layer", "eps", "Operators", "Within criterion", "Closed",
                     "Median L", "Median U"], "left": 3, "group_column": 1,
         "rows": [[r["family"], str(r["layer"]), fmt_eps(r["eps"]), str(r["operators"]),
                   fmt_share(r["resolved_share"]), fmt_share(r["closed_share"]),
@@ -633,7 +662,73 @@ def block_tables(records: list[dict[str, Any]], budgets: Sequence[int]) -> dict[
     return {"block_widths": {
         "title": "Common-prefix blocks by width N: share of (operator, eps) pairs feasible / "
                  "impossible / unresolved at each budget",
+        "note": VERDICT_NOTE,
         "columns": ["Family", "eps", "Width N", "Shape", "Budget k", "Operators", "Feasible",
                     "Impossible", "Unresolved"], "left": 2,
         "rows": cells,
     }}
+
+
+# ---------------------------------------------------------------------------- per head
+
+
+def per_head_table(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Returns the per-head table (one row per (operator, eps) pair) from
+    ``stats.per_head_rows`` output; ``text_columns`` lists the columns holding store text
+    (escaped by every renderer, CSV included).  Display only."""
+    return {
+        "title": "Validated bracket of every (operator, eps) pair, with the kinds of the "
+                 "certificates that gave U and L",
+        "note": "Gap: U - L (0: closed). A kind 'trivial' is U = min(m, N) (B = A), "
+                "'nonzero' is L = 1 (A is not within eps of 0), 'none' is L = 0.",
+        "columns": ["Operator", "Family", "eps", "L", "U", "Gap", "U kind", "L kind"],
+        "csv_columns": ["operator", "family", "eps", "L", "U", "gap", "upper_kind",
+                        "lower_kind"],
+        "left": 3, "align": "lllrrrll", "text_columns": [0, 1, 6, 7],
+        "rows": [[r["operator"], r["family"], fmt_eps(r["eps"]), str(r["lower"]),
+                  str(r["upper"]), str(r["gap"]), r["upper_kind"], r["lower_kind"]]
+                 for r in rows],
+    }
+
+
+def csv_text(table: dict[str, Any]) -> str:
+    """Returns the table as CSV (RFC 4180 quoting, "\\n" line ends): the ``csv_columns``
+    header, then the rows, every cell of a ``text_columns`` column passed through
+    escape.csv_cell (no spreadsheet formula, no line break, from store text)."""
+    import csv
+    import io
+
+    text_cols = set(table.get("text_columns") or range(len(table["columns"])))
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(table.get("csv_columns") or table["columns"])
+    for row in table["rows"]:
+        writer.writerow([escape.csv_cell(c) if i in text_cols else c
+                         for i, c in enumerate(row)])
+    return buf.getvalue()
+
+
+def latex_longtable(table: dict[str, Any], label: str) -> str:
+    """Returns the table as a booktabs ``longtable`` (needs \\usepackage{booktabs,longtable};
+    one-column layouts only, as longtable itself) breaking across pages with its header
+    repeated, every cell escaped (escape.tex)."""
+    cols = table["columns"]
+    left = int(table.get("left", 2))
+    spec = table.get("align") or "l" * left + "r" * (len(cols) - left)
+    header = " & ".join(_tex_header_cell(c) for c in cols) + r" \\"
+    lines = [r"\begingroup\small\setlength{\tabcolsep}{4pt}",
+             rf"\begin{{longtable}}{{{spec}}}",
+             rf"\caption{{{caption_tex(table)}}}\label{{{label}}}\\",
+             r"\toprule", header, r"\midrule", r"\endfirsthead",
+             rf"\multicolumn{{{len(cols)}}}{{l}}{{\emph{{(continued)}}}}\\",
+             r"\toprule", header, r"\midrule", r"\endhead",
+             r"\bottomrule", r"\endlastfoot"]
+    group = int(table.get("group_column", 0))
+    prev = None
+    for row in table["rows"]:
+        if prev is not None and row[group] != prev:
+            lines.append(r"\addlinespace[2pt]")
+        prev = row[group]
+        lines.append(" & ".join(tex_escape(c) for c in row) + r" \\")
+    lines += [r"\end{longtable}", r"\endgroup"]
+    return "\n".join(lines)
