@@ -17,7 +17,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from ..numfmt import clamped_float
+from ..numfmt import clamped_float, float_up
 from .escape import svg_text
 from .files import write_public
 from .tables import eps_key, fmt_eps, ok
@@ -177,7 +177,8 @@ def chi_figure(records: list[dict[str, Any]]) -> Any:
     fams = sorted(chis)
     fig = _figure(6.0, 3.2)
     ax = fig.subplots()
-    pos = [clamped_float(v) for f in fams for v in chis[f].values() if v > 0]
+    # chi is an upper bound: drawn rounded up (a chi below the float range stays > 0)
+    pos = [float_up(v) for f in fams for v in chis[f].values() if v > 0]
     pos = [v for v in pos if math.isfinite(v)]
     ax.set_title(r"Operator slack $\chi = \Vert A_{\mathrm{record}} - A_{\mathrm{stored}}"
                  r"\Vert_{\mathrm{row}1}$", fontsize=10)
@@ -193,7 +194,7 @@ def chi_figure(records: list[dict[str, Any]]) -> Any:
     bins = [10 ** (lo + t * (hi - lo) / 30) for t in range(31)]
     ax.set_xscale("log")
     for f in fams:
-        xs = [x for x in (clamped_float(v) for v in chis[f].values() if v > 0)
+        xs = [x for x in (float_up(v) for v in chis[f].values() if v > 0)
               if math.isfinite(x)]
         zero = sum(v == 0 for v in chis[f].values())
         if xs:
