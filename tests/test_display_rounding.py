@@ -233,3 +233,15 @@ def test_tau_kernel_keeps_rows_whose_float_ends_overflow(tmp_path):
     assert hi is None or Fraction(hi) >= Fraction(199, 100)
     (ref,) = iter_intrinsic_checks(open_store(_big_store(tmp_path / "unit", 1.0)))
     assert Fraction(ref["tau"]["lo"]) > 0  # the same witness, unscaled: a real bracket
+
+
+def test_bracket_json_ratio_beyond_the_float_range():
+    from softrank.certify.intrinsic_result import Bracket
+    from softrank.witnesses import jsonexact
+
+    b = Bracket("kappa", Fraction(1, 10**620), Fraction(1, 10**300), "arb").to_json()
+    assert b["ratio"] == np.finfo(float).max and b["lo"] == str(Fraction(1, 10**620))
+    jsonexact.dumps(b)  # JSON-compliant
+    line = format_result({"id": "r", "kind": "rank", "rank": 1, "tau": b, "kappa": b,
+                          "profiles": []})
+    assert "kappa in [1e-620, 1e-300]" in line
