@@ -16,6 +16,13 @@ stored logits), the model's own float32 probabilities and, when the logits are a
 ``Q K^T`` plus mask, Q (scale folded in) and K.  A head whose float64 softmax differs from the
 model's probabilities by more than the capture tolerance (max abs entry difference) is
 refused, as is a model whose scores cannot be traced.
+
+A model folder is untrusted input (proofs_notes/threat_model.md): its Python is never run
+(``trust_remote_code=False``), weights are read from safetensors only unless pickle-format
+weights are allowed explicitly (and then only under torch >= 2.6), and a folder without the
+tokenizer (text) or image processor (vision) files is refused.  ``Capture.provenance`` and
+``Capture.token_ids`` are what ``produce`` records in the store: the sha256 of the files read
+and the token ids of every text.
 """
 
 from __future__ import annotations
@@ -279,6 +286,9 @@ class Capture:
 
     ``tolerance``: the largest accepted max-abs difference between the float64 softmax of a
     head's stored logits and the model's own probabilities; a larger one refuses the capture.
+    ``allow_bin_weights``: load pickle-format weights (``.bin``) when the folder has no
+    safetensors; refused otherwise (InputError naming the folder, with the conversion
+    command).
     """
 
     def __init__(self, model: str = "minilm", *, tolerance: float = CAPTURE_TOLERANCE,
