@@ -369,3 +369,20 @@ def test_store_records_weight_digests_and_token_ids(models, tmp_path):
     assert _produce(models["gpt2"], tmp_path) == 0
     again = json.loads((tmp_path / "st" / "store.json").read_text())["provenance"]
     assert again == head
+
+
+def test_store_records_image_digests(models, tmp_path):
+    import hashlib
+
+    src = tmp_path / "images.npz"
+    imgs = {"a": _image(1), "b": (_image(2) * 255).astype(np.uint8)}
+    np.savez(src, **imgs)
+    assert main(["produce", str(tmp_path / "st"), "--model", str(models["vit"]), "--images",
+                 str(src), "--layers", "0", "--heads", "0", "--eps", "0.25", "--producers",
+                 "tsvd", "nonzero", "--quiet"]) == 0
+    head = json.loads((tmp_path / "st" / "store.json").read_text())["provenance"]
+    assert "preprocessor_config.json" in head["models"][0]["files_sha256"]
+    assert [(e["index"], e["shape"], e["sha256"]) for e in head["inputs"]] == [
+        (i, list(X.shape), hashlib.sha256(X.tobytes()).hexdigest())
+        for i, X in enumerate(imgs.values())]
+    assert all("token_ids" not in e for e in head["inputs"])
