@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -59,7 +60,17 @@ class Bracket:
         r = self.ratio
         return {"quantity": self.quantity, "lo": str(self.lo),
                 "hi": None if self.hi is None else str(self.hi), "tier": self.tier,
-                "ratio": None if r is None else float(r), "detail": _jsonable(self.detail)}
+                "ratio": None if r is None else _ratio_float(r),
+                "detail": _jsonable(self.detail)}
+
+
+_FMAX = Fraction(sys.float_info.max)
+
+
+def _ratio_float(r: Fraction) -> float:
+    # a display figure: float(r) raises OverflowError past ~1.8e308 (a kappa bracket of
+    # [1e-620, 1e-300] has ratio 1e320), and JSON has no infinity, so it is capped there
+    return float(r) if r <= _FMAX else sys.float_info.max
 
 
 def _jsonable(x: Any) -> Any:

@@ -76,7 +76,12 @@ def tau_bracket(C: Interaction, X: object, Y: object, *, b: object = None,
         for prec in (128, 256):
             used = "arb"
             lo_rows = down(np.max(down(F - err), axis=1) - np.min(up(F + err), axis=1))
-            cand = [int(i) for i in np.nonzero(hi_rows >= np.max(lo_rows))[0]]
+            # a row is left out only when its float upper end is proved below another row's
+            # lower end; NaN ends (float overflow) prove nothing, so such rows stay in (a
+            # NaN threshold would otherwise leave no row, and an upper end of 0)
+            fin = lo_rows[np.isfinite(lo_rows)]
+            thr = np.max(fin) if fin.size else -np.inf
+            cand = [int(i) for i in np.nonzero(~(hi_rows < thr))[0]]
             q_hi = min(q_hi, _rows_upper_arb(C, Xa, Ya, bv, cand, prec))
             if cyc is not None:
                 q_lo = max(q_lo, _cycle_lower_arb(C, Xa, Ya, cyc, rows, prec))

@@ -77,6 +77,13 @@ class GridFamily:
         }
 
 
+def _short_int(x: int) -> str:
+    """``x`` in decimal when short, else its digit count (display only)."""
+    if abs(x) < 10**12:
+        return str(x)
+    return f"({x.bit_length() * 30103 // 100000 + 1}-digit integer)"
+
+
 def _positive_int(x: object, name: str, least: int) -> int:
     if isinstance(x, bool) or not isinstance(x, int) or x < least:
         raise InputError(f"must be an integer >= {least}, got {x!r}", field=name)
@@ -111,8 +118,11 @@ def grid_family(r: int, L: int, eps: object, *, max_points: int = 1600) -> GridF
     r = _positive_int(r, "r", 1)
     L = _positive_int(L, "L", 2)
     e = unit_eps(eps)
-    if L ** r > max_points:
-        raise InputError(f"L^r = {L ** r} points exceed the limit {max_points}", field="L")
+    # L^r >= 2^r: a large r is refused before L^r is formed (it can have millions of digits,
+    # past Python's limit for printing an integer), and the message never prints it
+    if r >= max_points.bit_length() or L ** r > max_points:
+        raise InputError(f"L^r = {_short_int(L)}^{_short_int(r)} points exceed the limit "
+                         f"{max_points}", field="L")
     q = (1 - e) / (8 * r)
     weight_bits, row_work = grid_cost(r, L, q)
     if weight_bits > MAX_WEIGHT_BITS or row_work > MAX_ROW_WORK:

@@ -21,6 +21,7 @@ import traceback
 from collections.abc import Sequence
 
 from softrank.certify.errors import InputError
+from softrank.witnesses.npzsafe import max_bytes as max_array_bytes
 
 from . import __version__, commands
 from .workers import allow_long_integers
@@ -79,6 +80,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     allow_long_integers()
     try:
+        max_array_bytes()  # a bad SOFTRANK_MAX_ARRAY_BYTES is refused up front, by name
         return int(args._run(args))
     except InputError as err:
         _say(f"softrank-certify: input error: {err}")

@@ -20,6 +20,8 @@ from softrank.certify.errors import InputError
 from softrank.witnesses.intrinsic_store import IntrinsicRecord, read_intrinsic
 from softrank.witnesses.store import StoreReader
 
+from .numfmt import clamped_float, interval
+
 _KAPPA_KEYS = ("G", "a", "c", "rects", "M", "D1", "D2", "lam", "mu")
 
 
@@ -110,7 +112,8 @@ def iter_intrinsic_checks(reader: StoreReader) -> Iterator[dict[str, Any]]:
 
 
 def _f(s: str | None) -> float | None:
-    return None if s is None else float(Fraction(s))
+    # a ratio of proved ends may lie beyond the float range: +inf there, never OverflowError
+    return None if s is None else clamped_float(Fraction(s))
 
 
 def summarize_intrinsic(results: list[dict[str, Any]]) -> dict[str, Any]:
@@ -136,15 +139,16 @@ def summarize_intrinsic(results: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def format_result(res: dict[str, Any]) -> str:
-    """Returns one text line for a result (floats rounded for reading only)."""
+    """Returns one text line for a result: every proved interval printed with 6 significant
+    digits, rounded outward from its exact ends (the printed interval contains the proved one;
+    the exact ends are in the JSON)."""
     head = f"{res['id']:<28}"
     if "error" in res:
         return f"{head} INPUT ERROR: {res['error']}"
     if res["kind"] == "native":
         g = res["Gamma"]
-        return f"{head} Gamma in [{_f(g['lo']):.6g}, {_f(g['hi']):.6g}]"
+        return f"{head} Gamma in {interval(g['lo'], g['hi'])}"
     t, k = res["tau"], res["kappa"]
-    kh = _f(k["hi"])
     prof = ", ".join(f"eps={p['eps']}: {p['status']}" for p in res["profiles"])
-    return (f"{head} r={res['rank']:<3} tau in [{_f(t['lo']):.6g}, {_f(t['hi']):.6g}]  "
-            f"kappa in [{_f(k['lo']):.6g}, {'-' if kh is None else f'{kh:.6g}'}]  {prof}")
+    return (f"{head} r={res['rank']:<3} tau in {interval(t['lo'], t['hi'])}  "
+            f"kappa in {interval(k['lo'], k['hi'])}  {prof}")

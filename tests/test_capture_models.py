@@ -264,3 +264,139 @@ def test_minilm_capture_is_todays_bit_for_bit():
         S = (Q @ K.T) * (1.0 / np.sqrt(32)) + add
         assert S.tobytes() == h.logits.tobytes()
         assert h.meta["model_probs_max_abs_diff"] <= 1e-5
+
+
+# ---------------------------------------------------------------- what a model folder must hold
+
+def _copy(src, dst):
+    import shutil
+
+    shutil.copytree(src, dst)
+    return dst
+
+
+def _produce(folder, tmp_path, *extra):
+    texts = tmp_path / "t.txt"
+    texts.write_text(TEXT + "\n")
+    return main(["produce", str(tmp_path / "st"), "--model", str(folder), "--texts", str(texts),
+                 "--tokens", str(TOKENS), "--layers", "0", "--heads", "0", "--eps", "0.25",
+                 "--producers", "tsvd", "nonzero", "--quiet", *extra])
+
+
+def test_pickle_only_weights_are_refused_unless_asked(models, tmp_path, capsys):
+    folder = _copy(models["bert"], tmp_path / "binonly")
+    state = Capture(str(folder)).model.state_dict()
+    (folder / "model.safetensors").unlink()
+    torch.save(state, folder / "pytorch_model.bin")
+    assert _produce(folder, tmp_path) == 2
+    err = capsys.readouterr().err
+    assert "pytorch_model.bin" in err and str(folder) in err
+    assert "safe_serialization=True" in err and "--allow-bin-weights" in err
+    assert not (tmp_path / "st").exists()
+    # asked for explicitly (torch >= 2.6 loads with weights_only): the same heads as safetensors
+    assert _produce(folder, tmp_path, "--allow-bin-weights") == 0
+    head = json.loads((tmp_path / "st" / "store.json").read_text())["provenance"]["models"][0]
+    assert head["pickle_weights"] is True and "pytorch_model.bin" in head["files_sha256"]
+    a = next(iter(Capture(str(folder), allow_bin_weights=True).capture(TEXT, tokens=TOKENS)))
+    b = next(iter(Capture(str(models["bert"])).capture(TEXT, tokens=TOKENS)))
+    assert np.array_equal(a.logits, b.logits)
+
+
+def test_old_torch_is_refused_for_pickle_weights(models, tmp_path, monkeypatch):
+    from softrank.witnesses import models as M
+
+    folder = _copy(models["bert"], tmp_path / "binonly")
+    (folder / "model.safetensors").unlink()
+    (folder / "pytorch_model.bin").write_bytes(b"never unpickled")
+    monkeypatch.setattr(torch, "__version__", "2.5.1")
+    assert M._torch_version(torch) == (2, 5)
+    with pytest.raises(InputError, match="torch >= 2.6"):
+        Capture(str(folder), allow_bin_weights=True)
+
+
+def test_folder_code_is_never_run(models, tmp_path):
+    folder = _copy(models["bert"], tmp_path / "remote")
+    marker = tmp_path / "ran"
+    (folder / "evil.py").write_text(f"open({str(marker)!r}, 'w').write('x')\n"
+                                    "from transformers import BertModel as Evil\n")
+    cfg = json.loads((folder / "config.json").read_text())
+    cfg["auto_map"] = {"AutoModel": "evil.Evil", "AutoConfig": "evil.Evil"}
+    (folder / "config.json").write_text(json.dumps(cfg))
+    try:
+        Capture(str(folder))
+    except InputError:
+        pass  # refusing the folder is fine too; running its code is not
+    assert not marker.exists()
+
+
+def test_folder_without_tokenizer_is_refused(models, tmp_path, capsys):
+    folder = _copy(models["bert"], tmp_path / "notok")
+    for f in folder.iterdir():
+        if f.name.startswith(("tokenizer", "special_tokens", "vocab")):
+            f.unlink()
+    assert _produce(folder, tmp_path) == 2
+    err = capsys.readouterr().err
+    assert "no tokenizer files" in err and str(folder) in err
+    assert not (tmp_path / "st").exists()
+
+
+def test_vision_folder_without_image_processor_is_refused(models, tmp_path):
+    folder = _copy(models["vit"], tmp_path / "noproc")
+    (folder / "preprocessor_config.json").unlink()
+    with pytest.raises(InputError, match="no image processor") as err:
+        Capture(str(folder))
+    assert str(folder) in str(err.value)
+
+
+def test_foreign_vocabulary_is_refused(models, tmp_path):
+    from tokenizers import Tokenizer, pre_tokenizers, trainers
+    from tokenizers import models as tm
+    from transformers import PreTrainedTokenizerFast
+
+    folder = _copy(models["bert"], tmp_path / "foreign")
+    tok = Tokenizer(tm.WordLevel(unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.train_from_iterator(["zyx wvu"], trainers.WordLevelTrainer(
+        special_tokens=["[PAD]", "[UNK]", "[BOS]"]))
+    PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]",
+                            pad_token="[PAD]").save_pretrained(str(folder))
+    with pytest.raises(InputError, match="unknown token"):
+        list(Capture(str(folder)).capture(TEXT, tokens=TOKENS))
+
+
+def test_store_records_weight_digests_and_token_ids(models, tmp_path):
+    import hashlib
+
+    assert _produce(models["gpt2"], tmp_path) == 0
+    head = json.loads((tmp_path / "st" / "store.json").read_text())["provenance"]
+    (model,) = head["models"]
+    digest = hashlib.sha256((models["gpt2"] / "model.safetensors").read_bytes()).hexdigest()
+    assert model["files_sha256"]["model.safetensors"] == digest
+    assert model["pickle_weights"] is False and "config.json" in model["files_sha256"]
+    cap = Capture(str(models["gpt2"]))
+    ids = cap.tokenizer(TEXT, truncation=True, max_length=TOKENS)["input_ids"]
+    assert head["inputs"] == [{"source": "t.txt", "index": 0, "token_ids": ids}]
+    assert len(ids) == TOKENS
+    ops = open_store(tmp_path / "st").operators
+    assert ops and all(op.meta["model_sha256"] == model["sha256"] == cap.digest for op in ops)
+    # resuming with the same model and text appends nothing new
+    assert _produce(models["gpt2"], tmp_path) == 0
+    again = json.loads((tmp_path / "st" / "store.json").read_text())["provenance"]
+    assert again == head
+
+
+def test_store_records_image_digests(models, tmp_path):
+    import hashlib
+
+    src = tmp_path / "images.npz"
+    imgs = {"a": _image(1), "b": (_image(2) * 255).astype(np.uint8)}
+    np.savez(src, **imgs)
+    assert main(["produce", str(tmp_path / "st"), "--model", str(models["vit"]), "--images",
+                 str(src), "--layers", "0", "--heads", "0", "--eps", "0.25", "--producers",
+                 "tsvd", "nonzero", "--quiet"]) == 0
+    head = json.loads((tmp_path / "st" / "store.json").read_text())["provenance"]
+    assert "preprocessor_config.json" in head["models"][0]["files_sha256"]
+    assert [(e["index"], e["shape"], e["sha256"]) for e in head["inputs"]] == [
+        (i, list(X.shape), hashlib.sha256(X.tobytes()).hexdigest())
+        for i, X in enumerate(imgs.values())]
+    assert all("token_ids" not in e for e in head["inputs"])

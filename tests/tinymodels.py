@@ -1,7 +1,8 @@
 """Tiny random-weight Hugging Face models saved to local folders, built offline.
 
-Each builder writes a model folder (config, weights and, for text models, a word-level
-tokenizer trained on a few sentences with the ``tokenizers`` library) and returns its path.
+Each builder writes a model folder (config, safetensors weights and, for text models, a
+word-level tokenizer trained on a few sentences with the ``tokenizers`` library; for the vision
+model an image processor) and returns its path.
 Needs the [models] extra; nothing is downloaded.
 """
 
@@ -79,6 +80,10 @@ def build(kind: str, root: Path) -> Path:
                            num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
                            **common)
         model = tf.ViTModel(cfg)
+        # the folder's own image processor (a vision folder without one is refused); images
+        # are already in [0, 1] at the model's size
+        tf.ViTImageProcessor(size={"height": 16, "width": 16}, do_rescale=False).save_pretrained(
+            str(folder))
         return _save(model, folder)
     elif kind == "blip2":
         # BLIP-2 in miniature: 8 learned queries on 17 image tokens (16 patches + CLS), a

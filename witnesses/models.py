@@ -16,11 +16,20 @@ operator of record is the exact softmax of the stored logits), the model's own f
 probabilities and, when the logits are a scaled ``Q K^T`` plus mask, Q (scale folded in) and K.
 A head whose float64 softmax differs from the model's probabilities by more than the capture
 tolerance (max abs entry difference) is refused, as is a model whose scores cannot be traced.
+
+A model folder is untrusted input (proofs_notes/threat_model.md): its Python is never run
+(``trust_remote_code=False``), weights are read from safetensors only unless pickle-format
+weights are allowed explicitly (and then only under torch >= 2.6), and a folder without the
+tokenizer (text) or image processor (vision) files is refused.  ``Capture.provenance`` and
+``Capture.token_ids`` are what ``produce`` records in the store: the sha256 of the files read
+and the token ids of every text.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -129,6 +138,83 @@ def model_path(name: str) -> Path:
     return path
 
 
+# Files a tokenizer is built from.  A folder with none of them is refused: recent transformers
+# then builds an empty tokenizer that maps every word to the unknown token, and the capture
+# would run on a text that is not the one named.
+TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "spiece.model",
+                   "sentencepiece.bpe.model", "tokenizer.model", "merges.txt")
+IMAGE_PROCESSOR_FILES = ("preprocessor_config.json",)
+# pickle-based weight formats: loading one runs the unpickler (torch.load), which has been
+# made to execute code (torch < 2.6 even with weights_only=True); safetensors is plain data
+PICKLE_WEIGHTS = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
+OTHER_WEIGHTS = (".h5", ".msgpack", ".onnx", ".ot", ".gguf")
+MIN_TORCH_FOR_BIN = (2, 6)
+
+
+def weight_files(path: Path) -> tuple[list[Path], list[Path]]:
+    """Returns (safetensors files, pickle-format weight files) at the top of folder ``path``."""
+    files = sorted(p for p in path.iterdir() if p.is_file())
+    return ([p for p in files if p.name.endswith(".safetensors")],
+            [p for p in files if p.suffix in PICKLE_WEIGHTS])
+
+
+def check_weights(path: Path, *, allow_bin: bool) -> bool:
+    """Returns whether the weights of ``path`` are read from pickle-format files (only with
+    ``allow_bin``); raises InputError (exit 2, naming the folder) when the folder has no
+    safetensors weights and ``allow_bin`` is not given, or has no weights at all."""
+    safe, pickled = weight_files(path)
+    if safe:
+        return False
+    if not pickled:
+        raise InputError(f"no weight files (*.safetensors) in model folder {path}",
+                         field="model")
+    if not allow_bin:
+        names = ", ".join(p.name for p in pickled)
+        raise InputError(
+            f"model folder {path} has only pickle-format weights ({names}); loading them runs "
+            "the unpickler, which a crafted file can make execute code. Convert them once, "
+            "where the file is trusted: python -c \"from transformers import AutoModel; "
+            f"AutoModel.from_pretrained('{path}', use_safetensors=False)"
+            f".save_pretrained('{path}', safe_serialization=True)\" "
+            "(writes model.safetensors), or pass --allow-bin-weights to load them anyway",
+            field="model")
+    return True
+
+
+def _torch_version(torch: Any) -> tuple[int, int]:
+    m = re.match(r"(\d+)\.(\d+)", str(getattr(torch, "__version__", "")))
+    return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
+
+
+def check_preprocessor(path: Path, *, vision: bool) -> None:
+    """Raises InputError (exit 2, naming the folder) when ``path`` has no tokenizer files (a
+    text model) or no image processor (a vision model)."""
+    names = IMAGE_PROCESSOR_FILES if vision else TOKENIZER_FILES
+    if not any((path / n).is_file() for n in names):
+        what = "image processor" if vision else "tokenizer"
+        saver = "AutoImageProcessor" if vision else "AutoTokenizer"
+        raise InputError(
+            f"model folder {path} has no {what} files (looked for {', '.join(names)}); save "
+            f"the model's own {what} beside it ({saver}.from_pretrained(...).save_pretrained"
+            f"('{path}'))", field="model")
+
+
+def file_digests(path: Path, *, pickled: bool) -> dict[str, str]:
+    """Returns {file name: sha256} of the top-level files of model folder ``path`` that the
+    load may read (config, tokenizer / processor files, the weights actually used; weight
+    files of another format are left out).  Symbolic links are followed (hub caches)."""
+    skip = OTHER_WEIGHTS + (() if pickled else PICKLE_WEIGHTS)
+    out = {}
+    for p in sorted(path.iterdir()):
+        if p.is_file() and p.suffix not in skip:
+            h = hashlib.sha256()
+            with open(p, "rb") as fh:
+                for chunk in iter(lambda fh=fh: fh.read(1 << 20), b""):
+                    h.update(chunk)
+            out[p.name] = h.hexdigest()
+    return out
+
+
 def _require_extra() -> tuple[Any, Any]:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -164,10 +250,9 @@ def read_texts(path: str | Path) -> list[str]:
 def read_images(path: str | Path) -> list[np.ndarray]:
     """Returns the images of an .npz file, one per array in file order (never unpickled).
 
-    Arrays are 3-D, float or uint8: (C, H, W) or (H, W, C) for a model folder with an image
-    processor, (C, H, W) at the model's size without one (``Capture`` checks which).  Raises
-    InputError for a missing or unreadable file, an empty one, or arrays of another rank or
-    dtype.
+    Arrays are 3-D, float or uint8, (C, H, W) or (H, W, C); they go through the model folder's
+    image processor.  Raises InputError for a missing or unreadable file, an empty one, or
+    arrays of another rank or dtype.
     """
     p = Path(path)
     if not p.is_file():
@@ -202,17 +287,31 @@ class Capture:
 
     ``tolerance``: the largest accepted max-abs difference between the float64 softmax of a
     head's stored logits and the model's own probabilities; a larger one refuses the capture.
+    ``allow_bin_weights``: load pickle-format weights (``.bin``) when the folder has no
+    safetensors; refused otherwise (InputError naming the folder, with the conversion
+    command).
     """
 
-    def __init__(self, model: str = "minilm", *, tolerance: float = CAPTURE_TOLERANCE):
+    def __init__(self, model: str = "minilm", *, tolerance: float = CAPTURE_TOLERANCE,
+                 allow_bin_weights: bool = False):
         self.path = model_path(model)  # a hub id is refused before torch is needed
+        # refused before torch is imported: nothing of a refused folder is read
+        self.pickled = check_weights(self.path, allow_bin=allow_bin_weights)
         torch, transformers = _require_extra()
+        if self.pickled and _torch_version(torch) < MIN_TORCH_FOR_BIN:
+            raise InputError(f"--allow-bin-weights needs torch >= 2.6 (weights_only loading "
+                             f"without the known escapes); this is torch {torch.__version__}",
+                             field="model")
         self.torch = torch
         self.name = model
         self.tolerance = float(tolerance)
+        # never the folder's own Python (trust_remote_code=False: a config's auto_map is
+        # refused), and safetensors unless pickle weights were asked for explicitly
+        safe = {"local_files_only": True, "trust_remote_code": False}
         try:
             self.model = transformers.AutoModel.from_pretrained(
-                str(self.path), local_files_only=True, attn_implementation="eager")
+                str(self.path), attn_implementation="eager",
+                use_safetensors=not self.pickled, **safe)
         except (ValueError, ImportError, OSError) as err:
             raise CaptureRefused(f"cannot load {self.path} with eager attention (the scores "
                                  f"must be formed as a tensor to be captured): {err}",
@@ -230,17 +329,19 @@ class Capture:
             self.cross_every = int(getattr(cfg.qformer_config, "cross_attention_frequency", 1))
         self.tokenizer = None
         self.image_processor = None
+        check_preprocessor(self.path, vision=self.vision)
         try:
             if self.vision:
-                if (self.path / "preprocessor_config.json").is_file():
-                    self.image_processor = transformers.AutoImageProcessor.from_pretrained(
-                        str(self.path), local_files_only=True)
+                self.image_processor = transformers.AutoImageProcessor.from_pretrained(
+                    str(self.path), **safe)
             else:
                 self.tokenizer = transformers.AutoTokenizer.from_pretrained(
-                    str(self.path), local_files_only=True)
+                    str(self.path), **safe)
         except (ValueError, ImportError, OSError, KeyError) as err:
             raise InputError(f"cannot load the tokenizer / image processor of {self.path} "
                              f"(save it beside the model): {err}", field="model") from None
+        self.files = file_digests(self.path, pickled=self.pickled)
+        self.token_ids: dict[int, list[int]] = {}  # text index -> ids of its last pass
         self.n_layers = int(getattr(cfg, "num_hidden_layers", 0) or getattr(cfg, "num_layers", 0))
         self.n_heads = int(getattr(cfg, "num_attention_heads", 0) or getattr(cfg, "num_heads", 0))
         if self.qformer:
@@ -257,11 +358,21 @@ class Capture:
         assert self.tokenizer is not None
         enc = self.tokenizer(text, truncation=True, max_length=tokens, return_tensors="pt")
         T = int(enc["input_ids"].shape[1])
+        ids = [int(i) for i in enc["input_ids"][0]]
+        unk = getattr(self.tokenizer, "unk_token_id", None)
+        special = set(getattr(self.tokenizer, "all_special_ids", None) or []) - {unk}
+        words = [i for i in ids if i not in special]
+        if unk is not None and words and all(i == unk for i in words):
+            # an empty or foreign vocabulary: the pass would not read the text named
+            raise InputError(f"text {text_index}: the tokenizer of {self.path} maps every "
+                             "token to its unknown token (empty or wrong vocabulary)",
+                             field="model")
         if T < tokens:
             raise InputError(f"text {text_index} has only {T} tokens, fewer than --tokens "
                              f"{tokens}", field="texts")
         inputs = {k: v for k, v in enc.items() if k in ("input_ids", "attention_mask",
                                                          "token_type_ids")}
+        self.token_ids[text_index] = ids
         if self.encoder_decoder:
             M = tokens if decoder_tokens is None else decoder_tokens
             if not 1 <= M <= T:
@@ -270,22 +381,24 @@ class Capture:
         return inputs
 
     def image_inputs(self, image: np.ndarray) -> dict[str, Any]:
-        """Returns ``pixel_values`` for one image: through the folder's image processor when
-        it has one, else the array itself, which must then be (channels, size, size)."""
-        torch = self.torch
-        if self.image_processor is not None:
-            arr = image if image.shape[-1] in (1, 3) else np.moveaxis(image, 0, -1)
-            return {"pixel_values": self.image_processor(images=arr, return_tensors="pt")
-                    ["pixel_values"].float()}
-        cfg = self.model.config
-        size = getattr(cfg, "image_size", None)
-        size = size if isinstance(size, int) else (size or [None])[0]
-        want = (int(getattr(cfg, "num_channels", 3)), size, size)
-        if tuple(image.shape) != want:
-            raise InputError(f"image shape {image.shape}: without a preprocessor_config.json "
-                             f"in the model folder images must be pixel arrays {want}",
-                             field="images")
-        return {"pixel_values": torch.from_numpy(np.asarray(image, dtype=np.float32))[None]}
+        """Returns ``pixel_values`` for one image (C, H, W) or (H, W, C), through the model
+        folder's own image processor (a vision folder without one is refused at load)."""
+        assert self.image_processor is not None
+        arr = image if image.shape[-1] in (1, 3) else np.moveaxis(image, 0, -1)
+        return {"pixel_values": self.image_processor(images=arr, return_tensors="pt")
+                ["pixel_values"].float()}
+
+    def provenance(self) -> dict[str, Any]:
+        """Returns what a store records of the model: its name, folder and the sha256 of every
+        file the load may have read (weights, config, tokenizer / image processor)."""
+        return {"model": self.name, "folder": str(self.path), "pickle_weights": self.pickled,
+                "files_sha256": dict(self.files), "sha256": self.digest}
+
+    @property
+    def digest(self) -> str:
+        """sha256 of the sorted (file name, sha256) list: one string naming the model files."""
+        text = "\n".join(f"{k} {v}" for k, v in sorted(self.files.items()))
+        return hashlib.sha256(text.encode()).hexdigest()
 
     # ------------------------------------------------------------------ capture
 
@@ -410,7 +523,8 @@ class Capture:
                 "layer": li, "head": hi, "tokens": n,
                 "model_probs_row1_diff": float(np.abs(A - P).sum(1).max()),
                 "model_probs_max_abs_diff": diff, "capture_tolerance": self.tolerance,
-                "masked_keys": int(hs.masked.sum()), "causal": bool(causal), "qk": hs.qk_note}
+                "masked_keys": int(hs.masked.sum()), "causal": bool(causal), "qk": hs.qk_note,
+                "model_sha256": self.digest}
         if kind:
             meta["attention"] = kind
         if self.qformer:

@@ -43,15 +43,23 @@ MAX_HEADER = 10_000  # numpy's own default limit for npy header length
 _DTYPE_KINDS = "fiub"
 
 
+MAX_BYTES_ENV = "SOFTRANK_MAX_ARRAY_BYTES"
+
+
 def max_bytes() -> int:
     """Returns the cap on declared array bytes per file: ``SOFTRANK_MAX_ARRAY_BYTES`` if set
-    (a positive integer), else 4 GiB."""
-    raw = os.environ.get("SOFTRANK_MAX_ARRAY_BYTES", "")
-    try:
-        v = int(raw)
-    except ValueError:
+    (a positive integer), else 4 GiB.  Raises InputError naming the variable when it is set
+    to anything else (a typo must not silently fall back to the default cap)."""
+    raw = os.environ.get(MAX_BYTES_ENV)
+    if raw is None or raw.strip() == "":
         return DEFAULT_MAX_BYTES
-    return v if v > 0 else DEFAULT_MAX_BYTES
+    text = raw.strip().replace("_", "")
+    v = int(text) if text.isascii() and text.isdigit() and len(text) <= 30 else 0
+    if v <= 0:
+        raise InputError(f"environment variable {MAX_BYTES_ENV}={raw[:40]!r} is not a "
+                         "positive integer (bytes of declared array data per file)",
+                         field=MAX_BYTES_ENV)
+    return v
 
 
 @dataclass(frozen=True)

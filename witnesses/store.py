@@ -537,6 +537,21 @@ class Store:
         _keep_as_written(reader.root / "brackets.jsonl", brs, "claims")
         return cls(reader.root, reader.header, ops, brs)
 
+    def add_provenance(self, provenance: Mapping[str, Any]) -> None:
+        """Merges ``provenance`` (lists under keys such as "models" and "inputs") into the
+        header's "provenance" object, entries not yet present appended, and rewrites
+        store.json atomically (a resumed run keeps what earlier runs recorded)."""
+        have = self.header.get("provenance")
+        merged: dict[str, Any] = dict(have) if isinstance(have, dict) else {}
+        for key, entries in provenance.items():
+            old = merged.get(key)
+            out = list(old) if isinstance(old, list) else []
+            out += [e for e in entries if e not in out]
+            merged[key] = out
+        self.header = {**self.header, "provenance": merged}
+        write_text_atomic(self.root / "store.json", jsonexact.dumps(self.header, indent=2)
+                          + "\n")
+
     def __enter__(self) -> Store:
         return self
 

@@ -19,7 +19,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from ..numfmt import clamped_float
+from ..numfmt import clamped_float, float_up
 from .escape import svg_text
 from .files import write_public
 from .stats import chi_values, margin_panels
@@ -146,6 +146,11 @@ def _drawable(v: Fraction) -> float | None:
     return f if math.isfinite(f) else None  # beyond the float range: not drawable
 
 
+def _drawable_up(v: Fraction) -> float | None:
+    f = float_up(v)
+    return f if math.isfinite(f) else None  # beyond the float range: not drawable
+
+
 def _log_bins(values: list[float]) -> list[float]:
     lo, hi = math.floor(math.log10(min(values))), math.ceil(math.log10(max(values)))
     hi = max(hi, lo + 1)
@@ -199,7 +204,8 @@ def chi_figure(records: list[dict[str, Any]]) -> Any:
     chis = chi_values(records)
     fig = _figure(2.1)
     ax = fig.subplots()
-    pos = [x for x in (_drawable(v) for c in chis.values() for v in c.values() if v > 0)
+    # chi is an upper bound: drawn rounded up (a chi below the float range stays > 0)
+    pos = [x for x in (_drawable_up(v) for c in chis.values() for v in c.values() if v > 0)
            if x is not None]
     if not pos:
         n = sum(len(v) for v in chis.values())
@@ -211,7 +217,7 @@ def chi_figure(records: list[dict[str, Any]]) -> Any:
     bins = _log_bins(pos)
     _log_x(ax)
     for f, values in chis.items():
-        xs = [x for x in (_drawable(v) for v in values.values() if v > 0) if x is not None]
+        xs = [x for x in (_drawable_up(v) for v in values.values() if v > 0) if x is not None]
         zero = sum(v == 0 for v in values.values())
         if xs:
             ax.hist(xs, bins=bins, alpha=0.6, label=f"{svg_text(f)} ({len(xs)}" +

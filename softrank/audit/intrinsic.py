@@ -19,20 +19,19 @@ from softrank.witnesses import open_store
 from softrank.witnesses.intrinsic_store import INTRINSIC_FILE
 
 from ..intrinsic_check import iter_intrinsic_checks, summarize_intrinsic
+from ..numfmt import float_down, float_up, interval
 from .files import write_public
 from .tables import markdown_table
 
 FIGURE = "figures/intrinsic_kappa_rank.png"
 
 
-def _num(s: str | None) -> str:
-    return "-" if s is None else f"{float(Fraction(s)):.6g}"
-
-
 def _iv(b: dict[str, Any] | None) -> str:
+    """The proved interval ``b``, 6 significant digits rounded outward from its exact ends
+    (any size: no float conversion; the exact ends are in intrinsic.json)."""
     if b is None:
         return "-"
-    return f"[{_num(b['lo'])}, {_num(b['hi'])}]"
+    return interval(b["lo"], b["hi"])
 
 
 def build_rows(results: list[dict[str, Any]], pairs: list[dict[str, Any]]
@@ -134,15 +133,17 @@ def write_figure(out: str | Path, rows: list[dict[str, Any]]) -> str:
 
     fig = Figure(figsize=(6.4, 4.6))
     ax = fig.subplots()
+    # only intervals drawable on log axes: 0 < lo and hi below the float range
     pts = [r for r in rows if r["rank_bracket"] is not None and r["kappa"]["hi"] is not None
-           and Fraction(r["kappa"]["lo"]) > 0]
+           and float_down(r["kappa"]["lo"]) > 0 and float_up(r["kappa"]["hi"]) < np.inf]
     for rk in sorted({r["r"] for r in pts}):
         sel = [r for r in pts if r["r"] == rk]
-        lo = np.array([float(Fraction(r["kappa"]["lo"])) for r in sel])
-        hi = np.array([float(Fraction(r["kappa"]["hi"])) for r in sel])
+        # drawn outward too: the bar covers the proved interval (0 / inf beyond the range)
+        lo = np.array([float_down(r["kappa"]["lo"]) for r in sel])
+        hi = np.array([float_up(r["kappa"]["hi"]) for r in sel])
         L = np.array([max(r["rank_bracket"][0], 1) for r in sel], dtype=float)
         U = np.array([r["rank_bracket"][1] for r in sel], dtype=float)
-        x, y = np.sqrt(lo * hi), np.sqrt(L * U)
+        x, y = np.sqrt(lo) * np.sqrt(hi), np.sqrt(L * U)  # no overflow of lo * hi
         ax.errorbar(x, y, xerr=[x - lo, hi - x], yerr=[y - L, U - y], fmt="o", ms=3, lw=0.6,
                     alpha=0.7, label=f"r = {rk}")
     eps_vals = sorted({Fraction(r["eps"]) for r in pts})

@@ -96,7 +96,8 @@ def methods_text(m: dict[str, Any]) -> list[str]:
         lines.append(f"- operator slack chi (rigorous upper bound on ||A_record - A_stored||_row1,"
                      f" charged as eps - chi for upper and eps + chi for lower ends): "
                      f"{c['positive']} of {c['operators']} operators have chi > 0; max chi "
-                     f"{sci(Fraction(c['max']))} (exact value in report.json); charging "
+                     f"{sci(Fraction(c['max']), rounding='up')} (rounded up; exact value in "
+                     "report.json); charging "
                      f"chi changed {c.get('ends_changed', 0)} claim outcomes in "
                      f"{c.get('records_changed', 0)} brackets")
     return lines

@@ -133,11 +133,12 @@ def report_json(report: dict[str, Any]) -> str:
 
 
 def _fmt_margin(m: dict[str, str] | None) -> str:
-    """The margin enclosure as short decimals (4 significant digits; exact in report.json)."""
+    """The margin enclosure as short decimals (4 significant digits, rounded outward: the
+    printed interval contains the proved one; exact in report.json)."""
     if not m:
         return "-"
     lo, hi = Fraction(m["lo"]), Fraction(m["hi"])
-    return f"[{tables.fmt_short(lo)}, {tables.fmt_short(hi)}]"
+    return f"[{tables.fmt_short(lo, rounding='down')}, {tables.fmt_short(hi, rounding='up')}]"
 
 
 _RATIONAL = re.compile(r"-?\d+/\d+|-?\d+\.\d{5,}")

@@ -24,6 +24,8 @@ from collections.abc import Iterable, Sequence
 from fractions import Fraction
 from typing import Any
 
+from .. import numfmt
+from ..numfmt import Rounding
 from . import escape
 
 OUTCOMES = ("confirmed", "weakened", "refuted", "absent")
@@ -267,14 +269,10 @@ def summarize_producers(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
 # ---------------------------------------------------------------------------- display
 
 
-def fmt_decimal(q: Fraction, places: int) -> str:
-    """Returns q rounded half away from zero to ``places`` decimals (display only)."""
-    scale = 10 ** places
-    n = abs(q) * scale
-    r = int(n + Fraction(1, 2))
-    sign = "-" if q < 0 and r else ""
-    s = str(r).rjust(places + 1, "0")
-    return sign + (s if places == 0 else f"{s[:-places]}.{s[-places:]}")
+def fmt_decimal(q: Fraction, places: int, rounding: Rounding = "nearest") -> str:
+    """Returns q with ``places`` decimals, rounded half away from zero (``"nearest"``) or
+    toward -inf / +inf (``"down"`` / ``"up"``, for the ends of an interval); display only."""
+    return numfmt.fixed(q, places, rounding)
 
 
 def fmt_eps(eps: str) -> str:
@@ -477,46 +475,40 @@ def latex_table(table: dict[str, Any], label: str) -> str:
 # ---------------------------------------------------------------------------- interval tables
 
 
-def fmt_short(q: Fraction, digits: int = 4) -> str:
-    """Returns q with ``digits`` significant digits (half away from zero), in plain decimal
-    notation for 1e-4 <= |q| < 1e6, else as m.mmme[+-]XX (display only; the exact value
-    stays in report.json).
+def fmt_short(q: Fraction, digits: int = 4, rounding: Rounding = "nearest") -> str:
+    """Returns q with ``digits`` significant digits (rounded half away from zero, or toward
+    -inf / +inf for ``"down"`` / ``"up"``), in plain decimal notation for 1e-4 <= |q| < 1e6,
+    else as m.mmme[+-]XX (display only; the exact value stays in report.json).  Any size of
+    rational: the exponent comes from integer arithmetic, never a float.
     """
     if q == 0:
         return "0"
-    a = abs(q)
-    e = 0
-    while a >= 10:
-        a /= 10
-        e += 1
-    while a < 1:
-        a *= 10
-        e -= 1
-    mant = fmt_decimal(a, digits - 1)
-    if mant.startswith("10"):  # rounding carried into a new digit
-        mant, e = fmt_decimal(a / 10, digits - 1), e + 1
-    sign = "-" if q < 0 else ""
+    _, e = numfmt.mantissa(q, digits, rounding)  # the exponent after rounding's carry
     if -4 <= e < 6:
-        return sign + fmt_decimal(abs(q), max(digits - 1 - e, 0))
-    return f"{sign}{mant}e{e:+03d}"
+        return fmt_decimal(q, max(digits - 1 - e, 0), rounding)
+    return numfmt.sci(q, digits, rounding)
 
 
 def _share_ci(ci: list[str | None]) -> str:
-    lo, hi = (fmt_decimal(Fraction(x) * 100, 1) for x in ci)
+    # an interval: its ends rounded outward
+    lo, hi = (fmt_decimal(Fraction(x) * 100, 1, r) for x, r in zip(ci, ("down", "up"),
+                                                                     strict=True))
     return f"[{lo}, {hi}]"
 
 
-def _median_value(q: str | None, places: int) -> str:
+def _median_value(q: str | None, places: int, rounding: Rounding = "nearest") -> str:
     if q is None:
         return INF
     v = Fraction(q)
-    if places == 1:
-        return fmt_median(q)
-    return fmt_decimal(v, places)
+    if places == 1 and v.denominator == 1:
+        return str(v.numerator)
+    return fmt_decimal(v, places, rounding)
 
 
 def _median_ci(ci: list[str | None], places: int) -> str:
-    return "[" + ", ".join(_median_value(x, places) for x in ci) + "]"
+    # an interval: its ends rounded outward
+    return "[" + ", ".join(_median_value(x, places, r)
+                           for x, r in zip(ci, ("down", "up"), strict=True)) + "]"
 
 
 def interval_tables(rows: list[dict[str, Any]], settings: dict[str, Any]) -> dict[str, Any]:

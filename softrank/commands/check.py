@@ -67,7 +67,7 @@ def format_line(r: dict[str, Any]) -> str:
     lower = (f"lower {claim}->{r['lower']} {r['lower_outcome']}"
              + (f" [{lo.get('tier')}]" if lo else ""))
     upper = f"upper {r['upper_claim']}->{r['upper']} {r['upper_outcome']} [{up.get('tier')}]"
-    chi = "" if r.get("chi") in (None, "0") else f" chi<={sci(_q(r['chi']))}"
+    chi = "" if r.get("chi") in (None, "0") else f" chi<={sci(_q(r['chi']), rounding='up')}"
     res = "resolved" if r.get("resolved") else "unresolved"
     return f"{head} {lower:<34} {upper:<34} [{r['lower']}, {r['upper']}] {res}{chi}"
 

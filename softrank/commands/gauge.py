@@ -6,6 +6,7 @@ import argparse
 import json
 
 from softrank.certify.errors import InputError
+from softrank.certify.rationals import to_rational
 
 MAX_T = 64
 NAME = "gauge"
@@ -20,12 +21,36 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the table as JSON")
 
 
+def check_beta(beta: str) -> None:
+    """Raises InputError (field --beta) unless ``beta`` is a positive finite rational or a
+    plain symbol name.  Names that sympy reads as a number or a non-finite value (nan, oo,
+    zoo, I, E, pi, ...), and inf / infinity in any case, are refused: as a symbol they would
+    print as if beta were that value."""
+    import sympy
+
+    if beta.isidentifier():
+        low = beta.lower()
+        val = getattr(sympy, beta, None)  # sympy's own name for it, looked up (no eval)
+        if low in ("nan", "inf", "infinity", "oo", "zoo") or (
+                isinstance(val, sympy.Basic) and val.is_number):
+            raise InputError(f"{beta!r} names a number or a non-finite value, not a symbol: "
+                             "give a positive rational (e.g. 3/2) or another symbol name",
+                             field="--beta")
+        return
+    b = to_rational(beta, field="--beta")
+    if b <= 0:
+        raise InputError(f"must be > 0, got {b}", field="--beta")
+
+
 def run(args: argparse.Namespace) -> int:
     from softrank.exact.gauge import gauge_example
 
     if len(args.t) > MAX_T:
         raise InputError(f"{len(args.t)} values, at most {MAX_T} (each takes seconds)",
                          field="--t")
+    check_beta(args.beta)
+    for t in args.t:
+        to_rational(t, field="--t")  # finite rationals only (nan, inf, oo, I refused)
     rows = [gauge_example(args.beta, t) for t in args.t]
     ok = all(g.logits_equal for g in rows)
     if args.json:

@@ -7,6 +7,7 @@ import io
 import json
 import math
 import os
+from pathlib import Path
 
 from softrank.certify.errors import InputError
 from softrank.witnesses.atomic import write_atomic
@@ -20,7 +21,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--eps", required=True, help="tolerance, 0 < eps < 1 (e.g. 1/4)")
     parser.add_argument("--L", type=int, nargs="+", required=True, help="grid sides L >= 2")
     parser.add_argument("--plot", metavar="FILE.png",
-                        help="save the log-log plot of r_eps against kappa(C) (matplotlib)")
+                        help="save the log-log plot of r_eps against kappa(C) (matplotlib; "
+                             "the suffix picks the format, none means FILE.png)")
     parser.add_argument("--json", action="store_true", help="print the table as JSON")
 
 
@@ -28,6 +30,7 @@ def run(args: argparse.Namespace) -> int:
     from softrank.exact.grid import grid_family
 
     plt = _pyplot() if args.plot else None  # fail early, before the computation
+    plot = _plot_path(plt, args.plot) if plt is not None else None
     fams = [grid_family(args.r, L, args.eps) for L in args.L]
     if args.json:
         print(json.dumps([g.to_json() for g in fams], indent=2))
@@ -42,10 +45,10 @@ def run(args: argparse.Namespace) -> int:
                   f"{str(g.row1_A_minus_I < 1 - g.eps):>8} {g.r_eps:>6}")
         print("kappa(C): factorization value = rectangle value (exact); "
               "r_eps = L^r: ||A - I||_row1 < 1 - eps (exact rationals)")
-    if plt is not None:
-        _plot(plt, fams, args.plot)
+    if plt is not None and plot is not None:
+        _plot(plt, fams, plot)
         if not args.json:
-            print(f"plot saved to {args.plot}")
+            print(f"plot saved to {plot}")
     return 0
 
 
@@ -59,6 +62,29 @@ def _pyplot():
         raise InputError("matplotlib is required for --plot (pip install "
                          "'softrank-certify[plots]')", field="--plot") from None
     return plt
+
+
+def _plot_path(plt, path: str) -> str:  # noqa: ANN001
+    """Returns the file the plot is written to: ``path`` itself when its suffix is an image
+    format matplotlib writes, ``path`` + ".png" when it has no suffix (what matplotlib would
+    write, now named in the message).  Raises InputError (--plot) for an existing folder or
+    an unknown format, before any computation."""
+    p = Path(path)
+    if p.is_dir():
+        raise InputError(f"{path} is a folder: give a file name such as "
+                         f"{p / 'grid.png'}", field="--plot", source=path)
+    formats = plt.figure().canvas.get_supported_filetypes()
+    plt.close("all")
+    ext = p.suffix[1:].lower()
+    if not ext:
+        out = p.with_name(p.name + ".png")
+        if out.is_dir():
+            raise InputError(f"{out} is a folder", field="--plot", source=path)
+        return str(out)
+    if ext not in formats:
+        raise InputError(f"unknown image format {p.suffix!r} (one of "
+                         f"{', '.join(sorted(formats))})", field="--plot", source=path)
+    return path
 
 
 def _plot(plt, fams, path: str) -> None:

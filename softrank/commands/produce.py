@@ -12,6 +12,7 @@ producer) bracket already in it is skipped.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import itertools
 import os
 import re
@@ -75,6 +76,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--capture-tolerance", type=float, default=None, metavar="TOL",
                    help="refuse a captured head whose float64 softmax differs from the "
                         "model's probabilities by more than TOL in some entry (default 1e-5)")
+    p.add_argument("--allow-bin-weights", action="store_true",
+                   help="load a model folder that has only pickle-format weights (.bin); "
+                        "refused by default (a crafted pickle can execute code): convert it "
+                        "to safetensors instead where you can")
     p.add_argument("--eps", nargs="+", default=list(DEFAULT_EPS), metavar="EPS",
                    help="tolerances, exact rationals such as 0.25 or 1/4 (default 0.15 0.25 0.35)")
     p.add_argument("--producers", nargs="+", metavar="NAME",
@@ -165,7 +170,10 @@ def _npz_operator(p: Path, name: str, M: np.ndarray, kind: str, family: str) -> 
     return OperatorInput(oid, family, M, None, meta)
 
 
-def iter_model(args: argparse.Namespace) -> Iterator[OperatorInput]:
+def iter_model(args: argparse.Namespace, provenance: dict[str, Any] | None = None
+               ) -> Iterator[OperatorInput]:
+    """Yields the captured heads; fills ``provenance`` (when given) with the model's files and
+    their sha256 and, per text read, the token ids of its pass (see ``Store.add_provenance``)."""
     from softrank.witnesses.models import CAPTURE_TOLERANCE, Capture, read_images, read_texts
 
     if bool(args.texts) == bool(args.images):
@@ -196,7 +204,10 @@ def iter_model(args: argparse.Namespace) -> Iterator[OperatorInput]:
         os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
         os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
         os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
-    cap = Capture(args.model, tolerance=tol)
+    cap = Capture(args.model, tolerance=tol, allow_bin_weights=args.allow_bin_weights)
+    prov = provenance if provenance is not None else {}
+    prov["models"] = [cap.provenance()]
+    prov.setdefault("inputs", [])
     if args.images and not cap.vision:
         raise InputError("--images needs a vision model (pixel_values input)", field="images")
     if args.texts and cap.vision:
@@ -215,12 +226,28 @@ def iter_model(args: argparse.Namespace) -> Iterator[OperatorInput]:
                          "prefix blocks are defined for causal heads only)", field="block-widths")
     for ti in chosen:
         for h in heads_of(ti, args.layers, args.heads):
+            if not any(e["index"] == ti for e in prov["inputs"]):
+                prov["inputs"].append(_input_record(Path(src).name, ti, inputs[ti],
+                                                    cap.token_ids.get(ti)))
             oid = f"{family}.{h.id}.{h.tag}"
             # encoder-decoder stacks (enc / dec / cross) are reported as separate families
             fam = f"{family}-{h.kind}" if h.kind else family
             yield OperatorInput(oid, fam, h.A, h.logits, dict(h.meta), Q=h.Q, K=h.K)
             if widths and h.causal:
                 yield from _blocks(h, oid, fam, widths)
+
+
+def _input_record(source: str, index: int, item: Any, ids: list[int] | None
+                  ) -> dict[str, Any]:
+    """Returns the provenance record of one input: a text's token ids, an image's sha256."""
+    rec: dict[str, Any] = {"source": source, "index": index}
+    if ids is not None:
+        rec["token_ids"] = list(ids)
+    if isinstance(item, np.ndarray):
+        X = np.ascontiguousarray(item)
+        rec["shape"], rec["dtype"] = list(X.shape), X.dtype.str
+        rec["sha256"] = hashlib.sha256(X.tobytes()).hexdigest()
+    return rec
 
 
 def _blocks(h: Any, oid: str, family: str, widths: list[int]) -> Iterator[OperatorInput]:
@@ -305,12 +332,15 @@ def _run(args: argparse.Namespace) -> int:
     if args.model is None and (args.texts or args.layers or args.heads or args.text_index
                                or args.images or args.block_widths or args.decoder_tokens
                                or args.tokens is not None
-                               or args.capture_tolerance is not None):
+                               or args.capture_tolerance is not None
+                               or args.allow_bin_weights):
         raise InputError("--texts/--images/--text-index/--layers/--heads/--block-widths/"
-                         "--decoder-tokens/--tokens/--capture-tolerance need --model",
-                         field="model")
+                         "--decoder-tokens/--tokens/--capture-tolerance/--allow-bin-weights "
+                         "need --model", field="model")
     root = Path(args.store)
-    source = iter_npz(args.npz, args.npz_kind, args.family) if args.npz else iter_model(args)
+    provenance: dict[str, Any] = {}
+    source = (iter_npz(args.npz, args.npz_kind, args.family) if args.npz
+              else iter_model(args, provenance))
     # read the first operator before touching the output: bad input leaves no empty store
     first = next(source, None)
     if first is None:
@@ -330,6 +360,9 @@ def _run(args: argparse.Namespace) -> int:
         root, description=args.description or "brackets from softrank-certify produce")
     try:
         jobs, new_ops, seen = _add_operators(store, root, source, eps_list, uppers, lowers)
+        if provenance:
+            # the model files' sha256 and the token ids of every text read, in store.json
+            store.add_provenance(provenance)
     except InputError:
         # a later input is bad: nothing was produced yet, so a store this run created goes
         # (Store.create refused a non-empty folder, so only this run's files are removed)
