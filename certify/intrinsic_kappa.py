@@ -211,14 +211,16 @@ def _psd_shift(M: np.ndarray, d1: np.ndarray, d2: np.ndarray
 def _abs_inner_lower(M: np.ndarray, X: np.ndarray, Y: np.ndarray) -> Fraction:
     """Returns a rational <= |<M, X Y^T>| (a-priori float bound, exact fallback)."""
     n, r = Y.shape
-    MY = M @ Y
-    e1 = dot_error_upper(np.abs(M) @ np.abs(Y), n)  # |fl(MY) - MY|
-    v = float(np.sum(X * MY))
-    # |sum X (MY)_fl - fl(sum)| <= gamma_{mr+1} sum |X| |MY_fl| ; plus sum |X| e1
-    absum = float(np.sum(np.abs(X) * np.abs(MY)))
-    k = X.size + 1
-    second = up(nonneg_sum_upper(float(np.sum(np.abs(X) * e1)), k) * (1 + 4 * _U))
-    err = up(up(dot_error_upper(absum, k) + second) + float_up(k * ETA))
+    # overflow (inf, or inf - inf = NaN) is detected from v and err below: exact fallback
+    with np.errstate(over="ignore", invalid="ignore"):
+        MY = M @ Y
+        e1 = dot_error_upper(np.abs(M) @ np.abs(Y), n)  # |fl(MY) - MY|
+        v = float(np.sum(X * MY))
+        # |sum X (MY)_fl - fl(sum)| <= gamma_{mr+1} sum |X| |MY_fl| ; plus sum |X| e1
+        absum = float(np.sum(np.abs(X) * np.abs(MY)))
+        k = X.size + 1
+        second = up(nonneg_sum_upper(float(np.sum(np.abs(X) * e1)), k) * (1 + 4 * _U))
+        err = up(up(dot_error_upper(absum, k) + second) + float_up(k * ETA))
     if math.isfinite(v) and math.isfinite(err) and abs(v) > 1e6 * err:
         return Fraction(abs(v)) - Fraction(float(err))
     return abs(_exact_inner(M, X, Y))

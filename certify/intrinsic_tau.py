@@ -20,6 +20,7 @@ import numpy as np
 from flint import arb
 
 from .arbutil import endpoints, from_fraction, precision
+from .dyadic import to_int_matrix
 from .interaction import Interaction
 from .intrinsic_inputs import factors, indices, vector
 from .intrinsic_result import Bracket
@@ -71,7 +72,9 @@ def tau_bracket(C: Interaction, X: object, Y: object, *, b: object = None,
     worst = safe_max_upper(hi_rows)
     q_hi = Fraction(worst) if math.isfinite(worst) else _INF
     if rows is None and cyc is not None:
-        rows = _best_rows(F, cyc)
+        # after an overflow F is only a guess: for small cycles the exact product decides
+        exact_rows = None if np.isfinite(err).any() else _exact_best_rows(C, Xa, Ya, cyc)
+        rows = exact_rows if exact_rows is not None else _best_rows(F, cyc)
     q_lo = Fraction(0)
     if cyc is not None:
         q_lo = max(q_lo, _cycle_lower_float(F, err, cyc, rows))
@@ -129,6 +132,35 @@ def _scaled_guess(C: Interaction, X: np.ndarray, Y: np.ndarray) -> np.ndarray:
         s = max(math.frexp(top)[1] + sx + sy - 1020, 0) if top > 0 else 0
         G = np.ldexp(C.mid, -s) - np.ldexp(P, sx + sy - s)
     return np.where(np.isfinite(G), G, 0.0)
+
+
+EXACT_ROWS_LIMIT = 20_000  # m * k rational comparisons at most (a fraction of a second)
+
+
+def _exact_best_rows(C: Interaction, X: np.ndarray, Y: np.ndarray,
+                     cyc: np.ndarray) -> np.ndarray | None:
+    """Returns, per cycle edge j -> l, a row maximising mid(C)_ij - mid(C)_il - (T_ij - T_il)
+    with T = X Y^T exact (integer products), or None when m k exceeds EXACT_ROWS_LIMIT.
+    Only a choice (any rows are sound); used when the float product overflowed."""
+    m, k = X.shape[0], len(cyc)
+    if m * k > EXACT_ROWS_LIMIT:
+        return None
+    nxt = np.roll(cyc, -1)
+    Xi, ex = to_int_matrix(X)
+    Yi, ey = to_int_matrix(np.vstack([Y[cyc], Y[nxt]]))  # one exponent for both halves
+    P = Xi * Yi.transpose()  # m x 2k: T[:, cyc] and T[:, nxt] as integers times 2^(ex + ey)
+    scale = Fraction(2) ** (ex + ey)
+    out = np.empty(k, dtype=np.int64)
+    for t in range(k):
+        j, l = int(cyc[t]), int(nxt[t])
+        best, arg = None, 0
+        for i in range(m):
+            v = (Fraction(float(C.mid[i, j])) - Fraction(float(C.mid[i, l]))
+                 - (int(P[i, t]) - int(P[i, k + t])) * scale)
+            if best is None or v > best:
+                best, arg = v, i
+        out[t] = arg
+    return out
 
 
 def _best_rows(F: np.ndarray, cyc: np.ndarray) -> np.ndarray:

@@ -316,9 +316,15 @@ def test_huge_cancelling_factors_never_give_tau_zero(name: str, tier: str) -> No
         z = tau_bracket(C, np.zeros((2, 2)), np.zeros((2, 2)), cycle=[0, 1], tier=tier, r=2)
         assert z.q.lo <= q <= z.q.hi and z.q.hi - z.q.lo < Fraction(1, 10**9)
         assert res.q.lo <= z.q.hi and (res.q.hi is None or z.q.lo <= res.q.hi)
+        # the kernel's own row choice uses the exact product after the overflow: just as tight
+        assert res.q.hi is not None and res.q.hi - res.q.lo < Fraction(1, 10**9)
+        assert chk.profile.status == "not applicable"  # tau(0) ~ 1.27 >= 1/100, proved
         # with the rows of the optimal cycle given, arb closes the bracket exactly
         tight = tau_bracket(C, X, Y, cycle=[0, 1], cycle_rows=[1, 0], tier="arb", r=2)
         assert tight.q.lo == q == tight.q.hi
+    else:  # T = 2 a^2 I: q ~ 2 a^2, tau ~ 2, proved from the cycle alone
+        assert res.q.lo > Fraction(10) ** 400 and res.tau.lo > Fraction(199, 100)
+        assert chk.profile.status == "not applicable"
 
 
 def test_huge_factors_float_tier_alone_proves_no_upper_bound() -> None:
