@@ -194,11 +194,14 @@ def test_frobenius_tail_agrees_with_exact_singular_values(seed, ea, L, rank_one)
 # --- decoder, submatrix, bernstein -----------------------------------------------------------
 
 @PROPERTY
-@given(seed=seeds, ea=exps, ed=exps, ew=exps, coupled=st.booleans(), ex=exps)
-def test_decoder_agrees_with_exact_value(seed, ea, ed, ew, coupled, ex) -> None:
+@given(seed=seeds, ea=exps, ed=exps, ew=exps, coupled=st.booleans(), ex=exps,
+       cancel=st.booleans())
+def test_decoder_agrees_with_exact_value(seed, ea, ed, ew, coupled, ex, cancel) -> None:
     rng = np.random.default_rng(seed)
     p, m, N = int(rng.integers(1, 3)), 3, 3
     A0, D0, W0 = (rng.standard_normal(s) for s in ((m, N), (p, m), (N, p)))
+    if cancel:  # rows a and -a of A under equal columns of D: D A cancels them exactly
+        A0[1], D0[:, 1] = -A0[0], D0[:, 0]
     X0 = np.linalg.inv(D0 @ A0 @ W0)
     if not np.isfinite(X0).all() or np.abs(X0).max() > 8:
         X0 = rng.standard_normal((p, p))
@@ -240,14 +243,19 @@ def test_submatrix_agrees_with_exact_value(seed, ea, coupled, ex) -> None:
 
 
 @PROPERTY
-@given(seed=seeds, ea=exps, coupled=st.booleans(), ep=exps)
-def test_bernstein_agrees_with_exact_value(seed, ea, coupled, ep) -> None:
+@given(seed=seeds, ea=exps, coupled=st.booleans(), ep=exps, cancel=st.booleans())
+def test_bernstein_agrees_with_exact_value(seed, ea, coupled, ep, cancel) -> None:
     rng = np.random.default_rng(seed)
     p, m, N = int(rng.integers(1, 3)), 3, 4
     A0 = rng.standard_normal((m, N))
     base = bernstein_certificate(A0, rng.standard_normal((N, p)))
+    P0 = base["P"]
+    if cancel:  # rows a and -a of A under equal columns of P: P A cancels them exactly
+        A0[1] = -A0[0]
+        P0 = P0.copy()
+        P0[:, 1] = P0[:, 0]
     A = scaled(A0, ea)
-    P = scaled(base["P"], clip_exp(-ea) if coupled else ep)
+    P = scaled(P0, clip_exp(-ea) if coupled else ep)
     W = base["W"]
     Aq, Pq, Wq = qmat(A), qmat(P), qmat(W)
     R = matmul(Pq, matmul(Aq, Wq))
