@@ -153,6 +153,8 @@ def identity_minus(X: Ball) -> Ball:
 def _pow2_exponent_upper(X: np.ndarray) -> int | None:
     """Returns q with max |X| <= 2^q, or ``None`` if X is zero."""
     mx = max(float(X.max()), -float(X.min())) if X.size else 0.0  # no |X| temporary
+    if not math.isfinite(mx):
+        return 1024  # no power of two bounds it: no split fits, callers fall back
     if mx == 0.0:
         return None
     _, e = math.frexp(mx)  # mx = f 2^e, 0.5 <= f < 1
@@ -322,16 +324,19 @@ def _product_error_frob(P: np.ndarray, Q: np.ndarray, k: int) -> float:
     g = gamma_up(k)
     pq = float(up(frob_upper(P) * frob_upper(Q)))
     under = float(up(n_eta_up(k) * up(math.sqrt(P.shape[0] * Q.shape[1]))))
-    return float(up(up(g * pq) + under))
+    r = float(up(up(g * pq) + under))
+    return r if math.isfinite(r) else math.inf  # 0 * inf would be NaN: never a bound
 
 
 def apriori_residual_frob_upper(X: np.ndarray, Y: np.ndarray, Z: np.ndarray | None) -> float:
     """Returns a float64 >= ||X Y - Z||_2 with the plain a-priori product bound (no split)."""
     k = X.shape[1]
-    C = X @ Y
-    Em = _minus_z(C, Z)
+    with np.errstate(over="ignore", invalid="ignore"):
+        C = X @ Y
+        Em = _minus_z(C, Z)
     r_add = up(U_F * frob_upper(Em))
-    return float(up(frob_upper(Em) + up(r_add + _product_error_frob(X, Y, k))))
+    r = float(up(frob_upper(Em) + up(r_add + _product_error_frob(X, Y, k))))
+    return r if math.isfinite(r) else math.inf  # an upper bound is never NaN
 
 
 def scaled_columns_error_frob(P: np.ndarray) -> float:
@@ -377,7 +382,8 @@ def sym_frob_upper(C: np.ndarray) -> float:
     # x^T x >= (fl(x^T x) - n eta) / (1 + gamma_n): a lower bound, clamped at 0
     d_lo = max(float(down(down(d - n_eta_up(p)) * inv_one_plus_gamma_down(p))), 0.0)
     tot = float(up(float(up(2.0 * s_up)) - d_lo))
-    return float(up(math.sqrt(max(tot, 0.0))))
+    r = float(up(math.sqrt(max(tot, 0.0))))
+    return r if not math.isnan(r) else math.inf  # an upper bound is never NaN
 
 
 def _col_norms_upper(X: np.ndarray) -> np.ndarray:

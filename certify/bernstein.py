@@ -32,6 +32,7 @@ from .ballmat import (
 from .errors import InputError
 from .result import Check, Enclosure
 from .rounding import up
+from .tiers import safe_max_lower, safe_max_upper
 
 ARRAYS = ("W", "P", "J")
 ARB_PRECISIONS = (128, 256)
@@ -110,8 +111,9 @@ def _float_parts(A: np.ndarray, W: np.ndarray, P: np.ndarray) -> Bounds | None:
         # one RN subtraction per entry: |fl(x) - x| <= u |fl(x)|, no underflow in a subtraction
         R = Ball(mid, up(PAW.rad + up(np.abs(mid) * U_F)))
         d_lo, d_hi = ball_abs_row_sums(R)
-        vals = (d_lo.max(), d_hi.max(), abs_row_sums_lower(P).max(),
-                abs_row_sums_upper(P).max())
+        # NaN row bounds give -inf / +inf here (never a number), and the tier abstains
+        vals = (safe_max_lower(d_lo), safe_max_upper(d_hi), safe_max_lower(abs_row_sums_lower(P)),
+                safe_max_upper(abs_row_sums_upper(P)))
     if not np.all(np.isfinite(vals)):
         return None
     f = [Fraction(float(x)) for x in vals]

@@ -17,9 +17,13 @@ def to_int_matrix(X: np.ndarray) -> tuple[fmpz_mat, int]:
 
     e is the least exponent among the nonzero entries' least significant bits, so M has no
     common factor of two beyond what is needed.  For an all-zero X, returns (0, 0).
+    Raises ValueError for NaN or infinite entries (frexp would turn them into arbitrary
+    integers: an internal error, never a silently different matrix).
     """
     X = np.asarray(X, dtype=np.float64)
     rows, cols = X.shape
+    if not np.isfinite(X).all():
+        raise ValueError("to_int_matrix needs finite entries")
     if X.size == 0 or not np.any(X):
         return fmpz_mat(rows, cols), 0
     mant, ex = np.frexp(X)  # X = mant * 2**ex, 0.5 <= |mant| < 1

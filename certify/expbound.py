@@ -101,11 +101,11 @@ def exp_nonpos(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     small = x < X_MIN
     xc = np.maximum(x, X_MIN)  # small entries get a harmless in-range value, zeroed below
     k = np.rint(xc * INV_LN2)
-    if k.size and k.min() < -K_MAX:
+    if k.size and not k.min() >= -K_MAX:  # written so that a NaN never passes
         raise FloatTierError("range reduction out of range")
     r = xc - k * float(C1)  # k * C1 is exact; the subtraction is charged in RHO
     r -= k * C2
-    if r.size and np.abs(r).max() > float(R_MAX):
+    if r.size and not np.abs(r).max() <= float(R_MAX):  # a NaN never passes
         raise FloatTierError("range reduction out of range")
     p = np.full_like(r, COEFFS[DEGREE])
     for c in reversed(COEFFS[:DEGREE]):

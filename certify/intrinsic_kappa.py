@@ -80,7 +80,9 @@ def _midrange(P: np.ndarray) -> np.ndarray:
     if not np.isfinite(P).all():
         raise InputError("the gauge is too ill-conditioned for a float centre; pass centres",
                          field="G")
-    return (P.max(axis=0) + P.min(axis=0)) / 2
+    # halves first: max + min overflows for coordinates near the float maximum (any finite
+    # centre is sound; rounding of the halves only moves it)
+    return P.max(axis=0) / 2 + P.min(axis=0) / 2
 
 
 # ----------------------------------------------------------------------------- rectangles
@@ -183,6 +185,8 @@ def _psd_shift(M: np.ndarray, d1: np.ndarray, d2: np.ndarray
         return None
     for sigma in (0.0, 2.0**-40 * dmax, 2.0**-30 * dmax, 2.0**-20 * dmax):
         diag = d + sigma  # rounded: the exact diagonal used is this float vector
+        if not np.isfinite(diag).all():  # d near the float maximum: no shifted diagonal
+            continue
         np.fill_diagonal(S, diag)
         try:
             L = np.linalg.cholesky(S)
@@ -207,14 +211,16 @@ def _psd_shift(M: np.ndarray, d1: np.ndarray, d2: np.ndarray
 def _abs_inner_lower(M: np.ndarray, X: np.ndarray, Y: np.ndarray) -> Fraction:
     """Returns a rational <= |<M, X Y^T>| (a-priori float bound, exact fallback)."""
     n, r = Y.shape
-    MY = M @ Y
-    e1 = dot_error_upper(np.abs(M) @ np.abs(Y), n)  # |fl(MY) - MY|
-    v = float(np.sum(X * MY))
-    # |sum X (MY)_fl - fl(sum)| <= gamma_{mr+1} sum |X| |MY_fl| ; plus sum |X| e1
-    absum = float(np.sum(np.abs(X) * np.abs(MY)))
-    k = X.size + 1
-    second = up(nonneg_sum_upper(float(np.sum(np.abs(X) * e1)), k) * (1 + 4 * _U))
-    err = up(up(dot_error_upper(absum, k) + second) + float_up(k * ETA))
+    # overflow (inf, or inf - inf = NaN) is detected from v and err below: exact fallback
+    with np.errstate(over="ignore", invalid="ignore"):
+        MY = M @ Y
+        e1 = dot_error_upper(np.abs(M) @ np.abs(Y), n)  # |fl(MY) - MY|
+        v = float(np.sum(X * MY))
+        # |sum X (MY)_fl - fl(sum)| <= gamma_{mr+1} sum |X| |MY_fl| ; plus sum |X| e1
+        absum = float(np.sum(np.abs(X) * np.abs(MY)))
+        k = X.size + 1
+        second = up(nonneg_sum_upper(float(np.sum(np.abs(X) * e1)), k) * (1 + 4 * _U))
+        err = up(up(dot_error_upper(absum, k) + second) + float_up(k * ETA))
     if math.isfinite(v) and math.isfinite(err) and abs(v) > 1e6 * err:
         return Fraction(abs(v)) - Fraction(float(err))
     return abs(_exact_inner(M, X, Y))
@@ -268,19 +274,40 @@ def kappa_lower_variance(X: object, Y: object, lam: object, mu: object) -> Brack
         # the smaller Gram matrix of W = U V^T is close to the identity: its max row sum
         # bounds ||W||_2^2 sharply (the larger one is a projection, whose row sums are not)
         gram = W * W.transpose() if s1 <= s2 else W.transpose() * W
-        k = gram.nrows()
-        norm2 = max(sum((abs(gram[a, b]) for b in range(k)), arb(0)) for a in range(k))
-        val = tr / norm2.sqrt()
-        try:
-            lo = endpoints(val)[0]
-        except ValueError:
-            lo = Fraction(0)
+        norm2 = max_abs_row_sum_upper(gram)  # >= ||W||_2^2, or None
+        lo = Fraction(0)
+        if norm2 is not None and norm2 > 0:
+            # a positive lower end of tr / sqrt(norm2) proves tr > 0, and then
+            # tr / sqrt(norm2) <= tr / ||W||_2; otherwise lo stays 0 (clamped below anyway)
+            try:
+                lo = endpoints(tr / _ball(norm2).sqrt())[0]
+            except ValueError:
+                lo = Fraction(0)
     return Bracket("kappa", max(lo, Fraction(0)), None, "arb",
                    {"lower": "variance dual", "support": [len(rows), len(cols)]})
 
 
 def _ball(q: Fraction) -> arb:
     return arb(fmpq(q.numerator, q.denominator))
+
+
+def max_abs_row_sum_upper(M: arb_mat) -> Fraction | None:
+    """Returns a rational >= max_a sum_b |M_ab| for every matrix in the ball matrix ``M``:
+    the largest upper endpoint of the row sums, or None when a row sum is not finite or
+    there is no row (nothing bounds a maximum over no rows).
+
+    Python's ``max`` over arb balls would compare with arb's ``>``, which is False for
+    overlapping balls: it could keep a ball whose upper end lies below another row's value.
+    """
+    best: Fraction | None = None
+    for a in range(M.nrows()):
+        s = sum((abs(M[a, b]) for b in range(M.ncols())), arb(0))
+        try:
+            hi = endpoints(s)[1]
+        except ValueError:
+            return None
+        best = hi if best is None else max(best, hi)
+    return best
 
 
 def _normalised(w: np.ndarray) -> list[Fraction]:

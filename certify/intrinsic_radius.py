@@ -33,7 +33,8 @@ def radius_sq_bracket(P: object, *, centre: object = None, weights: object = Non
     if Pf.shape[0] < 1 or Pf.shape[1] < 1:
         raise InputError(f"must be non-empty, got shape {Pf.shape}", field=field)
     m, d = Pf.shape
-    cv = (Pf.max(axis=0) + Pf.min(axis=0)) / 2 if centre is None else vector(
+    # halves first: max + min would overflow for coordinates near the float maximum
+    cv = Pf.max(axis=0) / 2 + Pf.min(axis=0) / 2 if centre is None else vector(
         centre, f"centre_{field.lower()}", d)
     if not np.isfinite(cv).all():
         raise InputError("coordinates too large for a float centre", field=field)

@@ -12,6 +12,7 @@ can still decide the maximum.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -19,11 +20,13 @@ import numpy as np
 from flint import arb
 
 from .arbutil import endpoints, from_fraction, precision
+from .dyadic import to_int_matrix
 from .interaction import Interaction
 from .intrinsic_inputs import factors, indices, vector
 from .intrinsic_result import Bracket
 from .result import check_tier
 from .rounding import U, dot_error_upper, down, up
+from .tiers import may_attain_max, safe_max_upper
 
 _U = float(U)
 REL_TOL = Fraction(1, 10**10)  # escalate while (hi - lo) > REL_TOL * hi
@@ -62,11 +65,16 @@ def tau_bracket(C: Interaction, X: object, Y: object, *, b: object = None,
         rows = indices(cycle_rows, "cycle_rows", C.m, length=len(cyc))
 
     F, err = _float_residual(C, Xa, Ya, bv)
-    hi_rows = up(np.max(up(F + err), axis=1) - np.min(down(F - err), axis=1))
-    worst = float(np.max(hi_rows))
-    q_hi = Fraction(worst) if np.isfinite(worst) else _INF
+    with np.errstate(invalid="ignore", over="ignore"):
+        hi_rows = up(np.max(up(F + err), axis=1) - np.min(down(F - err), axis=1))
+        lo_rows = down(np.max(down(F - err), axis=1) - np.min(up(F + err), axis=1))
+    # a NaN row bound (unknown) or no row at all gives no upper bound: safe_max_upper is +inf
+    worst = safe_max_upper(hi_rows)
+    q_hi = Fraction(worst) if math.isfinite(worst) else _INF
     if rows is None and cyc is not None:
-        rows = _best_rows(F, cyc)
+        # after an overflow F is only a guess: for small cycles the exact product decides
+        exact_rows = None if np.isfinite(err).any() else _exact_best_rows(C, Xa, Ya, cyc)
+        rows = exact_rows if exact_rows is not None else _best_rows(F, cyc)
     q_lo = Fraction(0)
     if cyc is not None:
         q_lo = max(q_lo, _cycle_lower_float(F, err, cyc, rows))
@@ -75,13 +83,9 @@ def tau_bracket(C: Interaction, X: object, Y: object, *, b: object = None,
                                     and q_hi - q_lo > REL_TOL * q_hi):
         for prec in (128, 256):
             used = "arb"
-            lo_rows = down(np.max(down(F - err), axis=1) - np.min(up(F + err), axis=1))
-            # a row is left out only when its float upper end is proved below another row's
-            # lower end; NaN ends (float overflow) prove nothing, so such rows stay in (a
-            # NaN threshold would otherwise leave no row, and an upper end of 0)
-            fin = lo_rows[np.isfinite(lo_rows)]
-            thr = np.max(fin) if fin.size else -np.inf
-            cand = [int(i) for i in np.nonzero(~(hi_rows < thr))[0]]
+            # every row that may attain the maximum (NaN bounds included) goes to arb: the
+            # maximum over these rows is the maximum over all rows
+            cand = [int(i) for i in may_attain_max(hi_rows, lo_rows)]
             q_hi = min(q_hi, _rows_upper_arb(C, Xa, Ya, bv, cand, prec))
             if cyc is not None:
                 q_lo = max(q_lo, _cycle_lower_arb(C, Xa, Ya, cyc, rows, prec))
@@ -95,16 +99,68 @@ def tau_bracket(C: Interaction, X: object, Y: object, *, b: object = None,
 
 def _float_residual(C: Interaction, X: np.ndarray, Y: np.ndarray,
                     b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Returns (F, err) with |(C - X Y^T)_ij - b_j - F_ij| <= err_ij (exact values)."""
+    """Returns (F, err) with |(C - X Y^T)_ij - b_j - F_ij| <= err_ij (exact values); F is
+    finite, err is finite or +inf everywhere (no NaN)."""
     r = X.shape[1]
-    P = X @ Y.T
-    errP = dot_error_upper(np.abs(X) @ np.abs(Y).T, r)
-    F1 = C.mid - P
-    F = F1 - b[None, :]
-    err = up(up(up(errP + C.rad) + up(_U * np.abs(F1))) + up(_U * np.abs(F)))
+    with np.errstate(over="ignore", invalid="ignore"):
+        P = X @ Y.T
+        errP = dot_error_upper(np.abs(X) @ np.abs(Y).T, r)
+    with np.errstate(over="ignore", invalid="ignore"):
+        F1 = C.mid - P
+        F = F1 - b[None, :]
+        err = up(up(up(errP + C.rad) + up(_U * np.abs(F1))) + up(_U * np.abs(F)))
     if not (np.isfinite(F).all() and np.isfinite(err).all()):
+        # an overflow (X Y^T too large, or cancelling huge terms giving inf - inf = NaN): the
+        # float tier proves nothing.  err = inf with a finite F keeps every later float
+        # expression free of NaN (F +- err = +-inf) and every row a candidate for the arb
+        # tier; F is then only a guess that chooses the cycle rows (any choice is sound).
+        F = _scaled_guess(C, X, Y)
         err = np.full(F.shape, np.inf)
     return F, err
+
+
+def _scaled_guess(C: Interaction, X: np.ndarray, Y: np.ndarray) -> np.ndarray:
+    """Returns a finite float matrix close to (C - X Y^T) 2^-s for some s >= 0 (no rigour:
+    it only chooses cycle rows).  The factors are scaled by powers of two so that their
+    product cannot overflow, and the product is scaled back only as far as the float range
+    allows; the offsets b shift every row by the same amounts, which no row choice sees."""
+    sx = max(math.frexp(float(np.max(np.abs(X))))[1], 0)
+    sy = max(math.frexp(float(np.max(np.abs(Y))))[1], 0)
+    with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+        P = np.ldexp(X, -sx) @ np.ldexp(Y, -sy).T  # entries <= r in magnitude
+        top = float(np.max(np.abs(P))) if P.size else 0.0
+        s = max(math.frexp(top)[1] + sx + sy - 1020, 0) if top > 0 else 0
+        G = np.ldexp(C.mid, -s) - np.ldexp(P, sx + sy - s)
+    return np.where(np.isfinite(G), G, 0.0)
+
+
+EXACT_ROWS_LIMIT = 20_000  # m * k rational comparisons at most (a fraction of a second)
+
+
+def _exact_best_rows(C: Interaction, X: np.ndarray, Y: np.ndarray,
+                     cyc: np.ndarray) -> np.ndarray | None:
+    """Returns, per cycle edge j -> l, a row maximising mid(C)_ij - mid(C)_il - (T_ij - T_il)
+    with T = X Y^T exact (integer products), or None when m k exceeds EXACT_ROWS_LIMIT.
+    Only a choice (any rows are sound); used when the float product overflowed."""
+    m, k = X.shape[0], len(cyc)
+    if m * k > EXACT_ROWS_LIMIT:
+        return None
+    nxt = np.roll(cyc, -1)
+    Xi, ex = to_int_matrix(X)
+    Yi, ey = to_int_matrix(np.vstack([Y[cyc], Y[nxt]]))  # one exponent for both halves
+    P = Xi * Yi.transpose()  # m x 2k: T[:, cyc] and T[:, nxt] as integers times 2^(ex + ey)
+    scale = Fraction(2) ** (ex + ey)
+    out = np.empty(k, dtype=np.int64)
+    for t in range(k):
+        j, l = int(cyc[t]), int(nxt[t])
+        best, arg = None, 0
+        for i in range(m):
+            v = (Fraction(float(C.mid[i, j])) - Fraction(float(C.mid[i, l]))
+                 - (int(P[i, t]) - int(P[i, k + t])) * scale)
+            if best is None or v > best:
+                best, arg = v, i
+        out[t] = arg
+    return out
 
 
 def _best_rows(F: np.ndarray, cyc: np.ndarray) -> np.ndarray:
@@ -132,7 +188,10 @@ def _t_ball(X: np.ndarray, Y: np.ndarray, i: int, j: int) -> arb:
 
 def _rows_upper_arb(C: Interaction, X: np.ndarray, Y: np.ndarray, b: np.ndarray,
                     rows: list[int], prec: int) -> Fraction:
-    """Returns a rational >= max over ``rows`` of osc(C_i - T_i - b), from arb balls."""
+    """Returns a rational >= max over ``rows`` of osc(C_i - T_i - b), from arb balls
+    (``_INF``, no bound, for an empty ``rows``: the caller bounds q over all rows by it)."""
+    if not rows:
+        return _INF
     best = Fraction(0)
     with precision(prec):
         crows = C.row_balls(rows, prec)
@@ -153,7 +212,9 @@ def _rows_upper_arb(C: Interaction, X: np.ndarray, Y: np.ndarray, b: np.ndarray,
     return best
 
 
-_INF = Fraction(10) ** 400  # "no bound": above any float; callers keep the float bound
+# "no bound": above any float and any |C - X Y^T - b| of finite factors (< 2^2100); callers
+# keep the float bound
+_INF = Fraction(10) ** 700
 
 
 def _cycle_lower_arb(C: Interaction, X: np.ndarray, Y: np.ndarray, cyc: np.ndarray,

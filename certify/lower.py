@@ -44,6 +44,7 @@ from .rationals import parse_eps, to_rational
 from .result import Check, Enclosure
 from .rowl1 import decide_max_row_l1
 from .svd import enclose, frobenius_sq_enclosure
+from .tiers import safe_max_lower, safe_max_upper
 from .upper import check_tier
 
 KINDS: dict[str, tuple[str, ...]] = {
@@ -281,7 +282,7 @@ def _float_parts(A, D, W, X, sel) -> Bounds | None:
             M = ball_matmul(ball_matmul(Ball.exact(D), Ball.exact(A)), Ball.exact(W))
             XD = ball_matmul(Xb, Ball.exact(D))
             xd_lo, xd_hi = ball_abs_row_sums(XD)
-            w = (float(abs_row_sums_lower(W).max()), float(abs_row_sums_upper(W).max()))
+            w = (safe_max_lower(abs_row_sums_lower(W)), safe_max_upper(abs_row_sums_upper(W)))
         else:
             rows, cols = sel
             M = Ball.exact(A[np.ix_(rows, cols)])
@@ -290,7 +291,9 @@ def _float_parts(A, D, W, X, sel) -> Bounds | None:
             w = (1.0, 1.0)  # every row of a column selection has one 1 or none, some have one
         R = identity_minus(ball_matmul(Xb, M))
         d_lo, d_hi = ball_abs_row_sums(R)
-        vals = (d_lo.max(), d_hi.max(), xd_lo.max(), xd_hi.max(), *w)
+        # NaN row bounds give -inf / +inf here (never a number), and the tier abstains
+        vals = (safe_max_lower(d_lo), safe_max_upper(d_hi), safe_max_lower(xd_lo),
+                safe_max_upper(xd_hi), *w)
     if not np.all(np.isfinite(vals)):
         return None
     return {"delta": (_fr(vals[0]), _fr(vals[1])), "xd": (_fr(vals[2]), _fr(vals[3])),

@@ -34,6 +34,7 @@ from .ballmat import Ball, ball_matmul
 from .errors import InputError
 from .result import Check, Enclosure
 from .rounding import down, up
+from .tiers import safe_min_lower, safe_min_upper
 
 ARRAYS = ("Y", "I", "F", "Z", "G")
 #: Largest rank accepted: the sphere's facets grow quickly with p (and are listed).
@@ -226,8 +227,9 @@ def _float_min(A: np.ndarray, Z: np.ndarray, g: np.ndarray, i: np.ndarray,
                          Ball.exact(np.ascontiguousarray(A[iu].T)))
         mid, rad = Yb.mid.ravel()[pos], Yb.rad.ravel()[pos]
         signed = sig * mid
-        lo = float(np.min(down(signed - rad)))
-        hi = float(np.min(up(signed + rad)))
+        # a NaN entry (overflow met inf - inf) leaves the minimum without a lower bound
+        lo = safe_min_lower(down(signed - rad))
+        hi = safe_min_upper(up(signed + rad))
     if not (np.isfinite(lo) and np.isfinite(hi)):
         return None
     return Enclosure(Fraction(lo), Fraction(hi))

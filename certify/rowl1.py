@@ -30,6 +30,7 @@ from .rounding import (
     inv_one_minus_gamma_up,
     inv_one_plus_gamma_down,
 )
+from .tiers import safe_max_lower, safe_max_upper
 
 ARB_PRECISIONS = (128, 256, 512)
 
@@ -205,7 +206,8 @@ def decide_max_row_l1(A: np.ndarray, U: np.ndarray, V: np.ndarray, t: Fraction, 
             flo = np.maximum(flo, 0.0)
             if (flo > t_up).any():
                 return _finish("fails", _float_max(flo, fhi), tiers_run, None, escalated)
-            pending = np.flatnonzero(fhi > t_down).tolist()
+            # ~(fhi <= t_down): a row whose bound is NaN is never counted as proved
+            pending = np.flatnonzero(~(fhi <= t_down)).tolist()
             if not pending:
                 return _finish("holds", _float_max(flo, fhi), tiers_run, None, escalated)
             for i in range(m):
@@ -254,7 +256,9 @@ def _tighten(lo, hi, new):
 
 
 def _float_max(flo: np.ndarray, fhi: np.ndarray) -> Enclosure:
-    return Enclosure(Fraction(float(flo.max())), Fraction(float(fhi.max())))
+    # finite here (the caller checked the bound of the largest row); the safe reductions make
+    # a NaN fail loudly in Fraction() rather than stand for a bound
+    return Enclosure(Fraction(safe_max_lower(flo)), Fraction(safe_max_upper(fhi)))
 
 
 def _max_enclosure(lo: list, hi: list) -> Enclosure | None:

@@ -29,6 +29,7 @@ from .ballmat import Ball, ball_matmul
 from .errors import InputError
 from .result import Check, Enclosure
 from .rounding import down, up
+from .tiers import safe_min_lower, safe_min_upper
 
 ARRAYS = ("I", "Z")
 MIX_ARRAYS = ("D", "Z")
@@ -159,8 +160,9 @@ def _float_min(D: np.ndarray | None, M: np.ndarray, Z: np.ndarray,
             Mt = Ball(np.ascontiguousarray(DM.mid.T), np.ascontiguousarray(DM.rad.T))
         Y = ball_matmul(Ball.exact(Z), Mt)
         signed = S * Y.mid
-        lo = float(np.min(down(signed - Y.rad)))
-        hi = float(np.min(up(signed + Y.rad)))
+        # a NaN entry (overflow met inf - inf) leaves the minimum without a lower bound
+        lo = safe_min_lower(down(signed - Y.rad))
+        hi = safe_min_upper(up(signed + Y.rad))
     if not (np.isfinite(lo) and np.isfinite(hi)):
         return None
     return Enclosure(Fraction(lo), Fraction(hi))

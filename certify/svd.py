@@ -257,7 +257,9 @@ def _from_residuals(A: np.ndarray, As: np.ndarray, k: int, fac: _Factors, e: flo
         return out
     ch = float(up(math.sqrt(float(up(float(up(1.0 + f)) * float(up(1.0 + g)))))))
     hi = up(up(s * ch) + e)
-    hi = np.minimum(np.minimum.accumulate(hi), fa)
+    # fmin, not minimum: a NaN bound (0 * inf if ch overflowed) is replaced by the others
+    # (||A||_F bounds every singular value) instead of propagating
+    hi = np.fmin(np.fmin.accumulate(hi), fa)
     if f < 1.0 and g < 1.0:
         cl = float(down(math.sqrt(float(down(float(down(1.0 - f)) * float(down(1.0 - g)))))))
         lo = np.maximum(down(down(s * cl) - e), 0.0)

@@ -4,13 +4,22 @@ Each tier returns enclosures of the check's parts (or None when an intermediate 
 finite: no information); the value enclosures of the tiers run so far are intersected, and the
 escalation stops as soon as the intersection lies wholly below 1 (``holds``) or at or above 1
 (``fails``).  Intersecting is sound because every tier's enclosure contains the exact value.
+
+The float reductions at the end of this module (:func:`safe_max_upper` and its three
+siblings, :func:`may_attain_max`) are the one place where a float tier turns per-item bounds
+into a bound on a maximum or a minimum: NaN (an unknown bound) and the empty set each get
+their safe value, never the value that numpy or Python's ``max`` would return
+(proofs_notes/rounding.md, "NaN, infinities and empty sets").
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
+
+import numpy as np
 
 from .result import Enclosure
 
@@ -99,3 +108,77 @@ def decide_above(steps: list[tuple[str, int | None]],
     if not (out.run and out.run[-1] == "arb"):
         out.precision = None
     return out
+
+
+# --- NaN- and empty-safe float reductions ------------------------------------------------
+#
+# Every value passed in is a float64 bound on one item (an upper bound, or a lower bound),
+# possibly NaN (the item's bound is unknown: an overflow met inf - inf or 0 * inf) or +-inf.
+# Each reduction returns a float64 bound on the maximum or minimum over all items that is
+# valid whatever the NaNs stand for.  numpy's max/min propagate NaN, Python's max/min drop or
+# keep it depending on argument order, and both fail on (or invent a value for) an empty set;
+# these four never do.
+
+
+def _flat(values: object) -> np.ndarray:
+    return np.asarray(values, dtype=np.float64).ravel()
+
+
+def safe_max_upper(values: object) -> float:
+    """Returns a float64 >= max_i x_i given upper bounds ``values`` (x_i <= values_i).
+
+    +inf when ``values`` is empty (nothing bounds a maximum over items not looked at) or when
+    any value is NaN (that item is unbounded above); otherwise the largest value.
+    """
+    v = _flat(values)
+    if v.size == 0:
+        return math.inf
+    top = float(np.max(v))  # NaN propagates through np.max
+    return math.inf if math.isnan(top) else top
+
+
+def safe_min_lower(values: object) -> float:
+    """Returns a float64 <= min_i x_i given lower bounds ``values`` (x_i >= values_i).
+
+    -inf when ``values`` is empty or any value is NaN; otherwise the smallest value.
+    """
+    v = _flat(values)
+    if v.size == 0:
+        return -math.inf
+    low = float(np.min(v))
+    return -math.inf if math.isnan(low) else low
+
+
+def safe_max_lower(values: object) -> float:
+    """Returns a float64 <= max_i x_i given lower bounds ``values`` (x_i >= values_i).
+
+    An item whose lower bound is NaN contributes nothing (its x_i is still >= -inf), so the
+    result is the largest non-NaN value, or -inf when there is none (the trivial bound).
+    """
+    v = _flat(values)
+    v = v[~np.isnan(v)]
+    return float(np.max(v)) if v.size else -math.inf
+
+
+def safe_min_upper(values: object) -> float:
+    """Returns a float64 >= min_i x_i given upper bounds ``values`` (x_i <= values_i).
+
+    The smallest non-NaN value (min_i x_i <= x_j <= values_j for every j), or +inf when there
+    is none.  Only meaningful over a non-empty set of items; the caller knows it is non-empty.
+    """
+    v = _flat(values)
+    v = v[~np.isnan(v)]
+    return float(np.min(v)) if v.size else math.inf
+
+
+def may_attain_max(hi: object, lo: object) -> np.ndarray:
+    """Returns the indices i that may attain max_j x_j, given hi_i >= x_i >= lo_i.
+
+    An item is left out only when hi_i < max_j lo_j is proved (then x_i < max_j x_j); an item
+    with a NaN upper bound, or every item when no lower bound is known, stays in.  The
+    maximum over the returned items therefore equals the maximum over all items.
+    """
+    h = _flat(hi)
+    threshold = safe_max_lower(lo)
+    # ~(h < threshold): a NaN comparison is False, so a NaN upper bound keeps its item
+    return np.flatnonzero(~(h < threshold))

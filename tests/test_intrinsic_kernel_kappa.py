@@ -265,3 +265,46 @@ def test_every_lower_below_every_upper(seed: int) -> None:
         ups.append(kappa_upper(X, Y, G, rng.standard_normal(r), rng.standard_normal(r)).hi)
     assert max(lows) <= min(ups)
     assert max(lows) > 0
+
+
+# --- reductions over balls and near the float maximum --------------------------------------
+
+def test_max_row_sum_bound_takes_the_largest_upper_end_of_overlapping_balls() -> None:
+    """Regression: ||W||_2^2 was bounded by Python's max over arb balls, which compares with
+    arb's ">" (False for overlapping balls) and so kept the first row's ball even where a
+    later row's value lies above that ball's upper end; the variance dual then divided by
+    too small a norm (a lower bound of kappa that could exceed kappa)."""
+    from flint import arb, arb_mat
+
+    from softrank.certify.arbutil import endpoints, precision
+    from softrank.certify.intrinsic_kappa import max_abs_row_sum_upper
+
+    with precision(128):
+        first = arb(1, 2.0**-100)  # [1 - 2^-100, 1 + 2^-100]
+        second = arb(1 + 2.0**-100, 2.0**-99)  # up to 1 + 3 * 2^-100
+        M = arb_mat(2, 2)
+        M[0, 0], M[1, 0] = first, second
+        assert max([first, second]) is first  # the old reduction's pick
+        assert endpoints(first)[1] < endpoints(second)[1]
+        bound = max_abs_row_sum_upper(M)
+    assert bound is not None and bound >= endpoints(second)[1]
+    assert max_abs_row_sum_upper(arb_mat(0, 3)) is None  # no rows: no bound
+
+
+def test_midrange_centres_near_the_float_maximum() -> None:
+    """Regression: the default centre (max + min) / 2 overflowed for coordinates near the
+    float maximum (an InputError for a valid radius input; a non-finite centre for kappa's
+    gauge).  Now the halves are added: the radius bracket contains the exact radius."""
+    from softrank.certify.intrinsic_kappa import kappa_upper
+    from softrank.certify.intrinsic_radius import radius_sq_bracket
+
+    P = np.array([[1.0e308], [1.7e308]])
+    br = radius_sq_bracket(P)
+    exact = ((Fraction(1.7e308) - Fraction(1.0e308)) / 2) ** 2
+    assert br.lo <= exact <= br.hi and br.hi <= exact * (1 + Fraction(1, 10**12))
+    X = np.array([[1.0e308, 1.0], [1.7e308, 2.0]])
+    Y = np.array([[1.0, 0.0], [0.0, 1.0]])
+    kb = kappa_upper(X, Y)
+    # rad(X) rad(Y) with the exact midrange centres, as an upper bound of kappa
+    rx2 = (Fraction(0.35e308) * (1 + Fraction(1, 10**12))) ** 2 + Fraction(1, 4)
+    assert kb.hi is not None and kb.hi ** 2 <= rx2 * Fraction(1, 2) * (1 + Fraction(1, 10**9))

@@ -261,3 +261,75 @@ def test_endpoints_widen_tiny_parts_outward_and_refuse_huge_ones():
     assert hi - lo < Fraction(1, 500)
     with pytest.raises(ValueError):
         endpoints(arb(arf((1, EXP_LIMIT + 5))))
+
+
+# --- overflow in the float tier: huge factors whose product cancels ------------------------
+
+def _exact_E(H: np.ndarray, X: np.ndarray, Y: np.ndarray) -> list[list[Fraction]]:
+    Cex = _exact_C(H, Fraction(1))
+    return [[Cex[i][j] - sum((Fraction(float(x)) * Fraction(float(y))
+                              for x, y in zip(X[i], Y[j], strict=True)), Fraction(0))
+             for j in range(len(Y))] for i in range(len(X))]
+
+
+def _tau_interval(q: Fraction) -> tuple[Fraction, Fraction]:
+    from flint import arb, fmpq
+
+    from softrank.certify.arbutil import precision
+
+    with precision(128):
+        return endpoints(2 * (arb(fmpq(q.numerator, q.denominator)) / 4).tanh())
+
+
+_A = 1e200
+_HUGE = {
+    # rows (a, a) and (a, -a) for both factors: fl(X Y^T) overflows to inf / inf - inf
+    "X=Y": (np.array([[_A, _A], [_A, -_A]]), np.array([[_A, _A], [_A, -_A]])),
+    # X rows (a, a), Y rows (a, -a): T = X Y^T = 0 exactly, fl(X Y^T) is not finite
+    "T=0": (np.array([[_A, _A], [_A, _A]]), np.array([[_A, -_A], [_A, -_A]])),
+}
+
+
+@pytest.mark.parametrize("tier", ["arb", "auto"])
+@pytest.mark.parametrize("name", sorted(_HUGE))
+def test_huge_cancelling_factors_never_give_tau_zero(name: str, tier: str) -> None:
+    """Regression: an overflowing float residual made every row bound NaN, the arb tier was
+    handed no candidate rows and returned 0, so q and tau were reported in [0, 0] and the
+    profile at eps = 1/100 "applicable".  Now the bracket contains the exact q (and tau) of
+    the exact product, and the profile is not applicable (or undecided)."""
+    from softrank.certify.intrinsic_check import check_intrinsic
+
+    H = np.array([[0.0, 3.0], [1.0, -2.0]])
+    C = interaction_from_logits(H)
+    X, Y = _HUGE[name]
+    q = _exact_q(_exact_E(H, X, Y))
+    assert q > 0
+    t_lo, t_hi = _tau_interval(q)
+    res = tau_bracket(C, X, Y, cycle=[0, 1], tier=tier, r=2)
+    assert res.q.lo <= q and (res.q.hi is None or q <= res.q.hi)
+    assert res.tau.lo <= t_hi and (res.tau.hi is None or t_lo <= res.tau.hi)
+    assert res.q.hi != 0 and res.tau.hi != 0
+    chk = check_intrinsic(C, {"X": X, "Y": Y, "cycle": [0, 1]}, "1/100", 2, tier=tier)
+    assert chk.profile.status != "applicable"
+    if name == "T=0":
+        # the same T given as zero factors: a tight bracket, which the huge one must contain
+        z = tau_bracket(C, np.zeros((2, 2)), np.zeros((2, 2)), cycle=[0, 1], tier=tier, r=2)
+        assert z.q.lo <= q <= z.q.hi and z.q.hi - z.q.lo < Fraction(1, 10**9)
+        assert res.q.lo <= z.q.hi and (res.q.hi is None or z.q.lo <= res.q.hi)
+        # the kernel's own row choice uses the exact product after the overflow: just as tight
+        assert res.q.hi is not None and res.q.hi - res.q.lo < Fraction(1, 10**9)
+        assert chk.profile.status == "not applicable"  # tau(0) ~ 1.27 >= 1/100, proved
+        # with the rows of the optimal cycle given, arb closes the bracket exactly
+        tight = tau_bracket(C, X, Y, cycle=[0, 1], cycle_rows=[1, 0], tier="arb", r=2)
+        assert tight.q.lo == q == tight.q.hi
+    else:  # T = 2 a^2 I: q ~ 2 a^2, tau ~ 2, proved from the cycle alone
+        assert res.q.lo > Fraction(10) ** 400 and res.tau.lo > Fraction(199, 100)
+        assert chk.profile.status == "not applicable"
+
+
+def test_huge_factors_float_tier_alone_proves_no_upper_bound() -> None:
+    H = np.array([[0.0, 3.0], [1.0, -2.0]])
+    C = interaction_from_logits(H)
+    for X, Y in _HUGE.values():
+        res = tau_bracket(C, X, Y, cycle=[0, 1], tier="float64", r=2)
+        assert res.q.hi is None and res.tau.hi is None and res.q.lo == 0
