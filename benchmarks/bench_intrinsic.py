@@ -30,9 +30,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from softrank.certify.interaction import interaction_from_logits  # noqa: E402
-from softrank.certify.intrinsic_kappa import kappa_bracket  # noqa: E402
-from softrank.certify.intrinsic_tau import tau_bracket  # noqa: E402
+from softrank.certify.intrinsic.interaction import interaction_from_logits  # noqa: E402
+from softrank.certify.intrinsic.kappa import kappa_bracket  # noqa: E402
+from softrank.certify.intrinsic.tau import tau_bracket  # noqa: E402
 from tests.intrinsic_kappa_witness import kappa_witness_fw  # noqa: E402
 from tests.intrinsic_witness import tau_witness  # noqa: E402
 

@@ -15,8 +15,8 @@ import time
 
 import numpy as np
 
-from softrank.certify import ballmat
-from softrank.certify.svd import approximate_factors, singular_values
+from softrank.certify.numerics import ballmat
+from softrank.certify.numerics.svd import approximate_factors, singular_values
 
 
 def softmax_matrix(n: int, rng: np.random.Generator, scale: float = 3.0) -> np.ndarray:

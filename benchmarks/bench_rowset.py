@@ -16,7 +16,7 @@ import argparse
 import numpy as np
 from bench_lower import softmax_matrix, tier_table  # run as a script: its folder is on sys.path
 
-from softrank.certify.rowset import sign_patterns
+from softrank.certify.lower.rowset import sign_patterns
 
 
 def certificate(A: np.ndarray, p: int) -> dict:

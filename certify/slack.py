@@ -10,7 +10,7 @@ bound chi on ||A_record - A_hat||_row1; the checks charge it by shifting eps
 Two tiers.  :func:`operator_slack` computes every exp, sum and quotient as a python-flint arb
 ball; the precision starts at 128 bits and doubles until the ball of chi is narrow (relative
 2**-30, or absolutely below 2**-100).  :func:`charged_slack` first tries the float64 tier
-(vectorised numpy with a-priori rounding bounds, :mod:`certify.expbound`) and keeps its
+(vectorised numpy with a-priori rounding bounds, :mod:`certify.numerics.expbound`) and keeps its
 enclosure when that proves chi <= 2 chi_true; otherwise it returns the arb enclosure.
 """
 
@@ -24,10 +24,10 @@ from typing import Any, Literal
 import numpy as np
 from flint import arb
 
-from . import arbutil
 from .arrays import as_matrix
 from .errors import InputError
-from .expbound import ALPHA0, ALPHA1, TINY, FloatTierError, U, exp_nonpos, gamma
+from .numerics import arbutil
+from .numerics.expbound import ALPHA0, ALPHA1, TINY, FloatTierError, U, exp_nonpos, gamma
 from .rationals import float_down, float_up, to_rational
 
 Kind = Literal["logits", "block", "A"]

@@ -11,9 +11,9 @@ import numpy as np
 
 from .arrays import as_matrix, require_all_finite
 from .errors import InputError
+from .numerics.rowl1 import decide_max_row_l1
 from .rationals import parse_eps, to_rational
 from .result import Check, check_tier
-from .rowl1 import decide_max_row_l1
 
 
 def witness_arrays(A: object, U: object, V: object, rank: int | None = None, *,
@@ -77,6 +77,6 @@ def check_upper(A: object, U: object, V: object, eps: object, *, rank: int | Non
 
 def exact_error(A: np.ndarray, U: np.ndarray, V: np.ndarray) -> Fraction:
     """Returns max_i sum_j |A - U V|_ij exactly (a reference for tests and audits)."""
-    from .rowl1 import exact_row_l1
+    from .numerics.rowl1 import exact_row_l1
 
     return max(exact_row_l1(*witness_arrays(A, U, V)))

@@ -620,10 +620,10 @@ def test_slack_logits_tie_rows():
 _MAX = np.finfo(np.float64).max
 
 
-# Regression (fixed bug): certify/rowl1.py decide_max_row_l1 builds Enclosure(...,
-# Fraction(hi_all)) and Fraction(float(fhi[i])) from float bounds that overflow to inf when a
-# row sum is near the float64 maximum (A = [[1.7976931348623157e308]]): OverflowError instead of
-# a verdict via the arb/exact tiers
+# Regression (fixed bug): certify/numerics/rowl1.py decide_max_row_l1 builds Enclosure(...,
+# Fraction(hi_all)) and Fraction(float(fhi[i])) from float bounds that overflow to inf when a row
+# sum is near the float64 maximum (A = [[1.7976931348623157e308]]): OverflowError instead of a
+# verdict via the arb/exact tiers
 def test_bug_row_sum_near_float_max_crashes_upper():
     A = np.array([[_MAX]])
     c = check_upper(A, np.zeros((1, 0)), np.zeros((0, 1)), 1)
@@ -637,9 +637,9 @@ def test_bug_row_sum_near_float_max_crashes_nonzero():
     assert check_lower(A, {"kind": "nonzero", "rank": 1}, 1).status == "holds"
 
 
-# Regression (fixed bug): certify/rowl1.py _float_bounds(t) calls rationals.float_down/float_up,
-# which raise OverflowError for a threshold above the float64 range (eps = 10**400 or '1e400');
-# a valid exact eps must give a verdict (here holds) or an InputError
+# Regression (fixed bug): certify/numerics/rowl1.py _float_bounds(t) calls
+# rationals.float_down/float_up, which raise OverflowError for a threshold above the float64 range
+# (eps = 10**400 or '1e400'); a valid exact eps must give a verdict (here holds) or an InputError
 @pytest.mark.parametrize("eps", [10**400, "1e400", Fraction(2**1024)])
 def test_bug_huge_eps_crashes_upper(eps):
     A = np.array([[0.5, 0.5]])
@@ -689,10 +689,10 @@ def test_bug_np_matrix_crashes():
 _WIDE = np.array([[1e170, 1e-300], [1e169, 3.0]])  # no exact power-of-two rescaling exists
 
 
-# Regression (fixed bug): certify/svd.py _sqrt_up calls rationals.float_up on a squared residual
-# norm above the float64 range (arb/exact residuals of a matrix with entries ~1e170 that cannot
-# be rescaled exactly); the float64 tier already falls back to the trivial enclosure, but tier
-# auto then escalates to arb and crashes. Suggested fix: return math.inf on OverflowError in
+# Regression (fixed bug): certify/numerics/svd.py _sqrt_up calls rationals.float_up on a squared
+# residual norm above the float64 range (arb/exact residuals of a matrix with entries ~1e170 that
+# cannot be rescaled exactly); the float64 tier already falls back to the trivial enclosure, but
+# tier auto then escalates to arb and crashes. Suggested fix: return math.inf on OverflowError in
 # _sqrt_up (as _float_up_safe does) so _from_residuals uses _trivial
 @pytest.mark.parametrize("tier", ["auto", "arb", "exact"])
 def test_bug_svd_residual_overflow_crashes(tier):

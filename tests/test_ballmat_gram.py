@@ -1,4 +1,4 @@
-"""Symmetric Gram-defect bound (certify.ballmat.gram_residual_frob_upper, dsyrk/dsyr2k) and
+"""Symmetric Gram-defect bound (certify.numerics.ballmat.gram_residual_frob_upper, dsyrk/dsyr2k) and
 the Frobenius norm from an upper triangle, against exact dyadic integer arithmetic."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from flint import fmpz_mat
 
-from softrank.certify import dyadic
-from softrank.certify.ballmat import (
+from softrank.certify.numerics import dyadic
+from softrank.certify.numerics.ballmat import (
     Workspace,
     gram_residual_frob_upper,
     split_residual_frob_upper,
@@ -138,7 +138,7 @@ def test_dsyrk_of_split_factor_is_exact():
     """Lemma X in practice: dsyrk on the 26-bit part reproduces Mh^T Mh exactly (upper)."""
     from scipy.linalg import blas
 
-    from softrank.certify.ballmat import split
+    from softrank.certify.numerics.ballmat import split
 
     M = orthonormal(70, 45, seed=12)
     Mh, _ = split(M, 0, 26)

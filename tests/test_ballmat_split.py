@@ -8,8 +8,8 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from softrank.certify import dyadic
-from softrank.certify.ballmat import Workspace, split_residual_frob_upper
+from softrank.certify.numerics import dyadic
+from softrank.certify.numerics.ballmat import Workspace, split_residual_frob_upper
 
 
 def exact_residual_sq(X: np.ndarray, Y: np.ndarray, Z: np.ndarray | None) -> Fraction:

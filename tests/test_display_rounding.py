@@ -236,7 +236,7 @@ def test_tau_kernel_keeps_rows_whose_float_ends_overflow(tmp_path):
 
 
 def test_bracket_json_ratio_beyond_the_float_range():
-    from softrank.certify.intrinsic_result import Bracket
+    from softrank.certify.intrinsic.result import Bracket
     from softrank.witnesses import jsonexact
 
     b = Bracket("kappa", Fraction(1, 10**620), Fraction(1, 10**300), "arb").to_json()

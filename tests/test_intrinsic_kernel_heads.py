@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 from softrank.certify.errors import InputError
-from softrank.certify.interaction import interaction_from_logits
-from softrank.certify.intrinsic_check import check_intrinsic
-from softrank.certify.intrinsic_kappa import kappa_bracket, kappa_lower_variance, kappa_upper
-from softrank.certify.intrinsic_tau import tau_bracket
+from softrank.certify.intrinsic.check import check_intrinsic
+from softrank.certify.intrinsic.interaction import interaction_from_logits
+from softrank.certify.intrinsic.kappa import kappa_bracket, kappa_lower_variance, kappa_upper
+from softrank.certify.intrinsic.tau import tau_bracket
 from softrank.exact.grid import grid_family
 from tests.intrinsic_kappa_witness import kappa_witness_fw
 from tests.intrinsic_witness import tau_witness

@@ -10,16 +10,16 @@ import pytest
 import sympy
 
 from softrank.certify.errors import InputError
-from softrank.certify.intrinsic_kappa import (
+from softrank.certify.intrinsic.kappa import (
     kappa_bracket,
     kappa_lower_psd,
     kappa_lower_rectangles,
     kappa_lower_variance,
     kappa_upper,
 )
-from softrank.certify.intrinsic_profile import profile
-from softrank.certify.intrinsic_radius import native_size, radius_bracket
-from softrank.certify.intrinsic_result import Bracket
+from softrank.certify.intrinsic.profile import profile
+from softrank.certify.intrinsic.radius import native_size, radius_bracket
+from softrank.certify.intrinsic.result import Bracket
 from softrank.exact.gauge import gauge_example
 from softrank.exact.grid import grid_family
 
@@ -276,8 +276,8 @@ def test_max_row_sum_bound_takes_the_largest_upper_end_of_overlapping_balls() ->
     too small a norm (a lower bound of kappa that could exceed kappa)."""
     from flint import arb, arb_mat
 
-    from softrank.certify.arbutil import endpoints, precision
-    from softrank.certify.intrinsic_kappa import max_abs_row_sum_upper
+    from softrank.certify.intrinsic.kappa import max_abs_row_sum_upper
+    from softrank.certify.numerics.arbutil import endpoints, precision
 
     with precision(128):
         first = arb(1, 2.0**-100)  # [1 - 2^-100, 1 + 2^-100]
@@ -295,8 +295,8 @@ def test_midrange_centres_near_the_float_maximum() -> None:
     """Regression: the default centre (max + min) / 2 overflowed for coordinates near the
     float maximum (an InputError for a valid radius input; a non-finite centre for kappa's
     gauge).  Now the halves are added: the radius bracket contains the exact radius."""
-    from softrank.certify.intrinsic_kappa import kappa_upper
-    from softrank.certify.intrinsic_radius import radius_sq_bracket
+    from softrank.certify.intrinsic.kappa import kappa_upper
+    from softrank.certify.intrinsic.radius import radius_sq_bracket
 
     P = np.array([[1.0e308], [1.7e308]])
     br = radius_sq_bracket(P)

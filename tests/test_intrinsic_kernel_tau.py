@@ -7,10 +7,13 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from softrank.certify.arbutil import endpoints
 from softrank.certify.errors import InputError
-from softrank.certify.interaction import interaction_from_logits, interaction_from_positive
-from softrank.certify.intrinsic_tau import tau_bracket
+from softrank.certify.intrinsic.interaction import (
+    interaction_from_logits,
+    interaction_from_positive,
+)
+from softrank.certify.intrinsic.tau import tau_bracket
+from softrank.certify.numerics.arbutil import endpoints
 from tests.intrinsic_witness import tau_witness
 
 
@@ -174,7 +177,7 @@ def test_bad_factors() -> None:
 
 
 def test_operator_prefers_logits_then_block() -> None:
-    from softrank.certify.interaction import interaction_from_operator
+    from softrank.certify.intrinsic.interaction import interaction_from_operator
 
     rng = np.random.default_rng(5)
     H = rng.standard_normal((4, 6))
@@ -247,7 +250,7 @@ def test_huge_logits_give_a_bracket_not_a_memory_blowup():
 def test_endpoints_widen_tiny_parts_outward_and_refuse_huge_ones():
     from flint import arb, arf
 
-    from softrank.certify.arbutil import EXP_LIMIT
+    from softrank.certify.numerics.arbutil import EXP_LIMIT
     tiny = Fraction(1, 2**EXP_LIMIT)
     # a ball 1 +- 2**-1200000: the radius is widened to 2**-EXP_LIMIT, never below
     lo, hi = endpoints(arb(1, arf((1, -1_200_000))))
@@ -275,7 +278,7 @@ def _exact_E(H: np.ndarray, X: np.ndarray, Y: np.ndarray) -> list[list[Fraction]
 def _tau_interval(q: Fraction) -> tuple[Fraction, Fraction]:
     from flint import arb, fmpq
 
-    from softrank.certify.arbutil import precision
+    from softrank.certify.numerics.arbutil import precision
 
     with precision(128):
         return endpoints(2 * (arb(fmpq(q.numerator, q.denominator)) / 4).tanh())
@@ -297,7 +300,7 @@ def test_huge_cancelling_factors_never_give_tau_zero(name: str, tier: str) -> No
     handed no candidate rows and returned 0, so q and tau were reported in [0, 0] and the
     profile at eps = 1/100 "applicable".  Now the bracket contains the exact q (and tau) of
     the exact product, and the profile is not applicable (or undecided)."""
-    from softrank.certify.intrinsic_check import check_intrinsic
+    from softrank.certify.intrinsic.check import check_intrinsic
 
     H = np.array([[0.0, 3.0], [1.0, -2.0]])
     C = interaction_from_logits(H)

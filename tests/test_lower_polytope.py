@@ -24,7 +24,7 @@ from scipy.optimize import linprog
 from scipy.spatial import ConvexHull
 
 from softrank.certify import InputError, check_lower, check_upper
-from softrank.certify.polytope import MAX_FACETS, MAX_POINTS, MAX_RANK
+from softrank.certify.lower.polytope import MAX_FACETS, MAX_POINTS, MAX_RANK
 
 from .helpers import exact_orthant_min, exact_row1, random_attention, tsvd_witness
 from .helpers import sign_patterns as patterns  # the format's words, not the kernel's

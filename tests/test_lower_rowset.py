@@ -20,7 +20,7 @@ from scipy.optimize import linprog
 
 from replay import replay as rp
 from softrank.certify import InputError, check_bracket, check_lower, check_upper
-from softrank.certify.rowset import MAX_RANK, sign_patterns
+from softrank.certify.lower.rowset import MAX_RANK, sign_patterns
 from softrank.cli import main as cli_main
 from softrank.exact.oracle import oracle
 from softrank.export import write_bundle

@@ -9,8 +9,8 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from softrank.certify import ballmat, dyadic
-from softrank.certify.svd import _Factors, _from_residuals
+from softrank.certify.numerics import ballmat, dyadic
+from softrank.certify.numerics.svd import _Factors, _from_residuals
 
 
 @pytest.mark.parametrize("bad", [np.inf, -np.inf, np.nan])

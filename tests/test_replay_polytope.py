@@ -343,7 +343,7 @@ def test_the_rank_is_checked_before_any_array_is_read():
             _replay_end(A, {"rank": rank}, Fraction(1, 10**6), "holds")  # no arrays at all
     assert rp.ROWSET_MAX_RANK == 12 and rp.POLY_MAX_POINTS == 4096
     assert rp.POLY_MAX_FACETS == 100_000  # the replayer keeps its own copies of the bounds
-    from softrank.certify import polytope
+    from softrank.certify.lower import polytope
 
     assert (polytope.MAX_RANK, polytope.MAX_POINTS, polytope.MAX_FACETS) == (
         rp.ROWSET_MAX_RANK, rp.POLY_MAX_POINTS, rp.POLY_MAX_FACETS)

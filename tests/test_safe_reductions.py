@@ -1,4 +1,4 @@
-"""The NaN- and empty-safe float reductions of certify.tiers: each returns a bound that is
+"""The NaN- and empty-safe float reductions of certify.numerics.tiers: each returns a bound that is
 valid whatever a NaN stands for, and the safe value for an empty set."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from softrank.certify.tiers import (
+from softrank.certify.numerics.tiers import (
     may_attain_max,
     safe_max_lower,
     safe_max_upper,

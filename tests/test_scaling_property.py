@@ -23,11 +23,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from softrank.certify import check_lower, check_upper
-from softrank.certify.arbutil import endpoints, precision
-from softrank.certify.interaction import interaction_from_logits
-from softrank.certify.intrinsic_check import check_intrinsic
-from softrank.certify.intrinsic_kappa import kappa_bracket
-from softrank.certify.intrinsic_tau import tau_bracket
+from softrank.certify.intrinsic.check import check_intrinsic
+from softrank.certify.intrinsic.interaction import interaction_from_logits
+from softrank.certify.intrinsic.kappa import kappa_bracket
+from softrank.certify.intrinsic.tau import tau_bracket
+from softrank.certify.numerics.arbutil import endpoints, precision
 
 from .helpers import bernstein_certificate, exact_orthant_min, exact_row1
 from .test_lower_polytope import hull_facets, lp_witness, reference_defect, signed_rows

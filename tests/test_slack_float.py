@@ -15,7 +15,7 @@ import pytest
 from mpmath import iv
 
 from softrank import certify
-from softrank.certify import expbound
+from softrank.certify.numerics import expbound
 from softrank.certify.slack import charged_slack, operator_slack
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -1,4 +1,5 @@
-"""Rigorous singular values (certify/svd.py, certify/ballmat.py) against exact references."""
+"""Rigorous singular values (certify/numerics/svd.py, certify/numerics/ballmat.py) against
+exact references."""
 
 from __future__ import annotations
 
@@ -10,14 +11,14 @@ import pytest
 from flint import fmpq, fmpq_mat
 
 from softrank.certify import InputError, singular_values
-from softrank.certify.ballmat import (
+from softrank.certify.numerics.ballmat import (
     Ball,
     apriori_residual_frob_upper,
     ball_matmul,
     split,
     split_residual_frob_upper,
 )
-from softrank.certify.svd import frobenius_sq_enclosure, frobenius_sq_exact
+from softrank.certify.numerics.svd import frobenius_sq_enclosure, frobenius_sq_exact
 
 # ---------------------------------------------------------------- exact test matrices
 
@@ -280,7 +281,7 @@ def test_mixed_huge_and_tiny_entries_stay_rigorous():
 @pytest.mark.parametrize("seed", range(10))
 def test_ball_chain_encloses_exact_residual_row_sums(seed):
     """I - X (D A W) and its row sums of |.|, entries spanning subnormal to huge binades."""
-    from softrank.certify.ballmat import ball_abs_row_sums, identity_minus
+    from softrank.certify.numerics.ballmat import ball_abs_row_sums, identity_minus
 
     rng = np.random.default_rng(seed)
 
@@ -307,8 +308,13 @@ def test_float_residuals_contain_exact_residuals(shape):
     Frobenius norms of U S V^T - B, V^T V - I, U^T U - I and are within a small factor."""
     from flint import fmpz_mat
 
-    from softrank.certify import dyadic
-    from softrank.certify.svd import _align, _exact_frob_sq, _float_residuals, approximate_factors
+    from softrank.certify.numerics import dyadic
+    from softrank.certify.numerics.svd import (
+        _align,
+        _exact_frob_sq,
+        _float_residuals,
+        approximate_factors,
+    )
 
     A = softmax(np.random.default_rng(sum(shape)), *shape)
     fac = approximate_factors(A)

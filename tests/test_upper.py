@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from softrank.certify import InputError, check_upper, exact_error
-from softrank.certify.rowl1 import exact_row_l1, float_row_bounds
+from softrank.certify.numerics.rowl1 import exact_row_l1, float_row_bounds
 
 from .helpers import exact_row1, plain_float_error, random_attention, tsvd_witness
 

@@ -26,8 +26,8 @@ from typing import Any
 import numpy as np
 
 from softrank.certify.errors import InputError
+from softrank.certify.lower.rowset import MAX_RANK as ROWSET_MAX_RANK  # = polytope.MAX_RANK
 from softrank.certify.rationals import parse_eps, to_rational
-from softrank.certify.rowset import MAX_RANK as ROWSET_MAX_RANK  # = polytope.MAX_RANK
 
 from . import jsonexact
 from .atomic import write_atomic, write_text_atomic

@@ -16,7 +16,7 @@ from fractions import Fraction
 import numpy as np
 from flint import fmpz_mat
 
-from softrank.certify import dyadic
+from softrank.certify.numerics import dyadic
 
 
 def gram_side(shape: tuple[int, int]) -> str:

@@ -23,7 +23,7 @@ from scipy.spatial import ConvexHull, QhullError
 from ._common import clock, target
 
 MAX_RANK = 8  # past it the hulls of MiniLM heads exceed MAX_FACETS (p = 9: 230,000 pairs, 23 s)
-MAX_FACETS = 100_000  # the kernel's limit on listed facets (certify/polytope.py)
+MAX_FACETS = 100_000  # the kernel's limit on listed facets (certify/lower/polytope.py)
 LIFT_NEAR = 1.25  # lift subspaces whose Bernstein value is within this factor of the goal
 JITTER = 1e-9
 SEED = 20261202

@@ -23,13 +23,13 @@ from fractions import Fraction
 
 import numpy as np
 
-from . import arbutil, dyadic, tiers
-from .arrays import as_index_vector, as_matrix
-from .ballmat import Ball, ball_matmul
-from .errors import InputError
-from .result import Check, Enclosure
-from .rounding import down, up
-from .tiers import safe_min_lower, safe_min_upper
+from ..arrays import as_index_vector, as_matrix
+from ..errors import InputError
+from ..numerics import arbutil, dyadic, tiers
+from ..numerics.ballmat import Ball, ball_matmul
+from ..numerics.rounding import down, up
+from ..numerics.tiers import safe_min_lower, safe_min_upper
+from ..result import Check, Enclosure
 
 ARRAYS = ("I", "Z")
 MIX_ARRAYS = ("D", "Z")

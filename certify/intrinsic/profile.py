@@ -14,10 +14,10 @@ from typing import Any, Literal
 
 from flint import arb, fmpq
 
-from .arbutil import endpoints, precision
-from .errors import InputError
-from .intrinsic_result import Bracket
-from .rationals import parse_eps
+from ..errors import InputError
+from ..numerics.arbutil import endpoints, precision
+from ..rationals import parse_eps
+from .result import Bracket
 
 Applicability = Literal["applicable", "not applicable", "undecided"]
 

@@ -21,7 +21,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from .result import Enclosure
+from ..result import Enclosure
 
 Bounds = dict[str, tuple[Fraction, Fraction]]
 

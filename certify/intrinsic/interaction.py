@@ -22,12 +22,12 @@ from fractions import Fraction
 import numpy as np
 from flint import arb, fmpq, fmpz_mat
 
-from .arbutil import endpoints, precision
-from .arrays import as_matrix
-from .dyadic import to_int_matrix
-from .errors import InputError
-from .rationals import float_up, to_rational
-from .rounding import ETA, U
+from ..arrays import as_matrix
+from ..errors import InputError
+from ..numerics.arbutil import endpoints, precision
+from ..numerics.dyadic import to_int_matrix
+from ..numerics.rounding import ETA, U
+from ..rationals import float_up, to_rational
 
 _FMAX = Fraction(np.finfo(np.float64).max)
 

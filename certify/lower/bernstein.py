@@ -19,9 +19,10 @@ from fractions import Fraction
 import numpy as np
 from flint import fmpz_mat
 
-from . import arbutil, dyadic, tiers
-from .arrays import as_index_vector, as_matrix
-from .ballmat import (
+from ..arrays import as_index_vector, as_matrix
+from ..errors import InputError
+from ..numerics import arbutil, dyadic, tiers
+from ..numerics.ballmat import (
     U_F,
     Ball,
     abs_row_sums_lower,
@@ -29,10 +30,9 @@ from .ballmat import (
     ball_abs_row_sums,
     ball_matmul,
 )
-from .errors import InputError
-from .result import Check, Enclosure
-from .rounding import up
-from .tiers import safe_max_lower, safe_max_upper
+from ..numerics.rounding import up
+from ..numerics.tiers import safe_max_lower, safe_max_upper
+from ..result import Check, Enclosure
 
 ARRAYS = ("W", "P", "J")
 ARB_PRECISIONS = (128, 256)

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from .result import Status
+from ..result import Status
 
 
 @dataclass(frozen=True)

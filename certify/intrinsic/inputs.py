@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .arrays import as_matrix
-from .errors import InputError
+from ..arrays import as_matrix
+from ..errors import InputError
 
 
 def factors(X: object, Y: object, *, m: int | None = None, n: int | None = None,

@@ -19,15 +19,15 @@ from fractions import Fraction
 import numpy as np
 from flint import arb, arb_mat, fmpq, fmpq_mat, fmpz_mat
 
-from .arbutil import endpoints, precision
-from .arrays import as_matrix
-from .dyadic import to_int_matrix
-from .errors import InputError
-from .intrinsic_exact import max_sq_dist, sqrt_down, sqrt_up
-from .intrinsic_inputs import factors, vector
-from .intrinsic_result import Bracket, combine
-from .rationals import float_up
-from .rounding import ETA, U, dot_error_upper, nonneg_sum_upper, up
+from ..arrays import as_matrix
+from ..errors import InputError
+from ..numerics.arbutil import endpoints, precision
+from ..numerics.dyadic import to_int_matrix
+from ..numerics.rounding import ETA, U, dot_error_upper, nonneg_sum_upper, up
+from ..rationals import float_up
+from .exact import max_sq_dist, sqrt_down, sqrt_up
+from .inputs import factors, vector
+from .result import Bracket, combine
 
 _U = float(U)
 

@@ -20,10 +20,10 @@ from functools import lru_cache
 
 import numpy as np
 
+from ..arrays import require_all_finite
+from ..rationals import float_down, float_up
+from ..result import Enclosure
 from . import arbutil, dyadic
-from .arrays import require_all_finite
-from .rationals import float_down, float_up
-from .result import Enclosure
 from .rounding import (
     ETA,
     gamma_up,

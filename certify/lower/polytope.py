@@ -28,13 +28,13 @@ from fractions import Fraction
 import numpy as np
 from flint import fmpz_mat
 
-from . import arbutil, dyadic, tiers
-from .arrays import as_matrix
-from .ballmat import Ball, ball_matmul
-from .errors import InputError
-from .result import Check, Enclosure
-from .rounding import down, up
-from .tiers import safe_min_lower, safe_min_upper
+from ..arrays import as_matrix
+from ..errors import InputError
+from ..numerics import arbutil, dyadic, tiers
+from ..numerics.ballmat import Ball, ball_matmul
+from ..numerics.rounding import down, up
+from ..numerics.tiers import safe_min_lower, safe_min_upper
+from ..result import Check, Enclosure
 
 ARRAYS = ("Y", "I", "F", "Z", "G")
 #: Largest rank accepted: the sphere's facets grow quickly with p (and are listed).

@@ -22,7 +22,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from .rationals import float_up
+from ..rationals import float_up
 from .rounding import (
     ETA,
     ETA_F,

@@ -13,13 +13,13 @@ from fractions import Fraction
 
 import numpy as np
 
-from .arrays import as_matrix
-from .dyadic import to_int_matrix
-from .errors import InputError
-from .intrinsic_exact import max_sq_dist, sqrt_down, sqrt_up
-from .intrinsic_inputs import vector
-from .intrinsic_result import Bracket
-from .rationals import to_rational
+from ..arrays import as_matrix
+from ..errors import InputError
+from ..numerics.dyadic import to_int_matrix
+from ..rationals import to_rational
+from .exact import max_sq_dist, sqrt_down, sqrt_up
+from .inputs import vector
+from .result import Bracket
 
 
 def radius_sq_bracket(P: object, *, centre: object = None, weights: object = None,

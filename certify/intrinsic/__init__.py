@@ -15,24 +15,24 @@ stored numbers; see the module of each function for its contract):
 
 from __future__ import annotations
 
+from .check import WITNESS_KEYS, IntrinsicCheck, check_intrinsic
 from .interaction import (
     Interaction,
     interaction_from_logits,
     interaction_from_operator,
     interaction_from_positive,
 )
-from .intrinsic_check import WITNESS_KEYS, IntrinsicCheck, check_intrinsic
-from .intrinsic_kappa import (
+from .kappa import (
     kappa_bracket,
     kappa_lower_psd,
     kappa_lower_rectangles,
     kappa_lower_variance,
     kappa_upper,
 )
-from .intrinsic_profile import ProfileResult, profile
-from .intrinsic_radius import native_size, radius_bracket, radius_sq_bracket
-from .intrinsic_result import Bracket
-from .intrinsic_tau import TauResult, tau_bracket
+from .profile import ProfileResult, profile
+from .radius import native_size, radius_bracket, radius_sq_bracket
+from .result import Bracket
+from .tau import TauResult, tau_bracket
 
 __all__ = [
     "WITNESS_KEYS",

@@ -18,7 +18,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from .rationals import float_up
+from ..rationals import float_up
 
 U = Fraction(1, 2**53)  # unit roundoff of binary64
 ETA = Fraction(1, 2**1074)  # smallest positive subnormal: absolute underflow error per product

@@ -29,9 +29,10 @@ from fractions import Fraction
 import numpy as np
 from flint import arb_mat, fmpz_mat
 
-from . import arbutil, bernstein, dyadic, polytope, rowset, tiers
-from .arrays import as_index_vector, as_matrix
-from .ballmat import (
+from ..arrays import as_index_vector, as_matrix
+from ..errors import InputError
+from ..numerics import arbutil, dyadic, tiers
+from ..numerics.ballmat import (
     Ball,
     abs_row_sums_lower,
     abs_row_sums_upper,
@@ -39,13 +40,13 @@ from .ballmat import (
     ball_matmul,
     identity_minus,
 )
-from .errors import InputError
-from .rationals import parse_eps, to_rational
-from .result import Check, Enclosure
-from .rowl1 import decide_max_row_l1
-from .svd import enclose, frobenius_sq_enclosure
-from .tiers import safe_max_lower, safe_max_upper
-from .upper import check_tier
+from ..numerics.rowl1 import decide_max_row_l1
+from ..numerics.svd import enclose, frobenius_sq_enclosure
+from ..numerics.tiers import safe_max_lower, safe_max_upper
+from ..rationals import parse_eps, to_rational
+from ..result import Check, Enclosure
+from ..upper import check_tier
+from . import bernstein, polytope, rowset
 
 KINDS: dict[str, tuple[str, ...]] = {
     "nonzero": (),

@@ -19,14 +19,14 @@ from fractions import Fraction
 import numpy as np
 from flint import arb
 
-from .arbutil import endpoints, from_fraction, precision
-from .dyadic import to_int_matrix
+from ..numerics.arbutil import endpoints, from_fraction, precision
+from ..numerics.dyadic import to_int_matrix
+from ..numerics.rounding import U, dot_error_upper, down, up
+from ..numerics.tiers import may_attain_max, safe_max_upper
+from ..result import check_tier
+from .inputs import factors, indices, vector
 from .interaction import Interaction
-from .intrinsic_inputs import factors, indices, vector
-from .intrinsic_result import Bracket
-from .result import check_tier
-from .rounding import U, dot_error_upper, down, up
-from .tiers import may_attain_max, safe_max_upper
+from .result import Bracket
 
 _U = float(U)
 REL_TOL = Fraction(1, 10**10)  # escalate while (hi - lo) > REL_TOL * hi
@@ -59,7 +59,7 @@ def tau_bracket(C: Interaction, X: object, Y: object, *, b: object = None,
     rows = None
     if cycle_rows is not None:
         if cyc is None:
-            from .errors import InputError
+            from ..errors import InputError
 
             raise InputError("cycle_rows given without a cycle", field="cycle_rows")
         rows = indices(cycle_rows, "cycle_rows", C.m, length=len(cyc))

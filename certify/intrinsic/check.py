@@ -6,13 +6,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import InputError
+from ..errors import InputError
+from .inputs import factors
 from .interaction import Interaction
-from .intrinsic_inputs import factors
-from .intrinsic_kappa import kappa_bracket
-from .intrinsic_profile import ProfileResult, profile
-from .intrinsic_result import Bracket
-from .intrinsic_tau import TauResult, tau_bracket
+from .kappa import kappa_bracket
+from .profile import ProfileResult, profile
+from .result import Bracket
+from .tau import TauResult, tau_bracket
 
 WITNESS_KEYS = ("X", "Y", "b", "cycle", "cycle_rows", "G", "a", "c", "rects", "lam", "mu",
                 "M", "D1", "D2")

@@ -7,8 +7,8 @@ from fractions import Fraction
 import numpy as np
 from flint import arb, fmpq, fmpz_mat
 
-from .arbutil import endpoints, precision
-from .dyadic import to_int_matrix
+from ..numerics.arbutil import endpoints, precision
+from ..numerics.dyadic import to_int_matrix
 
 
 def ints(v: np.ndarray) -> tuple[list[int], int]:

@@ -12,8 +12,8 @@ the i-th largest singular value satisfies
 (the lower form needs f, g < 1).  The tiers differ only in how e, f, g are bounded:
 
 * ``float64``: Ozaki/Rump error-free splits make the dominant products exact in BLAS
-  (certify.ballmat.gram_residual_frob_upper with dsyrk/dsyr2k for f and g,
-  certify.ballmat.split_residual_frob_upper for e); the cross terms carry a-priori bounds.
+  (certify.numerics.ballmat.gram_residual_frob_upper with dsyrk/dsyr2k for f and g,
+  certify.numerics.ballmat.split_residual_frob_upper for e); the cross terms carry a-priori bounds.
 * ``arb``: the residual matrices as python-flint balls at 128 bits.
 * ``exact``: the residual matrices exactly as dyadic integers (fmpz_mat).
 
@@ -33,8 +33,11 @@ import numpy as np
 from flint import arb, arb_mat, fmpz_mat
 from scipy.linalg import lapack
 
+from ..arrays import as_matrix
+from ..errors import InputError
+from ..rationals import float_down, float_up
+from ..result import Enclosure, check_tier
 from . import arbutil, dyadic
-from .arrays import as_matrix
 from .ballmat import (
     frob_upper,
     gram_residual_frob_upper,
@@ -42,9 +45,6 @@ from .ballmat import (
     split_residual_frob_upper,
     thread_workspace,
 )
-from .errors import InputError
-from .rationals import float_down, float_up
-from .result import Enclosure, check_tier
 from .rounding import down, up
 
 ARB_PREC = 128

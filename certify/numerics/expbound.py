@@ -18,7 +18,7 @@ from math import factorial
 
 import numpy as np
 
-from .rationals import float_down, float_up
+from ..rationals import float_down, float_up
 
 U = Fraction(1, 2**52)  # bound on |d| above, valid in every IEEE rounding mode
 X_MIN = -700.0  # below this the entry is only bounded: e^x <= 2^-1000

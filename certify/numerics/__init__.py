@@ -1,0 +1,1 @@
+"""Shared validated numerics of the kernel (see the package docstring of certify)."""
