@@ -17,6 +17,7 @@ import numpy as np
 
 from softrank.certify import intrinsic as K
 from softrank.certify.errors import InputError
+from softrank.terminal import shown
 from softrank.witnesses.intrinsic_store import IntrinsicRecord, read_intrinsic
 from softrank.witnesses.store import StoreReader
 
@@ -137,9 +138,9 @@ def summarize_intrinsic(results: list[dict[str, Any]]) -> dict[str, Any]:
 
 def format_result(res: dict[str, Any]) -> str:
     """Returns one text line for a result (floats rounded for reading only)."""
-    head = f"{res['id']:<28}"
+    head = f"{shown(res['id']):<28}"
     if "error" in res:
-        return f"{head} INPUT ERROR: {res['error']}"
+        return f"{head} INPUT ERROR: {shown(res['error'])}"
     if res["kind"] == "native":
         g = res["Gamma"]
         return f"{head} Gamma in [{_f(g['lo']):.6g}, {_f(g['hi']):.6g}]"
