@@ -1,7 +1,7 @@
 """Replays a softrank-certify bundle in exact integer arithmetic.
 
 Usage:  python replay/replay.py BUNDLE.zip [--flint] [--json] [-q|--quiet] [-h|--help] [--version]
-                                [--max-operators N] [--max-ends N] [--max-elements N] [--max-work N]
+                                [--max-operators N] [--max-ends N] [--max-words N] [--max-work N]
 
 This program is the independent check of the kernel's "holds": it imports only the Python
 standard library (python-flint only behind --flint, for faster integer matrix products) and
@@ -14,9 +14,10 @@ operator and eps, every string from the bundle written with \\uXXXX for control,
 zero-width) and other invisible characters; the last line is the summary, made of counts and
 the manifest's sha256 alone.  Before any array is decoded the bundle's size is bounded (exit 2
 naming the field when over): --max-operators (default 100000) and --max-ends (1000000)
-records, --max-elements (100000000) array elements decoded, an array counted once per use, and
---max-work (50000000000) estimated products of 64-bit words, from the declared shapes and the
-exponent spread of the stored floats.  Raise them (N a positive integer) for larger bundles.
+records, --max-words (100000000) 64-bit words of the integers the arrays decode to, an array
+counted once per use, and --max-work (50000000000) estimated products of such words; both
+from the declared shapes and the exponent spread of the stored floats.  Raise them (N a
+positive integer) for larger bundles.
 
 Exit codes: 0 the bundle has ends, every end the kernel proved replays as holds and no
 verdict disagrees with the kernel's (ends the kernel did not prove are replayed for agreement
@@ -52,8 +53,8 @@ ROWSET_MAX_RANK = 12  # a rowset certificate holds 2^(rank-1) sign vectors
 POLY_MAX_POINTS, POLY_MAX_FACETS = 4096, 100_000  # a polytope's k and f (its rank <= 12 too)
 # caps on what a bundle may ask for, checked by plan() before any array is decoded; work is
 # counted in products of 64-bit words (about 40 ns each in CPython); options --max-<name>
-LIMITS = {"operators": 100_000, "ends": 1_000_000, "elements": 100_000_000,
-          "work": 50_000_000_000}  # examples/minilm: 72, 2592, 5.4e6 and 4.3e8
+LIMITS = {"operators": 100_000, "ends": 1_000_000, "words": 100_000_000,
+          "work": 50_000_000_000}  # examples/minilm: 72, 2592, 7.5e6 and 4.8e8
 EXP_UNITS = 600  # work units of one pair of exp bounds of the slack chi (measured)
 LOWER_KINDS = ("nonzero", "frobenius_tail", "decoder", "submatrix", "bernstein", "rowset",
                "rowmix", "polytope")
@@ -546,15 +547,15 @@ def _short(q: object) -> str:
 def plan(doc: dict, blobs: dict[str, bytes], limits: dict[str, int]) -> tuple[dict, dict]:
     """Checks the records' structure, binds every end to its bracket and bounds the replay's
     work, before any array is decoded; returns the operators' shapes by id and the totals
-    {"elements": ..., "work": ...} compared with ``limits``.
+    {"words": ..., "work": ...} compared with ``limits``.
 
     Raises BundleError naming the field for: more operators or ends than ``limits`` allows;
     an operator without a unique id and a shape [m, N]; an end of an unknown operator, without
     a bracket label, of an unknown kind, labelled other than "upper" (kind factors) or "lower"
     (a lower kind); two ends of one bracket naming different operators or eps, or sharing
-    label and kind; array elements decoded (summed over every use: an array that k records
-    use counts k times) or estimated work (products of 64-bit words, from the declared shapes
-    and the bit widths _bits() bounds) above the limits.
+    label and kind; 64-bit words of the integers the arrays decode to (summed over every use:
+    an array that k records use counts k times) or estimated work (products of 64-bit words,
+    from the declared shapes and the bit widths _bits() bounds) above the limits.
     """
     for name in ("operators", "ends"):
         if len(doc[name]) > limits[name]:
@@ -575,7 +576,7 @@ def plan(doc: dict, blobs: dict[str, bytes], limits: dict[str, int]) -> tuple[di
             cache[key] = _bits(blobs[ref["file"]], ref["dtype"])
         return math.prod(ref["shape"]), cache[key], (ref["shape"] or [0])[0]
 
-    costs = []  # (work, elements, field)
+    costs = []  # (work, words decoded, field)
     a_bits = {}
     for i, op in enumerate(doc["operators"]):
         f = f"operators[{i}]"
@@ -587,14 +588,14 @@ def plan(doc: dict, blobs: dict[str, bytes], limits: dict[str, int]) -> tuple[di
         m, N = shapes[op["id"]] = tuple(op["shape"])
         us = {n: use(op.get(n)) for n in ("A", "logits", "block") if n == "A" or op.get(n)}
         a_bits[op["id"]] = a = us["A"][1]
-        work = sum(e * _w(b) for e, b, _ in us.values())
+        work = words = sum(e * _w(b) for e, b, _ in us.values())
         if "logits" in us:  # v = beta (top - x) in Fractions, then the exp bounds
             beta = rational(op.get("beta", "1"), f"{f}.beta")
             bb = beta.numerator.bit_length() + beta.denominator.bit_length()
             work += m * N * (EXP_UNITS + 4 * _w(us["logits"][1] + bb) ** 2)
         if "block" in us:  # row sums and quotients in Fractions
             work += m * N * 10 * _w(us["block"][1] + a + N.bit_length()) ** 2
-        costs.append((work, sum(e for e, _, _ in us.values()), f))
+        costs.append((work, words, f))
     brackets: dict[str, tuple] = {}
     gram_done = set()
     for i, end in enumerate(doc["ends"]):
@@ -625,16 +626,17 @@ def plan(doc: dict, blobs: dict[str, bytes], limits: dict[str, int]) -> tuple[di
         us = {n: use(v) for n, v in cert.items()}
         rank = end.get("rank")
         r = rank if isinstance(rank, int) and not isinstance(rank, bool) and rank > 0 else 0
-        work = 50 + sum(e * _w(bt) for e, bt, _ in us.values()) + _end_work(
+        words = sum(e * _w(bt) for e, bt, _ in us.values())
+        work = 50 + words + _end_work(
             kind, r, shapes[op], a_bits[op], {n: u[1] for n, u in us.items()},
             {n: u[2] for n, u in us.items()})
         if kind == "frobenius_tail" and op not in gram_done:  # once per operator
             gram_done.add(op)
             m, N = shapes[op]
             work += min(m, N) ** 2 * max(m, N) * _w(a_bits[op]) ** 2
-        costs.append((work, sum(e for e, _, _ in us.values()), f))
+        costs.append((work, words, f))
     totals = {}
-    for k, name, what in ((1, "elements", "array elements decoded"),
+    for k, name, what in ((1, "words", "64-bit words decoded"),
                           (0, "work", "estimated work (64-bit word products)")):
         total = totals[name] = sum(c[k] for c in costs)
         if total > limits[name]:

@@ -216,16 +216,35 @@ def test_operator_and_end_counts_are_capped(tmp_path, capsys):
 
 def test_a_shared_array_counts_once_per_use(tmp_path, capsys, monkeypatch):
     """The 726 KB bundle of 200,000 operators pointing at one array, at 1/5000 scale: 36
-    elements stored, 40 x (A + U + V) = 40 x 108 decoded."""
+    elements stored, 40 x (A + U + V) = 40 x 108 decoded, one 64-bit word each."""
     path = _shared(tmp_path, 40)
     s = rp.replay(str(path))
-    assert s["estimate"]["elements"] == 40 * 3 * 36
+    assert s["estimate"]["words"] == 40 * 3 * 36
     decoded = []
     real = rp.array
     monkeypatch.setattr(rp, "array", lambda *a, **k: decoded.append(1) or real(*a, **k))
-    code, out, err = _run(path, capsys, "--max-elements", str(40 * 3 * 36 - 1))
-    assert code == 2 and out == "" and "array elements decoded 4.32e+03" in err
-    assert "(--max-elements)" in err and not decoded  # refused before any array is decoded
+    code, out, err = _run(path, capsys, "--max-words", str(40 * 3 * 36 - 1))
+    assert code == 2 and out == "" and "64-bit words decoded 4.32e+03" in err
+    assert "(--max-words)" in err and not decoded  # refused before any array is decoded
+
+
+def test_wide_numbers_count_their_words(tmp_path, capsys):
+    """A shared array whose floats spread from 5e-324 to 1e300 decodes to ~2100-bit integers:
+    each element counts 34 words, so its memory is bounded too."""
+    arrays: dict[str, bytes] = {}
+    A = np.eye(6)
+    A[0, 1], A[1, 0] = 5e-324, 1e300
+    ops = [_op(arrays, f"op{i}", A) for i in range(10)]
+    ends = [{"bracket": f"b{i}", "operator": f"op{i}", "eps": "1/10", "end": "lower",
+             "kind": "nonzero", "rank": 1, "kernel": "holds", "certificate": None}
+            for i in range(10)]
+    path = _write(tmp_path / "wide.zip", ops, ends, arrays)
+    digest, doc, blobs = rp.read_bundle(str(path))
+    words = rp.plan(doc, blobs, {k: 10 ** 30 for k in rp.LIMITS})[1]["words"]
+    assert words == 10 * 36 * (1 + (997 + 1073 + 53) // 64)  # frexp exponents 997, -1073
+    M, _ = rp.dyadic(A.tolist())
+    assert max(abs(v).bit_length() for r in M for v in r) <= 997 + 1073 + 53
+    assert _run(path, capsys, "--max-words", str(words - 1))[0] == 2
 
 
 def test_many_ends_are_refused_by_the_work_estimate(tmp_path, capsys):
