@@ -212,8 +212,9 @@ def array(ref: object, blobs: dict[str, bytes], field: str, shape: tuple | None 
     ``ref`` = {"file", "dtype" (<f8, <f4 or <i8, little-endian), "shape"}.  Floats must be
     finite (-inf only where ``neg_inf``); ``shape`` (None = any) is checked.
     """
-    if not isinstance(ref, dict) or ref.get("dtype") not in DTYPES \
-            or ref.get("file") not in blobs or not isinstance(ref.get("shape"), list) \
+    if not isinstance(ref, dict) or not isinstance(ref.get("dtype"), str) \
+            or ref["dtype"] not in DTYPES or not isinstance(ref.get("file"), str) \
+            or ref["file"] not in blobs or not isinstance(ref.get("shape"), list) \
             or not all(isinstance(d, int) and d >= 0 for d in ref["shape"]) \
             or len(ref["shape"]) not in (1, 2):
         raise BundleError(f"{field}: bad array reference {ref!r}")
@@ -567,8 +568,9 @@ def plan(doc: dict, blobs: dict[str, bytes], limits: dict[str, int]) -> tuple[di
     def use(ref: object) -> tuple[int, int, int]:
         """(declared elements, bit width bound, declared rows) of an array reference; zeros for
         a malformed one (array() refuses it before any work)."""
-        if not isinstance(ref, dict) or ref.get("dtype") not in DTYPES \
-                or ref.get("file") not in blobs or not isinstance(ref.get("shape"), list) \
+        if not isinstance(ref, dict) or not isinstance(ref.get("file"), str) \
+                or ref["file"] not in blobs or not isinstance(ref.get("dtype"), str) \
+                or ref["dtype"] not in DTYPES or not isinstance(ref.get("shape"), list) \
                 or not all(isinstance(d, int) and d >= 0 for d in ref["shape"]):
             return 0, 0, 0
         key = (ref["file"], ref["dtype"])

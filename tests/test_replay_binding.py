@@ -307,3 +307,14 @@ def test_help_states_the_default_caps(capsys):
     text = " ".join(capsys.readouterr().out.split())
     for name, value in rp.LIMITS.items():
         assert re.search(rf"--max-{name} \((default )?{value}\)", text), name
+
+
+@pytest.mark.parametrize("edit", [{"dtype": ["<f8"]}, {"file": ["arrays/x.bin"]},
+                                  {"dtype": {"a": 1}}])
+def test_unhashable_reference_fields_are_exit_2_not_an_internal_error(tmp_path, capsys, edit):
+    arrays: dict[str, bytes] = {}
+    ops = [_op(arrays, "op0", np.eye(6))]
+    ends = [_upper(arrays, "b0", "op0", np.eye(6))]
+    ends[0]["certificate"]["V"] = {**ends[0]["certificate"]["V"], **edit}
+    code, out, err = _run(_write(tmp_path / "u.zip", ops, ends, arrays), capsys)
+    assert code == 2 and "ends[0].V: bad array reference" in err, err
