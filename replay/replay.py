@@ -522,9 +522,12 @@ def _w(bits: int) -> int:
 
 
 def _bits(data: bytes, dtype: str) -> int:
-    """Returns a bound on the bit length of the integers dyadic() makes of these array bytes:
-    the spread of the binary exponents of the nonzero finite entries plus the significand's
-    width (for <i8, the largest magnitude's bit length)."""
+    """Returns hi - lo for the smallest range [2^lo, 2^hi) holding 1 and every bit of every
+    nonzero finite entry of these array bytes (for <i8, the largest magnitude's bit length).
+
+    It bounds the bit length of the integers dyadic() makes, and because the range holds 2^0
+    the width of a product or an aligned difference (dsub) is at most the sum of its operands'
+    widths, whatever their exponents."""
     code, size = DTYPES[dtype]
     if len(data) % size:
         return 0  # array() refuses it before any work
@@ -532,7 +535,9 @@ def _bits(data: bytes, dtype: str) -> int:
     if code == "q":
         return max((abs(v).bit_length() for v in vals), default=0)
     exps = {math.frexp(v)[1] for v in vals if v and math.isfinite(v)}
-    return max(exps) - min(exps) + (53 if code == "d" else 24) if exps else 1
+    if not exps:
+        return 1
+    return max(max(exps), 0) - min(min(exps) - (53 if code == "d" else 24), 0)
 
 
 def _big(x: int) -> str:
@@ -579,7 +584,7 @@ def plan(doc: dict, blobs: dict[str, bytes], limits: dict[str, int]) -> tuple[di
         return math.prod(ref["shape"]), cache[key], (ref["shape"] or [0])[0]
 
     costs = []  # (work, words decoded, field)
-    a_bits = {}
+    a_bits, chi_bits = {}, {}
     for i, op in enumerate(doc["operators"]):
         f = f"operators[{i}]"
         if not isinstance(op, dict) or not isinstance(op.get("id"), str) \
@@ -590,6 +595,8 @@ def plan(doc: dict, blobs: dict[str, bytes], limits: dict[str, int]) -> tuple[di
         m, N = shapes[op["id"]] = tuple(op["shape"])
         us = {n: use(op.get(n)) for n in ("A", "logits", "block") if n == "A" or op.get(n)}
         a_bits[op["id"]] = a = us["A"][1]
+        chi = rational(op.get("chi", "0"), f"{f}.chi")
+        chi_bits[op["id"]] = chi.numerator.bit_length() + chi.denominator.bit_length()
         work = words = sum(e * _w(b) for e, b, _ in us.values())
         if "logits" in us:  # v = beta (top - x) in Fractions, then the exp bounds
             beta = rational(op.get("beta", "1"), f"{f}.beta")
@@ -629,9 +636,14 @@ def plan(doc: dict, blobs: dict[str, bytes], limits: dict[str, int]) -> tuple[di
         rank = end.get("rank")
         r = rank if isinstance(rank, int) and not isinstance(rank, bool) and rank > 0 else 0
         words = sum(e * _w(bt) for e, bt, _ in us.values())
-        work = 50 + words + _end_work(
-            kind, r, shapes[op], a_bits[op], {n: u[1] for n, u in us.items()},
-            {n: u[2] for n, u in us.items()})
+        # t = eps +- chi and the exact comparisons: a few products of numbers this wide
+        t_bits = eps.numerator.bit_length() + eps.denominator.bit_length() + chi_bits[op]
+        bits = {n: u[1] for n, u in us.items()}
+        if kind == "frobenius_tail" and isinstance(cert.get("z"), str):
+            z = rational(cert["z"], f"{f}.certificate.z")  # z I is aligned with S, G^T G
+            bits["z"] = z.numerator.bit_length() + z.denominator.bit_length()
+        work = 50 + 20 * _w(t_bits) ** 2 + words + _end_work(
+            kind, r, shapes[op], a_bits[op], bits, {n: u[2] for n, u in us.items()})
         if kind == "frobenius_tail" and op not in gram_done:  # once per operator
             gram_done.add(op)
             m, N = shapes[op]
@@ -681,7 +693,8 @@ def _end_work(kind: str, r: int, shape: tuple[int, int], a: int, bits: dict, row
         return nf * (p * p + p ** 3 * W(p * y) ** 2 + k * p * W(y) * W(p * y)
                      + p * N * W(a) * W(g("Z")))
     n = min(m, N)  # frobenius_tail: G^T G, C^T C and the dominance check
-    return n ** 3 * (W(g("G")) ** 2 + W(g("C")) ** 2) + n * n
+    return n ** 3 * (W(g("G")) ** 2 + W(g("C")) ** 2) + 4 * n * n * W(
+        2 * max(a, g("G"), g("C")) + g("z"))
 
 
 # --- replaying a bundle -------------------------------------------------------------------

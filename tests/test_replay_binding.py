@@ -295,6 +295,21 @@ def test_bits_bound_the_integers_dyadic_makes():
     assert rp._bits(np.array([-5, 3], "<i8").tobytes(), "<i8") == 3
 
 
+def test_bits_bound_aligned_differences_and_products():
+    """Entries all near 2^-1000 make narrow integers, but aligning them with entries near 1
+    (dsub: A - U V) shifts the latter by 1000 bits: the width counts from 2^0."""
+    tiny = [[2.0 ** -1000, 3 * 2.0 ** -1001]]
+    one = [[1.0, 0.75]]
+    b_tiny = rp._bits(np.asarray(tiny, "<f8").tobytes(), "<f8")
+    b_one = rp._bits(np.asarray(one, "<f8").tobytes(), "<f8")
+    assert b_tiny >= 1000
+    for X, Y in ((one, tiny), (tiny, one), (tiny, tiny)):
+        D = rp.dsub(rp.dyadic(X), rp.dyadic(Y))
+        assert max(abs(v).bit_length() for r in D[0] for v in r) <= b_one + b_tiny + 1
+    P = rp.dmul(rp.dyadic(tiny), rp.dyadic([[2.0 ** 900], [1.0]]))
+    assert max(abs(v).bit_length() for r in P[0] for v in r) <= b_tiny + 900 + 53 + 1
+
+
 @pytest.mark.parametrize("bad", [["--max-work", "0"], ["--max-work", "1e9"], ["--max-work"],
                                  ["--max-ends=-3"], ["--max-nothing", "5"]])
 def test_cap_options_need_positive_integers(tmp_path, capsys, bad):
