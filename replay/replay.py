@@ -54,8 +54,8 @@ POLY_MAX_POINTS, POLY_MAX_FACETS = 4096, 100_000  # a polytope's k and f (its ra
 # caps on what a bundle may ask for, checked by plan() before any array is decoded; work is
 # counted in products of 64-bit words (about 40 ns each in CPython); options --max-<name>
 LIMITS = {"operators": 100_000, "ends": 1_000_000, "words": 100_000_000,
-          "work": 50_000_000_000}  # examples/minilm: 72, 2592, 7.5e6 and 4.8e8
-EXP_UNITS = 600  # work units of one pair of exp bounds of the slack chi (measured)
+          "work": 50_000_000_000}  # examples/minilm: 72, 2592, 7.5e6 and 5.6e8
+EXP_UNITS, DECODE_UNITS = 600, 12  # units of a pair of exp bounds, of decoding a word (measured)
 LOWER_KINDS = ("nonzero", "frobenius_tail", "decoder", "submatrix", "bernstein", "rowset",
                "rowmix", "polytope")
 # invisible though str.isprintable() says otherwise (Unicode Default_Ignorable_Code_Point
@@ -597,7 +597,8 @@ def plan(doc: dict, blobs: dict[str, bytes], limits: dict[str, int]) -> tuple[di
         a_bits[op["id"]] = a = us["A"][1]
         chi = rational(op.get("chi", "0"), f"{f}.chi")
         chi_bits[op["id"]] = chi.numerator.bit_length() + chi.denominator.bit_length()
-        work = words = sum(e * _w(b) for e, b, _ in us.values())
+        words = sum(e * _w(b) for e, b, _ in us.values())
+        work = DECODE_UNITS * words
         if "logits" in us:  # v = beta (top - x) in Fractions, then the exp bounds
             beta = rational(op.get("beta", "1"), f"{f}.beta")
             bb = beta.numerator.bit_length() + beta.denominator.bit_length()
@@ -642,7 +643,7 @@ def plan(doc: dict, blobs: dict[str, bytes], limits: dict[str, int]) -> tuple[di
         if kind == "frobenius_tail" and isinstance(cert.get("z"), str):
             z = rational(cert["z"], f"{f}.certificate.z")  # z I is aligned with S, G^T G
             bits["z"] = z.numerator.bit_length() + z.denominator.bit_length()
-        work = 50 + 20 * _w(t_bits) ** 2 + words + _end_work(
+        work = 50 + 20 * _w(t_bits) ** 2 + DECODE_UNITS * words + _end_work(
             kind, r, shapes[op], a_bits[op], bits, {n: u[2] for n, u in us.items()})
         if kind == "frobenius_tail" and op not in gram_done:  # once per operator
             gram_done.add(op)
