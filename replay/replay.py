@@ -15,8 +15,9 @@ zero-width) and other invisible characters; the last line is the summary, made o
 the manifest's sha256 alone.  Before any array is decoded the bundle's size is bounded (exit 2
 naming the field when over): --max-operators (default 100000) and --max-ends (1000000)
 records, --max-words (100000000) 64-bit words of the integers the arrays decode to, an array
-counted once per use, and --max-work (50000000000) estimated products of such words; both
-from the declared shapes and the exponent spread of the stored floats.  Raise them (N a
+counted once per use, and --max-work (50000000000) units of estimated work (a unit is one
+operation on small integers, about 40 ns); both from the declared shapes and the exponent
+spread of the stored floats.  Raise them (N a
 positive integer) for larger bundles.
 
 Exit codes: 0 the bundle has ends, every end the kernel proved replays as holds and no
@@ -52,9 +53,9 @@ FLINT = None  # the python-flint module when --flint is given
 ROWSET_MAX_RANK = 12  # a rowset certificate holds 2^(rank-1) sign vectors
 POLY_MAX_POINTS, POLY_MAX_FACETS = 4096, 100_000  # a polytope's k and f (its rank <= 12 too)
 # caps on what a bundle may ask for, checked by plan() before any array is decoded; work is
-# counted in products of 64-bit words (about 40 ns each in CPython); options --max-<name>
+# counted in units of _x (one small-integer operation, about 40 ns); options --max-<name>
 LIMITS = {"operators": 100_000, "ends": 1_000_000, "words": 100_000_000,
-          "work": 50_000_000_000}  # examples/minilm: 72, 2592, 7.5e6 and 5.6e8
+          "work": 50_000_000_000}  # examples/minilm: 72, 2592, 7.5e6 and 4.2e8
 EXP_UNITS, DECODE_UNITS = 600, 12  # units of a pair of exp bounds, of decoding a word (measured)
 LOWER_KINDS = ("nonzero", "frobenius_tail", "decoder", "submatrix", "bernstein", "rowset",
                "rowmix", "polytope")
@@ -560,8 +561,8 @@ def plan(doc: dict, blobs: dict[str, bytes], limits: dict[str, int]) -> tuple[di
     a bracket label, of an unknown kind, labelled other than "upper" (kind factors) or "lower"
     (a lower kind); two ends of one bracket naming different operators or eps, or sharing
     label and kind; 64-bit words of the integers the arrays decode to (summed over every use:
-    an array that k records use counts k times) or estimated work (products of 64-bit words,
-    from the declared shapes and the bit widths _bits() bounds) above the limits.
+    an array that k records use counts k times) or estimated work (units of _x, from the
+    declared shapes and the bit widths _bits() bounds) above the limits.
     """
     for name in ("operators", "ends"):
         if len(doc[name]) > limits[name]:
@@ -602,9 +603,9 @@ def plan(doc: dict, blobs: dict[str, bytes], limits: dict[str, int]) -> tuple[di
         if "logits" in us:  # v = beta (top - x) in Fractions, then the exp bounds
             beta = rational(op.get("beta", "1"), f"{f}.beta")
             bb = beta.numerator.bit_length() + beta.denominator.bit_length()
-            work += m * N * (EXP_UNITS + 4 * _w(us["logits"][1] + bb) ** 2)
+            work += m * N * (EXP_UNITS + 4 * _x(us["logits"][1] + bb, us["logits"][1] + bb))
         if "block" in us:  # row sums and quotients in Fractions
-            work += m * N * 10 * _w(us["block"][1] + a + N.bit_length()) ** 2
+            work += m * N * 10 * _x(us["block"][1] + a + N.bit_length(), a)
         costs.append((work, words, f))
     brackets: dict[str, tuple] = {}
     gram_done = set()
@@ -643,16 +644,16 @@ def plan(doc: dict, blobs: dict[str, bytes], limits: dict[str, int]) -> tuple[di
         if kind == "frobenius_tail" and isinstance(cert.get("z"), str):
             z = rational(cert["z"], f"{f}.certificate.z")  # z I is aligned with S, G^T G
             bits["z"] = z.numerator.bit_length() + z.denominator.bit_length()
-        work = 50 + 20 * _w(t_bits) ** 2 + DECODE_UNITS * words + _end_work(
+        work = 50 + 20 * _x(t_bits, t_bits) + DECODE_UNITS * words + _end_work(
             kind, r, shapes[op], a_bits[op], bits, {n: u[2] for n, u in us.items()})
         if kind == "frobenius_tail" and op not in gram_done:  # once per operator
             gram_done.add(op)
             m, N = shapes[op]
-            work += min(m, N) ** 2 * max(m, N) * _w(a_bits[op]) ** 2
+            work += min(m, N) ** 2 * max(m, N) * _x(a_bits[op], a_bits[op])
         costs.append((work, words, f))
     totals = {}
     for k, name, what in ((1, "words", "64-bit words decoded"),
-                          (0, "work", "estimated work (64-bit word products)")):
+                          (0, "work", "estimated work (units of about 40 ns)")):
         total = totals[name] = sum(c[k] for c in costs)
         if total > limits[name]:
             top = max(costs, key=lambda c: c[k])
@@ -662,39 +663,46 @@ def plan(doc: dict, blobs: dict[str, bytes], limits: dict[str, int]) -> tuple[di
     return shapes, totals
 
 
+def _x(b1: int, b2: int = 0) -> int:
+    """Units of one product of integers of b1 and b2 bits (b2 = 0: an addition, shift or
+    comparison): one for the interpreter's overhead, plus 64-bit word products at about 1/8
+    unit each (CPython multiplies 30-bit digits, about 5 ns a word product)."""
+    return 1 + _w(b1) * _w(b2) // 8
+
+
 def _end_work(kind: str, r: int, shape: tuple[int, int], a: int, bits: dict, rows: dict
               ) -> int:
-    """An estimate of the word products replay_end() spends on one end (the matrix products
-    and eliminations it does, with the bit widths of their operands)."""
+    """An estimate, in units of _x, of what replay_end() spends on one end: the matrix
+    products and eliminations it does, each with the bit widths of its operands."""
     m, N = shape
-    W = _w
+    X = _x
 
     def g(name: str) -> int:
         return bits.get(name, 0)
 
     if kind == "factors":
-        return m * r * N * W(g("U")) * W(g("V")) + m * N * W(g("U") + g("V") + a)
+        return m * r * N * X(g("U"), g("V")) + m * N * X(g("U") + g("V") + a)
     if kind == "nonzero":
-        return m * N * W(a)
+        return m * N * X(a)
     if kind == "decoder":
         d, x, w = g("D"), g("X"), g("W")
-        return (r * m * N * W(d) * W(a) + r * N * r * W(d + a) * W(w)
-                + r ** 3 * W(x) * W(d + a + w) + r * r * m * W(x) * W(d))
+        return (r * m * N * X(d, a) + r * N * r * X(d + a, w) + r ** 3 * X(x, d + a + w)
+                + r * r * m * X(x, d))
     if kind == "submatrix":
-        return r ** 3 * W(g("X")) * W(a)
+        return r ** 3 * X(g("X"), a)
     if kind == "bernstein":
-        return m * N * r * W(a) * W(g("W")) + N * m * r * W(g("P")) * W(a + g("W"))
+        return m * N * r * X(a, g("W")) + N * m * r * X(g("P"), a + g("W"))
     p = min(r, ROWSET_MAX_RANK)  # replay_end refuses a larger rank before any work
     if kind in ("rowset", "rowmix"):
         d = g("D") if kind == "rowmix" else 0
-        mix = p * m * N * W(d) * W(a) if kind == "rowmix" else 0
-        return mix + (1 << max(p - 1, 0)) * N * p * W(g("Z")) * W(a + d)
+        mix = p * m * N * X(d, a) if kind == "rowmix" else 0
+        return mix + (1 << max(p - 1, 0)) * N * p * X(g("Z"), a + d)
     if kind == "polytope":  # per facet: an elimination on p-row integer points, whose
         y, k, nf = g("Y"), rows.get("Y", 0), rows.get("F", 0)  # entries grow to p y bits
-        return nf * (p * p + p ** 3 * W(p * y) ** 2 + k * p * W(y) * W(p * y)
-                     + p * N * W(a) * W(g("Z")))
+        elim = sum((p - c) ** 2 * (2 + 2 * X((c + 1) * y, (c + 1) * y)) for c in range(p))
+        return 2 * nf * (4 * p * p + elim + k * p * (1 + X(y, p * y)) + p * N * X(a, g("Z")))
     n = min(m, N)  # frobenius_tail: G^T G, C^T C and the dominance check
-    return n ** 3 * (W(g("G")) ** 2 + W(g("C")) ** 2) + 4 * n * n * W(
+    return n ** 3 * (X(g("G"), g("G")) + X(g("C"), g("C"))) + 4 * n * n * X(
         2 * max(a, g("G"), g("C")) + g("z"))
 
 
