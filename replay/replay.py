@@ -1,11 +1,24 @@
 """Replays a softrank-certify bundle in exact integer arithmetic.
 
 Usage:  python replay/replay.py BUNDLE.zip [--flint] [--json] [-q|--quiet] [-h|--help] [--version]
+                                [--max-operators N] [--max-ends N] [--max-words N] [--max-work N]
 
 This program is the independent check of the kernel's "holds": it imports only the Python
 standard library (python-flint only behind --flint, for faster integer matrix products) and
 nothing from softrank-certify.  Every stored float is an exact dyadic m 2^e, so every check
 below is done on Python integers.  Statements and proofs: proofs_notes/replay.md.
+
+Every end must belong to a bracket whose ends all name one operator and one eps, labelled
+"upper" (kind factors) or "lower" (a lower kind); each printed line names its bracket, end,
+operator and eps, every string from the bundle written with \\uXXXX for control, format (bidi,
+zero-width) and other invisible characters; the last line is the summary, made of counts and
+the manifest's sha256 alone.  Before any array is decoded the bundle's size is bounded (exit 2
+naming the field when over): --max-operators (default 100000) and --max-ends (1000000)
+records, --max-words (100000000) 64-bit words of the integers the arrays decode to, an array
+counted once per use, and --max-work (50000000000) units of estimated work (a unit is one
+operation on small integers, about 40 ns); both from the declared shapes and the exponent
+spread of the stored floats.  Raise them (N a
+positive integer) for larger bundles.
 
 Exit codes: 0 the bundle has ends, every end the kernel proved replays as holds and no
 verdict disagrees with the kernel's (ends the kernel did not prove are replayed for agreement
@@ -39,6 +52,17 @@ P = 192  # fixed-point bits of the exp bounds used for the slack chi
 FLINT = None  # the python-flint module when --flint is given
 ROWSET_MAX_RANK = 12  # a rowset certificate holds 2^(rank-1) sign vectors
 POLY_MAX_POINTS, POLY_MAX_FACETS = 4096, 100_000  # a polytope's k and f (its rank <= 12 too)
+# caps on what a bundle may ask for, checked by plan() before any array is decoded; work is
+# counted in units of _x (one small-integer operation, about 40 ns); options --max-<name>
+LIMITS = {"operators": 100_000, "ends": 1_000_000, "words": 100_000_000,
+          "work": 50_000_000_000}  # examples/minilm: 72, 2592, 7.5e6 and 4.2e8
+EXP_UNITS, DECODE_UNITS = 600, 12  # units of a pair of exp bounds, of decoding a word (measured)
+LOWER_KINDS = ("nonzero", "frobenius_tail", "decoder", "submatrix", "bernstein", "rowset",
+               "rowmix", "polytope")
+# invisible though str.isprintable() says otherwise (Unicode Default_Ignorable_Code_Point
+# outside categories Cc/Cf/Cn): combining grapheme joiner, fillers, variation selectors
+_IGNORABLE = ((0x34F, 0x34F), (0x115F, 0x1160), (0x17B4, 0x17B5), (0x180B, 0x180F),
+              (0x3164, 0x3164), (0xFE00, 0xFE0F), (0xFFA0, 0xFFA0), (0xE0100, 0xE01EF))
 # rationals: the kernel's own bounds (certify/rationals.py), so whatever it took replays; ratio
 # parts <= MAX_RATIO_DIGITS digits, decimals |adjusted exponent| + digits <= MAX_DIGITS
 MAX_RATIO_DIGITS, MAX_DIGITS, MAX_CHARS, MAX_INT_DIGITS = 3914, 4000, 20_000, 100
@@ -47,7 +71,22 @@ _RATIONAL = re.compile(
 
 
 class BundleError(Exception):
-    """A bundle that cannot be replayed: malformed, tampered or inconsistent."""
+    """A bundle that cannot be replayed: malformed, tampered, inconsistent or too large."""
+
+
+def shown(s: object) -> str:
+    """Returns ``str(s)`` with every character that is not printable (control characters such
+    as ESC and newline, format characters such as bidi overrides and zero-width marks, spaces
+    other than U+0020, line separators, private-use, surrogate and unassigned code points) or
+    that is default-ignorable (variation selectors, fillers) written as the text \\uXXXX
+    (\\UXXXXXXXX above U+FFFF): a string from a bundle can neither start a line, nor drive the
+    terminal, nor hide a character."""
+    def one(c: str) -> str:
+        n = ord(c)
+        if c.isprintable() and not any(lo <= n <= hi for lo, hi in _IGNORABLE):
+            return c
+        return f"\\u{n:04x}" if n <= 0xFFFF else f"\\U{n:08x}"
+    return "".join(map(one, str(s)))
 
 
 # --- reading the bundle ------------------------------------------------------------------
@@ -174,8 +213,9 @@ def array(ref: object, blobs: dict[str, bytes], field: str, shape: tuple | None 
     ``ref`` = {"file", "dtype" (<f8, <f4 or <i8, little-endian), "shape"}.  Floats must be
     finite (-inf only where ``neg_inf``); ``shape`` (None = any) is checked.
     """
-    if not isinstance(ref, dict) or ref.get("dtype") not in DTYPES \
-            or ref.get("file") not in blobs or not isinstance(ref.get("shape"), list) \
+    if not isinstance(ref, dict) or not isinstance(ref.get("dtype"), str) \
+            or ref["dtype"] not in DTYPES or not isinstance(ref.get("file"), str) \
+            or ref["file"] not in blobs or not isinstance(ref.get("shape"), list) \
             or not all(isinstance(d, int) and d >= 0 for d in ref["shape"]) \
             or len(ref["shape"]) not in (1, 2):
         raise BundleError(f"{field}: bad array reference {ref!r}")
@@ -475,26 +515,214 @@ def slack_bound(A: list[list[float]], logits: list[list[float]] | None,
     return Fraction(worst, one)
 
 
+# --- binding the ends to their brackets and bounding the work -----------------------------
+
+def _w(bits: int) -> int:
+    """The 64-bit words of an integer of at most ``bits`` bits (at least one)."""
+    return 1 + max(bits, 0) // 64
+
+
+def _bits(data: bytes, dtype: str) -> int:
+    """Returns hi - lo for the smallest range [2^lo, 2^hi) holding 1 and every bit of every
+    nonzero finite entry of these array bytes (for <i8, the largest magnitude's bit length).
+
+    It bounds the bit length of the integers dyadic() makes, and because the range holds 2^0
+    the width of a product or an aligned difference (dsub) is at most the sum of its operands'
+    widths, whatever their exponents."""
+    code, size = DTYPES[dtype]
+    if len(data) % size:
+        return 0  # array() refuses it before any work
+    vals = (v for (v,) in struct.iter_unpack("<" + code, data))
+    if code == "q":
+        return max((abs(v).bit_length() for v in vals), default=0)
+    exps = {math.frexp(v)[1] for v in vals if v and math.isfinite(v)}
+    if not exps:
+        return 1
+    return max(max(exps), 0) - min(min(exps) - (53 if code == "d" else 24), 0)
+
+
+def _big(x: int) -> str:
+    return f"{x:.3g}" if x < 10 ** 300 else "over 1e300"
+
+
+def _short(q: object) -> str:
+    """A rational's text, cut to 40 characters when over 60 (the length stays visible)."""
+    t = str(q)
+    return t if len(t) <= 60 else f"{t[:40]}... ({len(t)} chars)"
+
+
+def plan(doc: dict, blobs: dict[str, bytes], limits: dict[str, int]) -> tuple[dict, dict]:
+    """Checks the records' structure, binds every end to its bracket and bounds the replay's
+    work, before any array is decoded; returns the operators' shapes by id and the totals
+    {"words": ..., "work": ...} compared with ``limits``.
+
+    Raises BundleError naming the field for: more operators or ends than ``limits`` allows;
+    an operator without a unique id and a shape [m, N]; an end of an unknown operator, without
+    a bracket label, of an unknown kind, labelled other than "upper" (kind factors) or "lower"
+    (a lower kind); two ends of one bracket naming different operators or eps, or sharing
+    label and kind; 64-bit words of the integers the arrays decode to (summed over every use:
+    an array that k records use counts k times) or estimated work (units of _x, from the
+    declared shapes and the bit widths _bits() bounds) above the limits.
+    """
+    for name in ("operators", "ends"):
+        if len(doc[name]) > limits[name]:
+            raise BundleError(f"bundle.json.{name}: {len(doc[name])} records, above the limit "
+                              f"of {limits[name]} (--max-{name})")
+    shapes: dict[str, tuple[int, int]] = {}
+    cache: dict[tuple[str, str], int] = {}
+
+    def use(ref: object) -> tuple[int, int, int]:
+        """(declared elements, bit width bound, declared rows) of an array reference; zeros for
+        a malformed one (array() refuses it before any work)."""
+        if not isinstance(ref, dict) or not isinstance(ref.get("file"), str) \
+                or ref["file"] not in blobs or not isinstance(ref.get("dtype"), str) \
+                or ref["dtype"] not in DTYPES or not isinstance(ref.get("shape"), list) \
+                or not all(isinstance(d, int) and d >= 0 for d in ref["shape"]):
+            return 0, 0, 0
+        key = (ref["file"], ref["dtype"])
+        if key not in cache:
+            cache[key] = _bits(blobs[ref["file"]], ref["dtype"])
+        return math.prod(ref["shape"]), cache[key], (ref["shape"] or [0])[0]
+
+    costs = []  # (work, words decoded, field)
+    a_bits, chi_bits = {}, {}
+    for i, op in enumerate(doc["operators"]):
+        f = f"operators[{i}]"
+        if not isinstance(op, dict) or not isinstance(op.get("id"), str) \
+                or op["id"] in shapes or not isinstance(op.get("shape"), list) \
+                or len(op["shape"]) != 2 or not all(isinstance(d, int) and d > 0
+                                                    for d in op["shape"]):
+            raise BundleError(f"{f}: needs a unique id and a shape [m, N]")
+        m, N = shapes[op["id"]] = tuple(op["shape"])
+        us = {n: use(op.get(n)) for n in ("A", "logits", "block") if n == "A" or op.get(n)}
+        a_bits[op["id"]] = a = us["A"][1]
+        chi = rational(op.get("chi", "0"), f"{f}.chi")
+        chi_bits[op["id"]] = chi.numerator.bit_length() + chi.denominator.bit_length()
+        words = sum(e * _w(b) for e, b, _ in us.values())
+        work = DECODE_UNITS * words
+        if "logits" in us:  # v = beta (top - x) in Fractions, then the exp bounds
+            beta = rational(op.get("beta", "1"), f"{f}.beta")
+            bb = beta.numerator.bit_length() + beta.denominator.bit_length()
+            work += m * N * (EXP_UNITS + 4 * _x(us["logits"][1] + bb, us["logits"][1] + bb))
+        if "block" in us:  # row sums and quotients in Fractions
+            work += m * N * 10 * _x(us["block"][1] + a + N.bit_length(), a)
+        costs.append((work, words, f))
+    brackets: dict[str, tuple] = {}
+    gram_done = set()
+    for i, end in enumerate(doc["ends"]):
+        f = f"ends[{i}]"
+        if not isinstance(end, dict) or not isinstance(end.get("operator"), str) \
+                or end["operator"] not in shapes:
+            raise BundleError(f"{f}: not an end record of a known operator")
+        b, label, kind, op = end.get("bracket"), end.get("end"), end.get("kind"), end["operator"]
+        if not isinstance(b, str) or not b:
+            raise BundleError(f"{f}.bracket: needs a bracket label (a nonempty string)")
+        if kind not in ("factors", *LOWER_KINDS):
+            raise BundleError(f"{f}.kind: unknown kind {shown(kind)}")
+        if label not in ("upper", "lower") or (label == "upper") != (kind == "factors"):
+            raise BundleError(f"{f}.end: {shown(label)} with kind {kind}: an end is \"upper\" "
+                              "(kind factors) or \"lower\" (a lower kind)")
+        eps = rational(end.get("eps"), f"{f}.eps")
+        first = brackets.setdefault(b, (op, eps, i, set()))
+        if first[:2] != (op, eps):
+            raise BundleError(
+                f"{f}: bracket {shown(b)} names operator {shown(op)} at eps {_short(eps)} here "
+                f"and operator {shown(first[0])} at eps {_short(first[1])} in ends[{first[2]}]: "
+                "the ends of "
+                "a bracket must name one operator and one eps")
+        if (label, kind) in first[3]:
+            raise BundleError(f"{f}: bracket {shown(b)} has a second {label} end of kind {kind}")
+        first[3].add((label, kind))
+        cert = end.get("certificate") if isinstance(end.get("certificate"), dict) else {}
+        us = {n: use(v) for n, v in cert.items()}
+        rank = end.get("rank")
+        r = rank if isinstance(rank, int) and not isinstance(rank, bool) and rank > 0 else 0
+        words = sum(e * _w(bt) for e, bt, _ in us.values())
+        # t = eps +- chi and the exact comparisons: a few products of numbers this wide
+        t_bits = eps.numerator.bit_length() + eps.denominator.bit_length() + chi_bits[op]
+        bits = {n: u[1] for n, u in us.items()}
+        if kind == "frobenius_tail" and isinstance(cert.get("z"), str):
+            z = rational(cert["z"], f"{f}.certificate.z")  # z I is aligned with S, G^T G
+            bits["z"] = z.numerator.bit_length() + z.denominator.bit_length()
+        work = 50 + 20 * _x(t_bits, t_bits) + DECODE_UNITS * words + _end_work(
+            kind, r, shapes[op], a_bits[op], bits, {n: u[2] for n, u in us.items()})
+        if kind == "frobenius_tail" and op not in gram_done:  # once per operator
+            gram_done.add(op)
+            m, N = shapes[op]
+            work += min(m, N) ** 2 * max(m, N) * _x(a_bits[op], a_bits[op])
+        costs.append((work, words, f))
+    totals = {}
+    for k, name, what in ((1, "words", "64-bit words decoded"),
+                          (0, "work", "estimated work (units of about 40 ns)")):
+        total = totals[name] = sum(c[k] for c in costs)
+        if total > limits[name]:
+            top = max(costs, key=lambda c: c[k])
+            raise BundleError(f"bundle.json: {what} {_big(total)}, above the limit of "
+                              f"{_big(limits[name])} (--max-{name}); the largest part is "
+                              f"{top[2]} ({_big(top[k])})")
+    return shapes, totals
+
+
+def _x(b1: int, b2: int = 0) -> int:
+    """Units of one product of integers of b1 and b2 bits (b2 = 0: an addition, shift or
+    comparison): one for the interpreter's overhead, plus 64-bit word products at about 1/8
+    unit each (CPython multiplies 30-bit digits, about 5 ns a word product)."""
+    return 1 + _w(b1) * _w(b2) // 8
+
+
+def _end_work(kind: str, r: int, shape: tuple[int, int], a: int, bits: dict, rows: dict
+              ) -> int:
+    """An estimate, in units of _x, of what replay_end() spends on one end: the matrix
+    products and eliminations it does, each with the bit widths of its operands."""
+    m, N = shape
+    X = _x
+
+    def g(name: str) -> int:
+        return bits.get(name, 0)
+
+    if kind == "factors":
+        return m * r * N * X(g("U"), g("V")) + m * N * X(g("U") + g("V") + a)
+    if kind == "nonzero":
+        return m * N * X(a)
+    if kind == "decoder":
+        d, x, w = g("D"), g("X"), g("W")
+        return (r * m * N * X(d, a) + r * N * r * X(d + a, w) + r ** 3 * X(x, d + a + w)
+                + r * r * m * X(x, d))
+    if kind == "submatrix":
+        return r ** 3 * X(g("X"), a)
+    if kind == "bernstein":
+        return m * N * r * X(a, g("W")) + N * m * r * X(g("P"), a + g("W"))
+    p = min(r, ROWSET_MAX_RANK)  # replay_end refuses a larger rank before any work
+    if kind in ("rowset", "rowmix"):
+        d = g("D") if kind == "rowmix" else 0
+        mix = p * m * N * X(d, a) if kind == "rowmix" else 0
+        return mix + (1 << max(p - 1, 0)) * N * p * X(g("Z"), a + d)
+    if kind == "polytope":  # per facet: an elimination on p-row integer points, whose
+        y, k, nf = g("Y"), rows.get("Y", 0), rows.get("F", 0)  # entries grow to p y bits
+        elim = sum((p - c) ** 2 * (2 + 2 * X((c + 1) * y, (c + 1) * y)) for c in range(p))
+        return 2 * nf * (4 * p * p + elim + k * p * (1 + X(y, p * y)) + p * N * X(a, g("Z")))
+    n = min(m, N)  # frobenius_tail: G^T G, C^T C and the dominance check
+    return n ** 3 * (X(g("G"), g("G")) + X(g("C"), g("C"))) + 4 * n * n * X(
+        2 * max(a, g("G"), g("C")) + g("z"))
+
+
 # --- replaying a bundle -------------------------------------------------------------------
 
-def replay(path: str, *, emit=None) -> dict:
+def replay(path: str, *, emit=None, limits: dict[str, int] | None = None) -> dict:
     """Replays every end of the bundle at ``path``; returns a JSON-safe summary.
 
-    ``emit`` (if given) is called with one result dict per end as it is decided.
-    Raises BundleError for a malformed or tampered bundle.
+    ``emit`` (if given) is called with one result dict per end as it is decided; ``limits``
+    overrides entries of LIMITS.  Raises BundleError for a malformed, tampered, unbound or
+    oversized bundle (plan(): before any array is decoded).
     """
     if 0 < getattr(sys, "get_int_max_str_digits", int)() < 50_000:  # values print in full:
         sys.set_int_max_str_digits(50_000)  # they can pass 4300 digits (inputs are bounded)
     digest, doc, blobs = read_bundle(path)
+    shapes, totals = plan(doc, blobs, {**LIMITS, **(limits or {})})
     ops = {}
     for i, op in enumerate(doc["operators"]):
         f = f"operators[{i}]"
-        if not isinstance(op, dict) or not isinstance(op.get("id"), str) \
-                or op["id"] in ops or not isinstance(op.get("shape"), list) \
-                or len(op["shape"]) != 2 or not all(isinstance(d, int) and d > 0
-                                                    for d in op["shape"]):
-            raise BundleError(f"{f}: needs a unique id and a shape [m, N]")
-        m, N = op["shape"]
+        m, N = shapes[op["id"]]
         A = array(op.get("A"), blobs, f"{f}.A", (m, N))
         lg = array(op["logits"], blobs, f"{f}.logits", (m, N), neg_inf=True) \
             if op.get("logits") else None
@@ -521,7 +749,7 @@ def replay(path: str, *, emit=None) -> dict:
                                                                 for r in proved),
             "disagreements": sum(not r["agrees"] for r in results),
             "chi_confirmed": sum(o["chi_confirmed"] for o in ops.values()),
-            "operators": len(ops), "results": results}
+            "operators": len(ops), "estimate": totals, "results": results}
 
 
 def replay_end(end: object, ops: dict, blobs: dict, f: str) -> dict:
@@ -641,13 +869,24 @@ def main(argv: list[str] | None = None) -> int:
     global FLINT
     args = sys.argv[1:] if argv is None else argv
     args = [{"-q": "--quiet", "-h": "--help"}.get(a, a) for a in args]
-    opts, paths = {a for a in args if a.startswith("-")}, [a for a in args if a[:1] != "-"]
+    limits, rest, it = {}, [], iter(args)
+    for a in it:
+        name, eq, val = a.partition("=")
+        if name[:6] == "--max-" and name[6:] in LIMITS:
+            val = val if eq else next(it, "")
+            if not (val.isascii() and val.isdigit() and int(val) > 0):
+                print(f"replay: {name} needs a positive integer", file=sys.stderr)
+                return 2
+            limits[name[6:]] = int(val)
+        else:
+            rest.append(a)
+    opts, paths = {a for a in rest if a.startswith("-")}, [a for a in rest if a[:1] != "-"]
     if "--help" in opts:
         return print(__doc__.strip()) or 0
     if "--version" in opts:
         return print(f"replay.py: reads {FORMAT} version {VERSION}") or 0
     if len(paths) != 1 or opts - {"--flint", "--json", "--quiet"}:
-        print(__doc__.strip().splitlines()[2], file=sys.stderr)
+        print("\n".join(__doc__.strip().splitlines()[2:4]), file=sys.stderr)
         return 2
     if "--flint" in opts:
         try:
@@ -658,34 +897,35 @@ def main(argv: list[str] | None = None) -> int:
         FLINT = flint
     quiet, as_json = "--quiet" in opts or "--json" in opts, "--json" in opts
 
-    def emit(r: dict) -> None:
+    def emit(r: dict) -> None:  # every string from the bundle goes through shown()
         if not quiet:
             mark = "" if r["agrees"] else "  DISAGREES with the kernel"
-            e = r["eps"] if len(r["eps"]) <= 60 else f"{r['eps'][:40]}... ({len(r['eps'])} chars)"
-            print(f"{r['bracket']} {r['end']} {r['kind']} rank {r['rank']} eps {e}: "
-                  f"replay {r['replay']}, kernel {r['kernel']}{mark}")
+            print(f"bracket {shown(r['bracket'])} {r['end']} {r['kind']} rank {r['rank']} on "
+                  f"operator {shown(r['operator'])} eps {_short(r['eps'])}: replay "
+                  f"{r['replay']}, kernel {r['kernel']}{mark}")
 
     try:
-        s = replay(paths[0], emit=emit)
+        s = replay(paths[0], emit=emit, limits=limits)
     except BundleError as err:
-        print(f"replay: bundle rejected: {err}", file=sys.stderr)
+        print(f"replay: bundle rejected: {shown(err)}", file=sys.stderr)
         return 2
     except BrokenPipeError:
         raise
     except Exception as err:  # a crash must never read as "not proved"
-        print(f"replay: internal error: {type(err).__name__}: {err}", file=sys.stderr)
+        print(f"replay: internal error: {type(err).__name__}: {shown(err)}", file=sys.stderr)
         return 3
+    if not s["ends"]:
+        print("replay: the bundle has no ends: nothing was replayed", file=sys.stderr)
     if as_json:
-        print(json.dumps(s, indent=1))
-    else:
-        print(f"bundle {s['bundle']} (manifest sha256 {s['manifest_sha256']}): "
+        print(json.dumps(s, indent=1))  # ASCII only: every string is escaped by json
+    else:  # the last line, made of counts and the manifest's digest alone
+        print(f"bundle (manifest sha256 {s['manifest_sha256']}): "
               f"{s['ends']} ends; kernel proved {s['kernel_proved']}, replay confirmed "
               f"{s['replayed_proved']}; disagreements {s['disagreements']}; slack chi "
               f"confirmed on {s['chi_confirmed']} of {s['operators']} operators; "
               f"{s['ends'] - s['kernel_proved']} ends not proved by the kernel, replayed for "
               "agreement only, not as proofs")
     if not s["ends"]:
-        print("replay: the bundle has no ends: nothing was replayed", file=sys.stderr)
         return 1
     return 0 if s["replayed_proved"] == s["kernel_proved"] and not s["disagreements"] else 1
 

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 
 from softrank.certify.errors import InputError
 from softrank.witnesses.npzsafe import max_bytes as max_array_bytes
+from softrank.terminal import shown
 
 from . import __version__, commands
 from .workers import allow_long_integers
@@ -110,8 +111,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _say(line: str) -> None:
-    try:
-        print(line, file=sys.stderr)
+    try:  # error messages quote store text: escaped (softrank.terminal), one line each
+        print(shown(line), file=sys.stderr)
     except (BrokenPipeError, OSError, ValueError):  # stderr itself gone: nothing to tell
         pass
 

@@ -17,6 +17,7 @@ import numpy as np
 
 from softrank.certify import intrinsic as K
 from softrank.certify.errors import InputError
+from softrank.terminal import shown
 from softrank.witnesses.intrinsic_store import IntrinsicRecord, read_intrinsic
 from softrank.witnesses.store import StoreReader
 
@@ -142,9 +143,9 @@ def format_result(res: dict[str, Any]) -> str:
     """Returns one text line for a result: every proved interval printed with 6 significant
     digits, rounded outward from its exact ends (the printed interval contains the proved one;
     the exact ends are in the JSON)."""
-    head = f"{res['id']:<28}"
+    head = f"{shown(res['id']):<28}"
     if "error" in res:
-        return f"{head} INPUT ERROR: {res['error']}"
+        return f"{head} INPUT ERROR: {shown(res['error'])}"
     if res["kind"] == "native":
         g = res["Gamma"]
         return f"{head} Gamma in {interval(g['lo'], g['hi'])}"

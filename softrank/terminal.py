@@ -1,16 +1,38 @@
-"""Terminal-safe rendering of strings the tool did not write itself."""
+"""Terminal-safe rendering of strings the tool did not write itself.
+
+One rule for every line the CLI prints from a store, a report, a bundle or an error message
+(and, through :func:`softrank.audit.escape.visible`, for reports): a character that is not
+printable or is invisible by default is written as the text ``\\uXXXX``.  The standalone
+replayer (replay/replay.py, which imports nothing from this package) carries a copy of the
+same function; a test checks that the two agree on every code point.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
+# invisible though str.isprintable() says otherwise (Unicode Default_Ignorable_Code_Point
+# outside categories Cc/Cf/Cn): combining grapheme joiner, fillers, variation selectors
+_IGNORABLE = ((0x34F, 0x34F), (0x115F, 0x1160), (0x17B4, 0x17B5), (0x180B, 0x180F),
+              (0x3164, 0x3164), (0xFE00, 0xFE0F), (0xFFA0, 0xFFA0), (0xE0100, 0xE01EF))
+
+
+def _one(c: str) -> str:
+    n = ord(c)
+    if c.isprintable() and not any(lo <= n <= hi for lo, hi in _IGNORABLE):
+        return c
+    return f"\\u{n:04x}" if n <= 0xFFFF else f"\\U{n:08x}"
+
 
 def shown(s: Any) -> str:
-    """Returns ``str(s)`` with every non-printable character (control characters such as ESC,
-    CR and newline, and other non-printable code points) written as its Python escape, so a
-    string from a store can neither forge a line of output nor drive the terminal."""
+    """Returns ``str(s)`` with every character that is not printable (control characters such
+    as ESC, CR and newline; format characters such as bidi overrides and zero-width marks;
+    spaces other than U+0020; line and paragraph separators; private-use, surrogate and
+    unassigned code points) or that is default-ignorable (variation selectors, fillers)
+    written as the text ``\\uXXXX`` (``\\UXXXXXXXX`` above U+FFFF), so a string from a store
+    can neither start or forge a line of output, nor drive the terminal, nor hide a
+    character.  Printable text is returned unchanged."""
     text = str(s)
-    if text.isprintable():
+    if text.isascii() and text.isprintable():
         return text
-    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii")
-                   for c in text)
+    return "".join(map(_one, text))

@@ -416,7 +416,8 @@ def test_cli_export_and_the_replayer_script(bundle, tmp_path, capsys):
     capsys.readouterr()
     assert rp.main([str(out)]) == 0  # every kernel-proved end replays, no disagreement
     text = capsys.readouterr().out
-    assert "plain-in lower polytope rank 2" in text and "replay holds, kernel holds" in text
+    assert "bracket plain-in lower polytope rank 2 on operator " in text
+    assert "replay holds, kernel holds" in text
     assert "DISAGREES" not in text
     # the script itself, without site-packages (no numpy, no flint, no project)
     run = subprocess.run([sys.executable, "-S", str(ROOT / "replay" / "replay.py"), str(out),

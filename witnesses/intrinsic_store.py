@@ -39,7 +39,7 @@ from .store import (
 )
 
 INTRINSIC_FILE = "intrinsic.jsonl"
-_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")  # "$" would let a final "\n" in
 
 # name -> (dtype kind "f" float / "i" integer, shape spec); spec letters: m, n (operator
 # shape), r (rank), k (cycle length), s (number of rectangles), d (Q/K width), ints literal

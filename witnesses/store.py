@@ -35,7 +35,7 @@ from .npzsafe import read_npz
 
 FORMAT_NAME = "softrank-brackets"
 FORMAT_VERSION = 1
-_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")  # "$" would let a final "\n" in
 
 # lower-certificate kinds and the arrays each one carries
 LOWER_ARRAYS: dict[str, tuple[str, ...]] = {

@@ -26,6 +26,7 @@ from softrank.certify.errors import InputError
 from softrank.certify.upper import check_tier
 from softrank.witnesses import open_store
 
+from ..terminal import shown
 from . import provenance
 from .executors import make_executor, plan_chunks
 from .files import check_out_folder, write_public
@@ -159,8 +160,8 @@ def run_audit(store: str | Path, out: str | Path, *, jobs: int = 1,
         if journal.key_note is not None:
             print(f"softrank-certify: {journal.key_note}", file=sys.stderr)
         if journal.trust.startswith("untrusted"):
-            print(f"softrank-certify: {journal.path}: journal not trusted "
-                  f"({journal.trust.split(': ', 1)[1]}); every bracket is checked again",
+            print(shown(f"softrank-certify: {journal.path}: journal not trusted "
+                        f"({journal.trust.split(': ', 1)[1]}); every bracket is checked again"),
                   file=sys.stderr)
         sample = journal.sample(seed, sample_size(len(journal.records)))
         todo = [i for i in ids if i not in journal.records]
@@ -184,8 +185,8 @@ def run_audit(store: str | Path, out: str | Path, *, jobs: int = 1,
             # a signed record that a recheck contradicts: trust none of the journal
             why = (f"journaled record of {bad[0]} differs from its recheck ({len(bad)} of "
                    f"{len(sample)} sampled records)")
-            print(f"softrank-certify: {journal.path}: journal rejected: {why}; every bracket "
-                  "is checked again", file=sys.stderr)
+            print(shown(f"softrank-certify: {journal.path}: journal rejected: {why}; every "
+                        "bracket is checked again"), file=sys.stderr)
             journal.reset(why)
             sample, todo = [], list(ids)
             runner = None  # a fresh executor (a Dask one closes its client after a run)

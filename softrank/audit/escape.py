@@ -9,11 +9,8 @@ never start a line of the output, then neutralises the markup of the target form
 from __future__ import annotations
 
 import re
-import unicodedata
 
-# control, format (bidi overrides, zero-width), line/paragraph separators, private use,
-# surrogates and unassigned code points: shown as \uXXXX text instead of acting
-_HIDDEN = {"Cc", "Cf", "Zl", "Zp", "Co", "Cs", "Cn"}
+from ..terminal import shown
 
 # characters with a meaning anywhere inside a CommonMark/GFM line (a backslash escape makes
 # each literal); '<' and '&' also stop raw HTML and entities
@@ -31,16 +28,10 @@ _TEX = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#
 
 
 def visible(s: object) -> str:
-    """Returns ``str(s)`` with every control, format, separator, private-use, surrogate or
-    unassigned character replaced by the text ``\\uXXXX`` (``\\U00XXXXXX`` beyond the BMP)."""
-    out = []
-    for ch in str(s):
-        if unicodedata.category(ch) in _HIDDEN:
-            code = ord(ch)
-            out.append(f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}")
-        else:
-            out.append(ch)
-    return "".join(out)
+    """Returns ``str(s)`` with every control, format, separator (but the space), private-use,
+    surrogate, unassigned or default-ignorable character replaced by the text ``\\uXXXX``
+    (``\\U00XXXXXX`` beyond the BMP): the terminal's rule (:func:`softrank.terminal.shown`)."""
+    return shown(s)
 
 
 def md(s: object) -> str:

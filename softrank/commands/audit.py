@@ -10,6 +10,7 @@ from softrank.witnesses import jsonexact
 
 from ..audit import DEFAULT_RESAMPLES, DEFAULT_SEED, parse_budgets, run_audit
 from ..runner import default_jobs
+from ..terminal import shown
 
 NAME = "audit"
 HELP = ("check every bracket of a store (resumable, parallel) and write report.md, report.tex, "
@@ -95,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"{intrinsic['records']} intrinsic records checked ({intrinsic['errors']} "
                   f"input errors): {args.out}/intrinsic.md")
     for e in report["errors"]:
-        print(f"softrank-certify: input error: {e['error']}", file=sys.stderr)
+        print(f"softrank-certify: input error: {shown(e['error'])}", file=sys.stderr)
     if intrinsic is not None and intrinsic["errors"] and int(s["exit_code"]) < 2:
         return 2
     return int(s["exit_code"])

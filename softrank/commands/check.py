@@ -17,6 +17,7 @@ from ..audit.tables import group_pairs
 from ..intrinsic_check import format_result, iter_intrinsic_checks, summarize_intrinsic
 from ..numfmt import sci
 from ..runner import default_jobs, iter_checks
+from ..terminal import shown
 
 NAME = "check"
 HELP = "recheck every stored bracket: upper witnesses and lower certificates, rigorously"
@@ -58,9 +59,9 @@ def all_proved(records: list[dict[str, Any]]) -> bool:
 
 
 def format_line(r: dict[str, Any]) -> str:
-    head = f"{r['bracket']:<12} {r['operator']:<14} eps={r['eps']:<8}"
+    head = f"{shown(r['bracket']):<12} {shown(r['operator']):<14} eps={shown(r['eps']):<8}"
     if "error" in r:
-        return f"{head} INPUT ERROR: {r['error']}"
+        return f"{head} INPUT ERROR: {shown(r['error'])}"
     up = r.get("upper_check") or {}
     lo = r.get("lower_check") or {}
     claim = "none" if r["lower_claim"] is None else r["lower_claim"]
@@ -122,13 +123,13 @@ def run(args: argparse.Namespace) -> int:
     if isum is not None and isum["errors"]:
         for res in intrinsic:
             if "error" in res:
-                print(f"softrank-certify: input error: {res['error']}", file=sys.stderr)
+                print(f"softrank-certify: input error: {shown(res['error'])}", file=sys.stderr)
         if not summary["errors"]:
             return 2
     if summary["errors"]:
         for r in records:
             if "error" in r:
-                print(f"softrank-certify: input error: {r['error']}", file=sys.stderr)
+                print(f"softrank-certify: input error: {shown(r['error'])}", file=sys.stderr)
         return 2
     return 0 if all_proved(records) else 1
 

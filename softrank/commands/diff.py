@@ -24,6 +24,7 @@ from ..audit.journal import normalize
 from ..audit.report import REPORT_FORMAT
 from ..audit.tables import fmt_eps, group_pairs, ok
 from ..runner import iter_checks
+from ..terminal import shown
 
 NAME = "diff"
 HELP = ("name the (operator, eps) pairs whose validated brackets, verdicts or claim outcomes "
@@ -194,16 +195,18 @@ def _bracket(b: dict[str, Any] | None) -> str:
 
 
 def format_text(result: dict[str, Any]) -> list[str]:
-    """Returns the text lines: one per changed pair, then a summary line."""
+    """Returns the text lines: one per changed pair, then a summary line.  Every string from
+    a report (ids, outcomes, verdict words) is escaped (softrank.terminal.shown), so a hostile
+    report.json can neither forge a line nor drive the terminal."""
     lines = []
     for c in result["changed"]:
-        parts = [f"{c['operator']} eps={fmt_eps(c['eps'])}:",
-                 f"bracket {_bracket(c['old'])} -> {_bracket(c['new'])}"]
+        parts = [f"{shown(c['operator'])} eps={fmt_eps(c['eps'])}:",
+                 f"bracket {shown(_bracket(c['old']))} -> {shown(_bracket(c['new']))}"]
         for k, (a, b) in (c.get("verdicts") or {}).items():
-            parts.append(f"k={k} {a} -> {b}")
+            parts.append(shown(f"k={k} {a} -> {b}"))
         for ch in c.get("claims") or []:
             end = f" {ch['end']}" if ch["end"] else ""
-            parts.append(f"{ch['bracket']}{end} {ch['old']} -> {ch['new']}")
+            parts.append(shown(f"{ch['bracket']}{end} {ch['old']} -> {ch['new']}"))
         lines.append(" ".join(parts[:2]) + ("; " + "; ".join(parts[2:]) if parts[2:] else "")
                      + f"  ({', '.join(c['changes'])})")
     lines.append(f"{result['changed_pairs']} of {result['pairs_compared']} (operator, eps) "

@@ -30,6 +30,7 @@ from tqdm import tqdm
 
 from softrank.certify.errors import InputError
 from softrank.certify.rationals import parse_eps
+from softrank.terminal import shown
 from softrank.witnesses import Store, open_store
 from softrank.witnesses.models import softmax64
 from softrank.witnesses.npzsafe import read_npz
@@ -440,7 +441,7 @@ def _produce(args: argparse.Namespace, store: Store, root: Path, jobs: list[tupl
         if ranks:
             print(f"{root}: {summary['intrinsic_records_written']} intrinsic records written")
         for f in failures[:20]:
-            print(f"  producer failure: {f}", file=sys.stderr)
+            print(f"  producer failure: {shown(f)}", file=sys.stderr)
     return 1 if failures else 0
 
 

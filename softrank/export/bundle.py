@@ -8,6 +8,10 @@ Layout (read by replay/replay.py; described in proofs_notes/replay.md):
   ends (bracket, operator, eps, kind, rank, the kernel's status, the certificate's arrays);
 * ``arrays/<sha256>.bin``: raw little-endian arrays (``<f8``, ``<f4`` or ``<i8``), named by
   content, so an array shared by several ends is stored once.
+
+Every end of a bracket is written from the one bracket record, so all of them name its
+operator and eps, and its ``end`` label is ``upper`` (kind factors) or ``lower`` (the claimed
+lower kind, and the nonzero fallback beside it): the replayer refuses any other bundle.
 """
 
 from __future__ import annotations
