@@ -10,13 +10,13 @@ lower_decoder.md, bernstein.md, rowset.md, polytope.md):
   (eps + chi) < 1 makes X D B W invertible for every such B.
 * ``submatrix`` (p; rows, cols, X): the decoder argument with D, W row/column selections.
 * ``bernstein`` (p; W N x p with W[J, :] = I, P N x m, J): ||P A W - W||_inf + ||P||_inf
-  (eps + chi) < 1 (``certify/bernstein.py``).
+  (eps + chi) < 1 (``certify/lower/bernstein.py``).
 * ``rowset`` (p <= 12; I p rows, Z 2^(p-1) x N in [-1, 1]): every sign pattern sigma has a
-  z_s with sigma_i (A[I] z_s)_i > eps + chi (``certify/rowset.py``).
+  z_s with sigma_i (A[I] z_s)_i > eps + chi (``certify/lower/rowset.py``).
 * ``rowmix`` (p <= 12; D p x m with rows of l1 norm <= 1, Z): the same on the rows of D A.
 * ``polytope`` (p <= 12; points Y labelled by rows I, facets F, witnesses Z, G): the facets of
   conv(+-Y) are listed exactly, and on every facet one witness z has sigma (A z)_i > eps + chi
-  for each of its labels (``certify/polytope.py``, Borsuk-Ulam).
+  for each of its labels (``certify/lower/polytope.py``, Borsuk-Ulam).
 
 "fails" means the certificate's own inequality is proved false, not that r_eps < L.
 """
