@@ -6,8 +6,9 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 STORE  ?= examples/minilm
 DEMO_OUT ?= demo-report
+JOBS   ?= 2
 
-.PHONY: demo test test-models test-wheel lint bench clean venv
+.PHONY: demo test test-slow test-all test-models test-wheel lint bench clean venv
 
 venv: $(STAMP)
 
@@ -27,8 +28,17 @@ demo: $(STAMP)
 	@$(BIN)/softrank-certify audit $(STORE) --out $(DEMO_OUT) --jobs 2 --restart --quiet
 	@echo "== per-record lines: softrank-certify check $(STORE) -v; the report: $(DEMO_OUT)/report.md"
 
+# `make test`: the everyday suite, in parallel (pytest-xdist, JOBS processes), without the
+# tests marked slow; `make test-slow`: only those; `make test-all`: both.  The models and
+# wheel tests have their own targets below.
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -m "not models and not wheel"
+	$(BIN)/python -m pytest -q -n $(JOBS) -m "not models and not wheel and not slow"
+
+test-slow: $(STAMP)
+	$(BIN)/python -m pytest -q -n $(JOBS) -m "slow and not models and not wheel"
+
+test-all: $(STAMP)
+	$(BIN)/python -m pytest -q -n $(JOBS) -m "not models and not wheel"
 
 # Builds the wheel, installs it into a fresh venv outside the repository and runs it there.
 test-wheel: $(STAMP)

@@ -103,6 +103,11 @@ def eps_up(eps: Fraction | float) -> float:
 
 
 SCALE_ENV = "SOFTRANK_BUDGET_SCALE"
+# The default search budgets are stated for a 128 x 128 operator and scale with m N: a 6 x 6
+# operator gets SIZE_FLOOR of them (its LPs and IRLS steps cost microseconds; at the full
+# budget a 6 x 6 matrix at three eps took 56 s, nearly all of it searching a closed bracket).
+REFERENCE_SIZE = 128 * 128
+SIZE_FLOOR = 1 / 100
 
 
 def parse_budget(raw: str | None, *, zero_ok: bool = False) -> float | None:
@@ -126,3 +131,11 @@ def budget_from_env(name: str, default: float) -> float:
     """Returns the positive finite float in environment variable ``name``, else ``default``,
     times ``budget_scale()``."""
     return (parse_budget(os.environ.get(name)) or default) * budget_scale()
+
+
+def size_scale(shape: tuple[int, ...]) -> float:
+    """Returns max(SIZE_FLOOR, m N / 128^2) for an m x N operator: the factor on a default
+    search budget (those are per 128 x 128 operator), so a budget buys about the same number
+    of search steps per entry at every size."""
+    m, N = int(shape[0]), int(shape[1])
+    return max(SIZE_FLOOR, m * N / REFERENCE_SIZE)

@@ -22,10 +22,20 @@ from itertools import chain
 import numpy as np
 
 from . import BaseProducer, Witness
-from ._common import as_float64, budget_scale, clock, least_rank, parse_budget, row_l1, target
+from ._common import (
+    as_float64,
+    budget_scale,
+    clock,
+    least_rank,
+    parse_budget,
+    row_l1,
+    size_scale,
+    target,
+)
 
 DESCENT_ENV = "SOFTRANK_ALT_L1_DESCENT"
-DEFAULT_DESCENT = 30.0
+DEFAULT_DESCENT = 30.0  # CPU seconds per call on a 128 x 128 operator (``size_scale``)
+DEFAULT_BISECTION = 10.0  # likewise, for the bisection below the truncated-SVD rank
 # IRLS steps of the SVD start's runs, in turn: the floor anneals over the run's steps, and a
 # short schedule gets below eps sooner where there is slack (rank 72 in 6 s on a 128 x 128
 # head where 5,000 steps reached 75 in 30 s), a long one ends lower where there is none
@@ -114,11 +124,15 @@ class AlternatingL1(BaseProducer):
     name = "alt_l1"
     role = "upper"
 
-    def __init__(self, iters: int = 300, budget: float = 10.0,
+    def __init__(self, iters: int = 300, budget: float | None = None,
                  descent_iters: int | tuple[int, ...] = DESCENT_ITERS,
                  descent_budget: float | None = None, restarts: int = RESTARTS):
         self.iters = iters
-        self.budget = budget  # seconds per call; past it, untried ranks count as failures
+        # seconds per call; past it, untried ranks count as failures.  The defaults (and the
+        # environment's descent budget) are per 128 x 128 operator and scale with its size;
+        # a budget given here is seconds per call as it stands.
+        self._sized = budget is None, descent_budget is None
+        self.budget = DEFAULT_BISECTION if budget is None else float(budget)
         self.descent_iters = (descent_iters,) if isinstance(descent_iters, int) \
             else tuple(descent_iters)
         self.restarts = restarts
@@ -130,6 +144,9 @@ class AlternatingL1(BaseProducer):
         t = target(eps)
         m, N = A.shape
         kmax = min(m, N)
+        size = size_scale(A.shape)
+        budget = self.budget * size if self._sized[0] else self.budget
+        descent_budget = self.descent_budget * size if self._sized[1] else self.descent_budget
         Us, s, Vt = np.linalg.svd(A, full_matrices=False)
         errs: dict[int, float] = {}
 
@@ -143,7 +160,7 @@ class AlternatingL1(BaseProducer):
         if not errs.get(k_svd, np.inf) <= t:
             return None
 
-        deadline = clock() + self.budget
+        deadline = clock() + budget
 
         def attempt(k: int):
             if clock() > deadline:
@@ -162,7 +179,7 @@ class AlternatingL1(BaseProducer):
         k_search = k
         # the bisection's give-up rules stop a rank after a fraction of a second; at the
         # ranks just below the one found, spend the descent budget without them
-        descent_end = clock() + self.descent_budget
+        descent_end = clock() + descent_budget
         restarts_used = 0
         while k > 1 and clock() < descent_end:
             found = None

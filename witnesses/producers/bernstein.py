@@ -29,14 +29,16 @@ smallest max_j f_j starts the same descent; on MiniLM heads this reaches ranks t
 key-set starts miss. Last, the best subspace that failed at the next rank is the start of
 basin hopping (``hop``): the descent's trust region collapses at kinks of max_j f_j, not
 only at minima, and small random perturbations followed by new descents move on from there.
-The time budget is ``SOFTRANK_BERNSTEIN_BUDGET`` CPU seconds (default 10) for each of the four
-phases (key-set path, key-set descent, other starts, growth) and HOP_BUDGETS times that for
-the hops (up to HOP_GRACE times while the hops are within HOP_NEAR of the goal); descents
-also stop after a fixed number of steps, or once the pace of their last steps would need more
-than ``PATIENCE`` further steps to reach the claim budget (such descents were not going to
-reach it, and the phase moves on instead of spending its budget), so a generous budget gives
-the same certificate on every run (a tight one on a busy machine may not: a phase cut short
-reaches a lower rank).
+The time budget is ``SOFTRANK_BERNSTEIN_BUDGET`` CPU seconds (default 10 on a 128 x 128
+operator, scaled with its size) for each of the four phases (key-set path, key-set descent,
+other starts, growth) and HOP_BUDGETS times that for the hops (up to HOP_GRACE times while the
+hops are within HOP_NEAR of the goal); descents also stop after a fixed number of steps, or
+once the pace of their last steps would need more than ``PATIENCE`` further steps to reach the
+claim budget (such descents were not going to reach it, and the phase moves on instead of
+spending its budget), so a generous budget gives the same certificate on every run (a tight one
+on a busy machine may not: a phase cut short reaches a lower rank). Every phase stops at
+``ceiling``, a rank an upper witness already claims (``produce(..., stop_at=U)``): no lower end
+passes a valid upper end.
 
 Where the search ends, the best subspace that missed the next rank (within LIFT_NEAR of the
 goal) is lifted to a ``polytope`` certificate (``polytope.lift``): the facets of conv(+-A W)
@@ -305,20 +307,23 @@ Found = tuple[int, np.ndarray, np.ndarray, np.ndarray, float, str]
 
 
 def search(A: np.ndarray, eps: float, budget: float, *, extra: int = 2,
-           steps: int = STEPS, near_out: dict | None = None) -> Found | None:
+           steps: int = STEPS, near_out: dict | None = None,
+           ceiling: int | None = None) -> Found | None:
     """Returns (p, W, P, J, value, start) of the largest rank reached with value at most
     1 - 1e-6, or None.  ``budget`` seconds for each of the key-set path, the key-set
     descent, the other starts and the growth, HOP_BUDGETS times that for the hops (HOP_GRACE
     times while within HOP_NEAR of the goal); ``start`` names the phase that reached the rank
     ("keyset", "descent", "descent_l1fit", "descent_svd", "augment" or "hop").  When
-    ``near_out`` is a dict it receives {rank: (F, W)}, the best failing subspace per rank."""
+    ``near_out`` is a dict it receives {rank: (F, W)}, the best failing subspace per rank.
+    No rank above ``ceiling`` (default min(m, N)) is tried."""
     A = as_float64(A)
     m, N = A.shape
+    top = min(m, N) if ceiling is None else min(m, N, ceiling)
     path = keyset_path(A, eps, singletons=False, extra=extra,
                        deadline=clock() + budget)
     deadline = clock() + budget
     found: Found | None = None
-    for p in sorted(path, reverse=True):
+    for p in sorted((p for p in path if p <= top), reverse=True):
         c = certify_subspace(A, path[p][1], eps, deadline)
         if c is not None and c[0] <= CLAIM_BUDGET:
             found = (p, c[1], c[2], c[3], c[0], "keyset")
@@ -329,7 +334,7 @@ def search(A: np.ndarray, eps: float, budget: float, *, extra: int = 2,
     # the descent aims a little below the claim budget: polishing P moves the value slightly
     goal = CLAIM_BUDGET * (1 - 1e-4) / eps
     near: dict[int, tuple[float, np.ndarray]] = {}  # best failing subspace per rank
-    while p <= min(m, N) and p in path and clock() < deadline:
+    while p <= top and p in path and clock() < deadline:
         F, W = descend(A, path[p][1], goal, deadline, steps=steps)
         c = _claimable(A, W, F, eps, budget)
         if c is None:
@@ -342,7 +347,7 @@ def search(A: np.ndarray, eps: float, budget: float, *, extra: int = 2,
     deadline = clock() + budget
     p = (found[0] if found is not None else 0) + 1
     Vt = np.linalg.svd(A, full_matrices=False)[2]
-    while p <= min(m, N) and clock() < deadline:
+    while p <= top and clock() < deadline:
         reached = _race(A, _descent_starts(A, p, Vt, eps), goal, deadline, steps, eps, budget,
                         near=near, p=p)
         if reached is None:
@@ -351,7 +356,7 @@ def search(A: np.ndarray, eps: float, budget: float, *, extra: int = 2,
         p += 1
     # past the key-set path's reach: grow the best subspace found by one direction at a time
     deadline = clock() + budget
-    while found is not None and found[0] < min(m, N) and clock() < deadline:
+    while found is not None and found[0] < top and clock() < deadline:
         W0 = augmented_start(A, found[1], found[3], path.get(found[0] + 1, (None, None))[1],
                              deadline)
         if W0 is None:
@@ -368,7 +373,7 @@ def search(A: np.ndarray, eps: float, budget: float, *, extra: int = 2,
     grace = deadline + max(HOP_GRACE - HOP_BUDGETS, 0) * budget
     while clock() < deadline:
         p = (found[0] if found is not None else 0) + 1
-        if p not in near:
+        if p not in near or p > top:
             break
         F, W = hop(A, *near.pop(p), goal, deadline, seed=HOP_SEED + p, steps=steps,
                    grace=grace)
@@ -377,7 +382,8 @@ def search(A: np.ndarray, eps: float, budget: float, *, extra: int = 2,
             _keep(near, p, F, W)
             break
         found = (p, c[1], c[2], c[3], c[0], "hop")
-        W0 = augmented_start(A, c[1], c[3], path.get(p + 1, (None, None))[1], deadline)
+        W0 = augmented_start(A, c[1], c[3], path.get(p + 1, (None, None))[1], deadline) \
+            if p < top else None
         if W0 is not None:
             _keep(near, p + 1, *descend(A, W0, goal, deadline, steps=steps))
     if near_out is not None:
@@ -522,12 +528,13 @@ class Bernstein(BudgetedLower):
     budget_env = BUDGET_ENV
     default_budget = DEFAULT_BUDGET
 
-    def _search(self, A, eps, budget):
+    def _search(self, A, eps, budget, ceiling):
         near: dict[int, tuple[float, np.ndarray]] = {}
-        found = search(A, eps, budget, near_out=near)  # looked up at call time (tests)
+        # looked up at call time (tests)
+        found = search(A, eps, budget, near_out=near, ceiling=ceiling)
         # the best subspace that missed the next rank: its polytope lift may reach it
         p = (found[0] if found is not None else 0) + 1
-        if p in near and near[p][0] * eps <= polytope.LIFT_NEAR:
+        if p <= ceiling and p in near and near[p][0] * eps <= polytope.LIFT_NEAR:
             lifted = polytope.lift(A, near[p][1], eps, clock() + budget)
             if lifted is not None:
                 return ("polytope", p, lifted[0], lifted[1], "lift")

@@ -29,7 +29,7 @@ import scipy.sparse as sp
 from scipy.optimize import linprog
 
 from . import BaseProducer, Certificate
-from ._common import as_float64, budget_from_env, clock, eps_up
+from ._common import as_float64, budget_from_env, clock, eps_up, size_scale
 from .keyset import _grow, _improve
 
 CAPS = (0.02, 0.05, 0.1, 0.2)
@@ -253,15 +253,18 @@ def _extend(A: np.ndarray, W: np.ndarray, cands: np.ndarray) -> np.ndarray | Non
     return np.hstack([W, col])
 
 
-def search(A: np.ndarray, eps: float, budget: float, *, extra: int = 2
+def search(A: np.ndarray, eps: float, budget: float, *, extra: int = 2,
+           ceiling: int | None = None
            ) -> tuple[int, np.ndarray, np.ndarray, float, str] | None:
     """Returns (p, D', W, value, start) of the largest rank reached with value <= 1 - 1e-6.
 
-    Ranks are tried upwards from the key-set rank; the first rank no start reaches ends the
-    search, as does the time budget (seconds, for the whole call).
+    Ranks are tried upwards from the key-set rank up to ``ceiling`` (default min(m, N)); the
+    first rank no start reaches ends the search, as does the time budget (seconds, for the
+    whole call).
     """
     A = as_float64(A)
     m, N = A.shape
+    top = min(m, N) if ceiling is None else min(m, N, ceiling)
     # one budget for the key-set path (the configurations to start from), one for the LPs;
     # a path cut short only means fewer ranks tried (``keyset`` itself runs separately)
     paths = {"keyset": keyset_path(A, eps, singletons=False, extra=extra,
@@ -271,7 +274,7 @@ def search(A: np.ndarray, eps: float, budget: float, *, extra: int = 2
     p0 = 0
     for p in sorted(paths["keyset"]):
         rows, W, v = paths["keyset"][p]
-        if p != p0 + 1 or not v < CLAIM_BUDGET:
+        if p != p0 + 1 or p > top or not v < CLAIM_BUDGET:
             break
         M = A[rows] @ W
         try:
@@ -284,7 +287,7 @@ def search(A: np.ndarray, eps: float, budget: float, *, extra: int = 2
             break
         p0, found = p, (p, D, W, val, "keyset")
     p = p0 + 1
-    while p <= min(m, N) and clock() < deadline:
+    while p <= top and clock() < deadline:
         hit = None
         for label in ("keyset", "submatrix", "extended"):
             if clock() > deadline:
@@ -321,23 +324,32 @@ def _select(X: np.ndarray, rows: list[int], m: int) -> np.ndarray:
 class BudgetedLower(BaseProducer):
     """A lower producer whose search gets ``budget`` seconds per (operator, eps): from the
     constructor, else from the environment variable ``budget_env``, else ``default_budget``
-    (these two times ``budget_scale()``, the ``produce --budget-scale`` factor).
-    Subclasses supply ``_search(A, eps, budget)`` (their module's search: None when nothing
-    was found) and ``_parts(found)``, which turns what it found into (kind, rank, arrays,
-    value, start); a value above the claim budget is not claimed."""
+    (these two times ``budget_scale()``, the ``produce --budget-scale`` factor, and, being
+    stated for a 128 x 128 operator, times ``size_scale`` of the operator's shape).
+    ``produce(..., stop_at=U)``: U is a rank some upper witness claims (the pipeline passes
+    the best one of the operator and eps); the search stops once it reaches rank U, since no
+    lower end can pass a valid upper end.  Subclasses supply ``_search(A, eps, budget,
+    ceiling)`` (their module's search, ranks up to ``ceiling``: None when nothing was found)
+    and ``_parts(found)``, which turns what it found into (kind, rank, arrays, value, start);
+    a value above the claim budget is not claimed."""
 
     role = "lower"
     budget_env: str
     default_budget: float
 
     def __init__(self, budget: float | None = None):
+        self._sized = budget is None  # an explicit budget is seconds per call as it stands
         self.budget = (budget_from_env(self.budget_env, self.default_budget) if budget is None
                        else float(budget))
 
-    def produce(self, A, eps, *, logits=None):
+    def produce(self, A, eps, *, logits=None, stop_at: int | None = None):
         A = as_float64(A)
         t0 = time.perf_counter()
-        found = self._search(A, eps_up(eps), self.budget)
+        ceiling = min(A.shape) if stop_at is None else min(min(A.shape), int(stop_at))
+        if ceiling < 1:  # a rank-0 upper end: there is no lower end above 0 to look for
+            return None
+        budget = self.budget * size_scale(A.shape) if self._sized else self.budget
+        found = self._search(A, eps_up(eps), budget, ceiling)
         if found is None:
             return None
         kind, p, arrays, v, start = self._parts(found)
@@ -347,7 +359,8 @@ class BudgetedLower(BaseProducer):
                            claims={"lower_rank": p, f"{kind}_value": v, "start": start,
                                    "search_seconds": round(time.perf_counter() - t0, 3)})
 
-    def _search(self, A: np.ndarray, eps: float, budget: float) -> tuple | None:
+    def _search(self, A: np.ndarray, eps: float, budget: float, ceiling: int
+                ) -> tuple | None:
         raise NotImplementedError
 
     def _parts(self, found: tuple) -> tuple[str, int, dict[str, np.ndarray], float, str]:
@@ -361,8 +374,9 @@ class DecoderLP(BudgetedLower):
     budget_env = BUDGET_ENV
     default_budget = DEFAULT_BUDGET
 
-    def _search(self, A, eps, budget):
-        return search(A, eps, budget)  # looked up at call time: tests may replace it
+    def _search(self, A, eps, budget, ceiling):
+        # looked up at call time: tests may replace it
+        return search(A, eps, budget, ceiling=ceiling)
 
     def _parts(self, found):
         p, D, W, v, start = found

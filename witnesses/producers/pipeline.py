@@ -6,10 +6,18 @@ certificate found (largest claimed rank over the lower producers) is attached to
 of the *anchor* upper producer (``alt_l1`` when it runs, else the first upper producer; if
 the anchor gives no witness, the first bracket written); the others carry ``lower = None``.
 The producers' numbers go to ``claims`` only.
+
+Searches stop when the bracket is closed: the lower producers run after the upper ones, and
+a lower producer whose ``produce`` takes ``stop_at`` gets the least rank the upper witnesses
+of that eps claim (its search stops there: no valid lower end passes a valid upper end); once
+a lower certificate claims that rank, the remaining lower producers are not run (claim
+``lower_producers_skipped``).  Claims are float64 and untrusted: if one is wrong the bracket
+is only less tight than it could be, never wrong (``certify`` checks every end).
 """
 
 from __future__ import annotations
 
+import inspect
 import re
 import time
 import traceback
@@ -61,11 +69,26 @@ class OperatorResult:
     failures: list[str] = field(default_factory=list)  # producer errors (messages)
 
 
-def _run(name: str, A: np.ndarray, eps: Fraction, logits: np.ndarray | None
+def _takes_stop_at(produce: Any) -> bool:
+    """Whether a producer's ``produce`` accepts the keyword ``stop_at`` (a plug-in written
+    before it existed does not, and is called without it)."""
+    try:
+        params = inspect.signature(produce).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.name == "stop_at" or p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
+
+
+def _run(name: str, A: np.ndarray, eps: Fraction, logits: np.ndarray | None,
+         stop_at: int | None = None
          ) -> tuple[Witness | Certificate | None, float, str | None]:
     t0 = time.perf_counter()
     try:
-        out = get_producer(name).produce(A, eps, logits=logits)
+        prod = get_producer(name)
+        if stop_at is not None and _takes_stop_at(prod.produce):
+            out = prod.produce(A, eps, logits=logits, stop_at=stop_at)
+        else:
+            out = prod.produce(A, eps, logits=logits)
     except Exception as err:  # untrusted code: report, never crash the run
         tb = traceback.format_exception_only(type(err), err)[-1].strip()
         return None, time.perf_counter() - t0, f"{name}: {tb}"
@@ -110,18 +133,24 @@ def produce_operator(op_id: str, A: np.ndarray, eps_list: list[Fraction], uppers
                                      claims=_jsonable(claims)))
         if plans and bracket_id(op_id, eps, anchor) not in skip:
             target_plan = next((b for b in plans if b.producer["upper"] == anchor), plans[0])
-            _attach_lower(target_plan, op_id, A, eps, lowers, logits, res)
+            least_upper = min(int(b.upper["rank"]) for b in plans)
+            _attach_lower(target_plan, op_id, A, eps, lowers, logits, res, least_upper)
         res.brackets.extend(plans)
     return res
 
 
 def _attach_lower(plan: BracketPlan, op_id: str, A: np.ndarray, eps: Fraction,
-                  lowers: list[str], logits: np.ndarray | None, res: OperatorResult) -> None:
+                  lowers: list[str], logits: np.ndarray | None, res: OperatorResult,
+                  least_upper: int | None = None) -> None:
     best: Certificate | None = None
     best_name, best_secs = None, 0.0
     seconds: dict[str, float] = {}
+    skipped: list[str] = []
     for lo in lowers:
-        c, secs, err = _run(lo, A, eps, logits)
+        if best is not None and least_upper is not None and best.rank >= least_upper:
+            skipped.append(lo)  # the claimed bracket is closed: nothing left to find
+            continue
+        c, secs, err = _run(lo, A, eps, logits, least_upper)
         seconds[lo] = round(secs, 4)
         if err:
             res.failures.append(f"{op_id} eps={eps}: {err}")
@@ -134,6 +163,8 @@ def _attach_lower(plan: BracketPlan, op_id: str, A: np.ndarray, eps: Fraction,
     # every lower producer's time, winner or not: what each one costs is visible in the store
     if seconds:
         plan.claims["lower_producer_seconds"] = seconds
+    if skipped:
+        plan.claims["lower_producers_skipped"] = skipped
     if best is None:
         return
     assert isinstance(best, Certificate)

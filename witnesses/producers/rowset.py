@@ -17,7 +17,9 @@ alternating-l1 fit leaves worst (from random starts), then among all rows.  A se
 are tried hardest first (those that bound the last set) in one warm-started HiGHS model, and
 its evaluation stops as soon as one pattern falls below the value to beat.  Every set costs
 up to 2^(p-1) small LPs, so the search stops at rank MAX_P; the time budget is
-``SOFTRANK_ROWSET_BUDGET`` CPU seconds (default 15, half for the row sets) per (operator, eps).
+``SOFTRANK_ROWSET_BUDGET`` CPU seconds (default 15 on a 128 x 128 operator, scaled with its
+size; half for the row sets) per (operator, eps), and the search stops at a rank an upper
+witness already claims (``produce(..., stop_at=U)``).
 Where the next rank fails with rows, the rest of the budget goes to mixtures (``compress``)
 from the best failing sets in turn: the rows of D A for D with rows of l1 norm at most 1, a
 ``rowmix`` certificate.
@@ -401,8 +403,9 @@ class RowSet(BudgetedLower):
     budget_env = BUDGET_ENV
     default_budget = DEFAULT_BUDGET
 
-    def _search(self, A, eps, budget):
-        found = search(A, eps, budget)  # looked up at call time: tests may replace it
+    def _search(self, A, eps, budget, ceiling):
+        # looked up at call time: tests may replace it
+        found = search(A, eps, budget, max_p=min(MAX_P, ceiling))
         return None if found is None else (*found, eps)
 
     def _parts(self, found):

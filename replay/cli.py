@@ -1,0 +1,26 @@
+"""Console-script entry of the installed replayer: ``softrank-replay BUNDLE.zip ...``.
+
+The wheel installs replay/replay.py unchanged as ``softrank_replay.replay``; this wrapper only
+gives it the exit behaviour ``python replay/replay.py`` has: a reader that closes the pipe
+(``softrank-replay B.zip | head``) ends it with 141, as SIGPIPE would, not with a traceback.
+Like replay.py it imports nothing but the standard library and that file.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from .replay import main as _replay_main
+
+
+def main() -> int:
+    """Runs replay.py's ``main`` on ``sys.argv[1:]`` and returns its exit code (141 when
+    standard output's reader went away)."""
+    try:
+        code = _replay_main()
+        sys.stdout.flush()  # a closed pipe shows here, while the handler below can see it
+        return code
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
