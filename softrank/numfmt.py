@@ -39,3 +39,64 @@ def clamped_float(q: Fraction | int | str) -> float:
     if abs(q) > _FMAX:
         return math.copysign(math.inf, q)
     return float(q)
+
+
+def _decimal_exponent(q: Fraction) -> int:
+    """Returns e with 10^e <= q < 10^(e+1), for q > 0 (exact, any size)."""
+    e = len(str(q.numerator)) - len(str(q.denominator))
+    while q >= Fraction(10) ** (e + 1):
+        e += 1
+    while q < Fraction(10) ** e:
+        e -= 1
+    return e
+
+
+def _directed4(q: Fraction, up: bool) -> str:
+    """Returns a decimal string with 4 significant digits that is <= q (``up`` False) or
+    >= q (``up`` True); exact rationals of any size."""
+    if q == 0:
+        return "0"
+    e = _decimal_exponent(abs(q))
+    scaled = q / Fraction(10) ** (e - 3)  # |scaled| in [1000, 10000)
+    n = math.ceil(scaled) if up else math.floor(scaled)
+    if abs(n) >= 10000:  # rounding reached the next power of ten (n = +-10000 exactly)
+        n //= 10
+        e += 1
+    sign = "-" if n < 0 else ""
+    digits = str(abs(n))
+    if -4 <= e < 6:
+        if e >= 3:
+            return sign + str(abs(n) * 10 ** (e - 3))
+        point = e + 1  # digits before the decimal point (<= 0: leading zeros)
+        if point > 0:
+            return f"{sign}{digits[:point]}.{digits[point:]}"
+        return f"{sign}0.{'0' * -point}{digits}"
+    return f"{sign}{digits[0]}.{digits[1:]}e{e:+d}"
+
+
+def outward4(lo: Fraction | int | str, hi: Fraction | int | str | None = None) -> str:
+    """Returns ``[a, b]`` with 4 significant digits each and a <= lo, b >= hi (rounded outward,
+    so the printed interval contains [lo, hi]); ``hi`` defaults to ``lo``.  Display only."""
+    lo_q = Fraction(lo)
+    hi_q = lo_q if hi is None else Fraction(hi)
+    return f"[{_directed4(lo_q, up=False)}, {_directed4(hi_q, up=True)}]"
+
+
+def near4(q: Fraction | int | str) -> str:
+    """Returns ``q`` exactly when its decimal form is short, else ``~`` and 4 significant
+    digits (rounded to nearest).  Display only."""
+    q = Fraction(q)
+    if q.denominator == 1 and abs(q.numerator) < 10**6:
+        return str(q.numerator)
+    d = q.denominator
+    while d % 2 == 0:
+        d //= 2
+    while d % 5 == 0:
+        d //= 5
+    if d == 1:  # a terminating decimal: print it exactly when it is short
+        s = f"{q.numerator / q.denominator}" if abs(q) < 10**6 else ""
+        if s and Fraction(s) == q and len(s) <= 10:
+            return s
+    if len(str(q)) <= 9:
+        return str(q)
+    return "~" + sci(q, 4)

@@ -15,6 +15,11 @@ NAME = "audit"
 HELP = ("check every bracket of a store (resumable, parallel) and write report.md, report.tex, "
         "report.json and figures for a paper")
 
+EXAMPLES = (  # shown under --help
+    'softrank-certify audit examples/minilm --out audit_out',
+    'softrank-certify audit my_store --out audit_out --budgets 4,8,16 --no-figures',
+)
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("store", help="store directory (format softrank-brackets v1)")

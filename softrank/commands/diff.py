@@ -32,6 +32,11 @@ HELP = ("name the (operator, eps) pairs whose validated brackets, verdicts or cl
 REPORT_NAME = "report.json"
 STORE_HEADER = "store.json"
 
+EXAMPLES = (  # shown under --help
+    'softrank-certify diff old_audit/report.json new_audit/report.json',
+    'softrank-certify diff old_store new_store --json',
+)
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("old", help="report.json of an audit, its folder, or a store folder")

@@ -34,6 +34,11 @@ HELP = ("compare producers: upper ones by median validated rank relative to alte
         "lower ones side by side")
 REFERENCE = "alt_l1"
 
+EXAMPLES = (  # shown under --help
+    'softrank-certify producers examples/minilm',
+    'softrank-certify producers my_store --json',
+)
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("store", help="store directory")
