@@ -92,8 +92,8 @@ def run(args: argparse.Namespace) -> int:
                               indent=1))
     else:
         print(f"{s['brackets']} brackets, {s['pairs']} (operator, eps) pairs, "
-              f"{s['resolved_pairs']} resolved; claims not confirmed: "
-              f"{s['claims_not_confirmed']}; input errors: {s['input_errors']}")
+              f"{s['resolved_pairs']} resolved; claims not proved: "
+              f"{s['claims_not_proved']}; input errors: {s['input_errors']}")
         also = "report.tex, report.json" + (", figures/" if report["figures"] else "")
         print(f"report written to {args.out}/report.md (also {also})")
         if intrinsic is not None:

@@ -24,6 +24,7 @@ from ..audit.journal import normalize
 from ..audit.report import REPORT_FORMAT
 from ..audit.tables import fmt_eps, group_pairs, ok
 from ..runner import iter_checks
+from ..words import end_result
 
 NAME = "diff"
 HELP = ("name the (operator, eps) pairs whose validated brackets, verdicts or claim outcomes "
@@ -119,7 +120,8 @@ def _outcomes(records: list[dict[str, Any]]) -> dict[tuple[str, Fraction], dict[
     for r in records:
         d = out.setdefault(_key(r["operator"], r["eps"]), {})
         d[r["bracket"]] = ("error" if not ok(r) else
-                           {"upper": r.get("upper_outcome"), "lower": r.get("lower_outcome")})
+                           {"upper": end_result(r, "upper"),
+                            "lower": end_result(r, "lower")})
     return out
 
 
