@@ -455,9 +455,10 @@ def test_store_round_trip_and_check_agree(tmp_path):
         bc = check_bracket(M, up, got, eps)
         assert bc.lower_check.status == direct.status
         if direct.holds:
-            assert bc.lower == p and bc.lower_outcome == "confirmed"
-        else:
-            assert bc.lower_outcome == "refuted" and bc.lower <= 1
+            assert bc.lower == p and bc.lower_result == "proved"
+        else:  # the inequality is false; the claim is refuted only if p > the proved U
+            assert bc.lower_result == ("refuted" if p > bc.upper else "does_not_hold")
+            assert bc.lower <= 1
     # the store runner (slack charged for the logits operator) and the check command
     recs = {r["bracket"]: r for r in iter_checks(tmp_path / "s")}
     for bid, (_, _, eps, v) in made.items():

@@ -200,7 +200,7 @@ def _summary_text(s: dict[str, Any], records: list[dict[str, Any]],
     ]
     if any(k == "does_not_hold" for end in ("upper", "lower") for k in s[f"{end}_results"]):
         lines.insert(-1, "  does not hold: the witness's or certificate's own inequality is "
-                         "false; that proves nothing about r_eps (only refuted does)")
+                         "false; that alone proves nothing about r_eps")
     return "\n".join(lines)
 
 
