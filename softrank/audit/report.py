@@ -190,13 +190,14 @@ def report_markdown(rep: dict[str, Any]) -> str:
     else:
         listing = {
             "columns": ["Bracket", "Family", "Operator", "eps", "End", "Kind", "Claimed",
-                        "Validated", "Result", "Check", "Margin", "Tier"],
+                        "Validated", "Result", "Why", "Margin", "Tier"],
             "rows": [[str(x) for x in (
                 c["bracket"], c["family"], c["operator"], tables.fmt_eps(c["eps"]), c["end"],
                 c["kind"], c["claimed"], c["validated"],
                 word(c.get("result") or end_result({f"{c['end']}_outcome": c["outcome"]},
                                                    c["end"])),
-                f"{c['status']}: {short_claim(c['claim'])}" if c["claim"] else c["status"],
+                c.get("reason") or (f"{c['status']}: {short_claim(c['claim'])}"
+                                    if c["claim"] else c["status"]),
                 _fmt_margin(c["margin"]), c["tier"])] for c in changed[:MAX_LISTED]],
         }
         out.append(tables.markdown_table(listing, left=len(listing["columns"])))
