@@ -83,20 +83,9 @@ def outward4(lo: Fraction | int | str, hi: Fraction | int | str | None = None) -
 
 
 def near4(q: Fraction | int | str) -> str:
-    """Returns ``q`` exactly when its decimal form is short, else ``~`` and 4 significant
-    digits (rounded to nearest).  Display only."""
+    """Returns ``q`` exactly (``1/4``, ``24/25``) when that is short, else ``~`` and 4
+    significant digits (rounded to nearest).  Display only."""
     q = Fraction(q)
-    if q.denominator == 1 and abs(q.numerator) < 10**6:
-        return str(q.numerator)
-    d = q.denominator
-    while d % 2 == 0:
-        d //= 2
-    while d % 5 == 0:
-        d //= 5
-    if d == 1:  # a terminating decimal: print it exactly when it is short
-        s = f"{q.numerator / q.denominator}" if abs(q) < 10**6 else ""
-        if s and Fraction(s) == q and len(s) <= 10:
-            return s
-    if len(str(q)) <= 9:
+    if len(str(q)) <= 12:
         return str(q)
     return "~" + sci(q, 4)

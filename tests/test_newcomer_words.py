@@ -77,7 +77,7 @@ def test_failed_inequalities_are_not_called_refuted_and_say_why(tmp_path, capsys
     lo, hi = _interval(lower)
     assert lo <= tail.lo and tail.hi <= hi and hi <= 6 * EPS * EPS
     # the upper reason: the error enclosure contains the exact error, > eps
-    assert upper.startswith("    upper: ||A - UV||_row1 in [") and "> eps 0.4" in upper
+    assert upper.startswith("    upper: ||A - UV||_row1 in [") and "> eps 2/5" in upper
     err = exact_error(A, U, V)
     lo, hi = _interval(upper)
     assert lo <= err <= hi and lo > EPS
@@ -128,7 +128,7 @@ def test_undecided_names_its_cause(tmp_path, capsys):
                            "value": {"lo": "1/4", "hi": "1/4"}}}
     text = format_line(rec, "float64")
     assert text.splitlines()[1] == ("    upper: ||A - UV||_row1 in [0.2500, 0.2500] straddles "
-                                    "eps 0.25 (needs <=) [float64], undecided: tier forced to "
+                                    "eps 1/4 (needs <=) [float64], undecided: tier forced to "
                                     "float64 (rerun with --tier auto)")
     assert "margin thinner" in format_line(rec, "auto")
 
