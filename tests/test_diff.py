@@ -40,6 +40,7 @@ def test_bracket_verdict_and_claim_changes_are_named_per_pair():
     assert c["verdicts"] == {"5": ["feasible", "unresolved"]}
     assert c["claims"] == [{"bracket": "a1", "end": "upper", "old": "proved",
                             "new": "does_not_hold"}]
+    assert "a1 upper proved -> does not hold" in format_text(res)[0]
 
 
 def test_claim_change_without_bracket_change_is_still_named():

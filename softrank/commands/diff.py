@@ -24,7 +24,7 @@ from ..audit.journal import normalize
 from ..audit.report import REPORT_FORMAT
 from ..audit.tables import fmt_eps, group_pairs, ok
 from ..runner import iter_checks
-from ..words import end_result
+from ..words import end_result, word
 
 NAME = "diff"
 HELP = ("name the (operator, eps) pairs whose validated brackets, verdicts or claim outcomes "
@@ -210,7 +210,7 @@ def format_text(result: dict[str, Any]) -> list[str]:
             parts.append(f"k={k} {a} -> {b}")
         for ch in c.get("claims") or []:
             end = f" {ch['end']}" if ch["end"] else ""
-            parts.append(f"{ch['bracket']}{end} {ch['old']} -> {ch['new']}")
+            parts.append(f"{ch['bracket']}{end} {word(ch['old'])} -> {word(ch['new'])}")
         lines.append(" ".join(parts[:2]) + ("; " + "; ".join(parts[2:]) if parts[2:] else "")
                      + f"  ({', '.join(c['changes'])})")
     lines.append(f"{result['changed_pairs']} of {result['pairs_compared']} (operator, eps) "
