@@ -143,7 +143,8 @@ def check_bracket(A: object, upper: Mapping | None = None, lower: Mapping | None
     last, as in ``check_upper(A, U, V, eps)`` and ``check_lower(A, cert, eps)``, and may be
     given by keyword; the older order ``check_bracket(A, eps, upper, lower)`` is still
     accepted (recognised by a second argument that is neither a mapping nor None).
-    Returns a :class:`BracketCheck` whose ``upper``/``lower`` are proved ends.  Raises
+    Returns a :class:`BracketCheck` whose ``upper``/``lower`` are proved ends and whose
+    ``upper_result``/``lower_result`` say what is proved about each claim.  Raises
     InputError for bad input; raises AssertionError if a proved lower end exceeds a proved
     upper end (that would be a kernel bug, never a result).
     """
