@@ -65,8 +65,8 @@ class BracketCheck:
 
     def __repr__(self) -> str:
         return (f"BracketCheck({self.lower} <= r_eps <= {self.upper} at eps {_short(self.eps)}; "
-                f"lower claim {self.lower_result.replace('_', ' ')}, "
-                f"upper claim {self.upper_result.replace('_', ' ')})")
+                f"lower: {_shown(self.lower_result, 'certificate')}, "
+                f"upper: {_shown(self.upper_result, 'witness')})")
 
     @property
     def upper_outcome(self) -> Outcome:
@@ -121,6 +121,12 @@ def _outcome(c: Check | None) -> Outcome:
     if c is None:
         return "absent"
     return {"holds": "confirmed", "fails": "refuted"}.get(c.status, "weakened")  # type: ignore[return-value]
+
+
+def _shown(result: str, what: str) -> str:
+    """The repr's words: what does not hold is the witness or certificate, not the claim."""
+    return {"does_not_hold": f"{what} does not hold", "refuted": "claim refuted",
+            "absent": "no claim"}.get(result, result)
 
 
 def _result(c: Check | None, refuted: bool) -> Result:

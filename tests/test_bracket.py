@@ -55,7 +55,7 @@ def test_failed_inequalities_fall_back(case):
     assert b.upper_result == "does_not_hold" and b.upper == 20
     assert b.lower_result == "does_not_hold"
     assert b.upper_outcome == b.lower_outcome == "refuted"  # the deprecated words
-    assert "refuted" not in repr(b) and "does not hold" in repr(b)
+    assert "refuted" not in repr(b) and "upper: witness does not hold" in repr(b)
     assert b.lower == 1  # ||A||_row1 = 1 > eps, proved on the spot
     assert b.nonzero_check is not None and b.nonzero_check.holds
     assert b.verdict(0) == "impossible" and b.verdict(19) == "unresolved"
@@ -115,7 +115,7 @@ def test_refuted_only_by_the_other_proved_end(case):
     # rank-1 factors: their error exceeds eps, and r_eps >= 2 is proved, so r_eps <= 1 is false
     b = check_bracket(A, factors(U, s, Vt, 1), {"kind": "frobenius_tail", "rank": 2}, eps)
     assert b.upper_check.status == "fails" and b.upper_result == "refuted"
-    assert "upper claim refuted" in repr(b)
+    assert "upper: claim refuted" in repr(b) and "lower: proved" in repr(b)
     # without the proved lower end the same factors only do not hold
     b = check_bracket(A, factors(U, s, Vt, 1), None, eps)
     assert b.lower == 1 and b.upper_result == "does_not_hold"
