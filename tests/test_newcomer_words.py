@@ -177,6 +177,19 @@ def test_rank_above_min_shape_is_an_input_error(tmp_path, capsys):
     assert "Traceback" not in err_text
 
 
+def test_a_producer_rank_above_min_shape_is_reported_not_stored():
+    from softrank.witnesses.producers import Certificate, Witness
+    from softrank.witnesses.producers.pipeline import malformed_certificate, malformed_witness
+
+    shape = (3, 4)
+    too_big = Witness(rank=4, U=np.zeros((3, 4)), V=np.zeros((4, 4)))
+    assert "exceeds min(m, N) = 3" in malformed_witness(too_big, shape)
+    fits = Witness(rank=3, U=np.zeros((3, 3)), V=np.zeros((3, 4)))
+    assert malformed_witness(fits, shape) is None
+    assert "exceeds" in malformed_certificate(Certificate(kind="frobenius_tail", rank=4), shape)
+    assert malformed_certificate(Certificate(kind="frobenius_tail", rank=3), shape) is None
+
+
 def test_oracle_mode_is_one_spelling():
     from softrank.exact import oracle
 

@@ -43,17 +43,18 @@ def attention(m: int, N: int, d: int, beta: float, seed: int) -> tuple[np.ndarra
 
 
 class DummyMeanRow(BaseProducer):
-    """A plug-in: U = [1 | I], V = [mean row; A - 1 mean row] (rank m + 1, exact)."""
+    """A plug-in: U = [1 | I without its first column], V = [first row; A[1:] - first row]
+    (rank m <= min(m, N) on the square test heads; B = A up to rounding)."""
 
     name = "dummy_mean"
     role = "upper"
 
     def produce(self, A, eps, *, logits=None):
         m = A.shape[0]
-        mean = A.mean(axis=0, keepdims=True)
-        U = np.hstack([np.ones((m, 1)), np.eye(m)])
-        V = np.vstack([mean, A - mean])
-        return Witness(rank=m + 1, U=U, V=V, claims={"upper_error": 0.0})
+        first = A[:1]
+        U = np.hstack([np.ones((m, 1)), np.eye(m)[:, 1:]])
+        V = np.vstack([first, A[1:] - first])
+        return Witness(rank=m, U=U, V=V, claims={"upper_error": 0.0})
 
 
 class ScaleProbe(BaseProducer):
