@@ -64,11 +64,11 @@ def exit_code(records: list[dict[str, Any]], pairs: list[dict[str, Any]]) -> int
     return 0
 
 
-def _why(r: dict[str, Any], end: str) -> dict[str, Any]:
+def _why(r: dict[str, Any], end: str, tier: str = "auto") -> dict[str, Any]:
     c = r.get(f"{end}_check") or {}
     return {"bracket": r["bracket"], "family": r["family"], "operator": r["operator"],
             "eps": r["eps"], "end": end, "result": end_result(r, end),
-            "reason": end_reason(r, end), "outcome": r.get(f"{end}_outcome"),
+            "reason": end_reason(r, end, tier), "outcome": r.get(f"{end}_outcome"),
             "claimed": r.get(f"{end}_claim"), "validated": r.get(end),
             "kind": c.get("kind") or (r.get("lower_kind") if end == "lower" else "factors"),
             "status": c.get("status"), "claim": c.get("claim"), "margin": c.get("margin"),
@@ -89,7 +89,7 @@ def build_report(records: list[dict[str, Any]], *, store: dict[str, Any], tier: 
     pairs = tables.group_pairs(records, budgets)
     groups = tables.summarize_groups(pairs, records, budgets)
     checked = [r for r in records if tables.ok(r)]
-    changed = [_why(r, end) for r in checked for end in ("upper", "lower")
+    changed = [_why(r, end, tier) for r in checked for end in ("upper", "lower")
                if end_result(r, end) not in ("proved", "absent")]
     summary = {
         "brackets": len(records), "checked": len(checked),
