@@ -1,7 +1,8 @@
 """softrank-certify trusted kernel.
 
 Every check returns a three-valued :class:`Check` (``status`` ``"holds"`` = proved,
-``"fails"`` = proved false, ``"undecided"``) about the exact stored numbers; eps is always an
+``"fails"`` = the witness's or certificate's own inequality is false, which proves nothing
+about r_eps, ``"undecided"``) about the exact stored numbers; eps is always an
 exact rational ("0.25", "1/4", a Fraction, or a float meaning its exact binary value) and comes
 last, by position or keyword.
 
@@ -12,7 +13,8 @@ Public API:
   ``frobenius_tail``, ``decoder``, ``submatrix``, ``bernstein``, ``rowset``, ``rowmix``,
   ``polytope``): every B within eps has rank >= L;
 * :func:`check_bracket` ``(A, upper, lower, eps)`` - both ends, validated bracket
-  :class:`BracketCheck` with outcomes and verdicts at rank budgets;
+  :class:`BracketCheck` with each end's result (proved / does_not_hold / undecided /
+  refuted / absent) and verdicts at rank budgets;
 * :func:`operator_slack` ``(record)`` - :class:`Slack` chi between the stored A and the
   operator of record (exact softmax of logits, exact row renormalisation of a block);
 * :func:`singular_values` ``(A)`` - :class:`SingularValues`, rigorous enclosures;

@@ -21,7 +21,8 @@ from .rationals import parse_eps, to_rational
 from .result import Check, _short
 from .upper import check_tier, check_upper
 
-Outcome = Literal["confirmed", "weakened", "refuted", "absent"]
+Result = Literal["proved", "does_not_hold", "undecided", "refuted", "absent"]
+Outcome = Literal["confirmed", "weakened", "refuted", "absent"]  # the older words (deprecated)
 Verdict = Literal["feasible", "impossible", "unresolved"]
 
 
@@ -31,8 +32,21 @@ class BracketCheck:
 
     ``upper``/``lower`` are the validated ends: r_eps(A_record) <= upper and
     r_eps(A_record) >= lower are theorems (for ||A_record - A||_row1 <= chi).
-    ``*_outcome`` is ``confirmed`` (the claim's check holds), ``refuted`` (its inequality is
-    proved false), ``weakened`` (undecided, so the end fell back) or ``absent``.
+    ``*_result`` says what is proved about each claimed end:
+
+    * ``proved``: the claim's check holds (its witness or certificate is a proof);
+    * ``does_not_hold``: the witness's or certificate's own inequality is proved false.  That
+      is not a proof that the claim about r_eps is false (other factors or another
+      certificate may still prove it); the end falls back;
+    * ``undecided``: the check decided neither way (the end falls back);
+    * ``refuted``: the claim about r_eps itself is proved false: an upper claim k below the
+      proved lower end, or a lower claim L above the proved upper end (whatever its own
+      check said);
+    * ``absent``: no claim for that end.
+
+    ``*_outcome`` (deprecated) keeps the older words for the check alone: ``confirmed``
+    (holds), ``refuted`` (the check's inequality is false: ``fails``), ``weakened``
+    (undecided), ``absent``.
     """
 
     eps: Fraction
@@ -45,13 +59,24 @@ class BracketCheck:
     lower_check: Check | None
     upper: int
     lower: int
-    upper_outcome: Outcome
-    lower_outcome: Outcome
+    upper_result: Result
+    lower_result: Result
     nonzero_check: Check | None = None
 
     def __repr__(self) -> str:
         return (f"BracketCheck({self.lower} <= r_eps <= {self.upper} at eps {_short(self.eps)}; "
-                f"lower {self.lower_outcome}, upper {self.upper_outcome})")
+                f"lower: {_shown(self.lower_result, 'certificate')}, "
+                f"upper: {_shown(self.upper_result, 'witness')})")
+
+    @property
+    def upper_outcome(self) -> Outcome:
+        """Deprecated (read ``upper_result``): the older word for the upper check alone."""
+        return _outcome(self.upper_check)
+
+    @property
+    def lower_outcome(self) -> Outcome:
+        """Deprecated (read ``lower_result``): the older word for the lower check alone."""
+        return _outcome(self.lower_check)
 
     @property
     def resolved(self) -> bool:
@@ -79,6 +104,9 @@ class BracketCheck:
             "lower_claim": self.lower_claim,
             "upper": self.upper,
             "lower": self.lower,
+            "upper_result": self.upper_result,
+            "lower_result": self.lower_result,
+            # the older keys and words, kept for readers of earlier output (deprecated)
             "upper_outcome": self.upper_outcome,
             "lower_outcome": self.lower_outcome,
             "resolved": self.resolved,
@@ -95,6 +123,21 @@ def _outcome(c: Check | None) -> Outcome:
     return {"holds": "confirmed", "fails": "refuted"}.get(c.status, "weakened")  # type: ignore[return-value]
 
 
+def _shown(result: str, what: str) -> str:
+    """The repr's words: what does not hold is the witness or certificate, not the claim."""
+    return {"does_not_hold": f"{what} does not hold", "refuted": "claim refuted",
+            "absent": "no claim"}.get(result, result)
+
+
+def _result(c: Check | None, refuted: bool) -> Result:
+    """The end's word: ``refuted`` only when the other proved end contradicts the claim."""
+    if c is None:
+        return "absent"
+    if refuted:
+        return "refuted"
+    return {"holds": "proved", "fails": "does_not_hold"}.get(c.status, "undecided")  # type: ignore[return-value]
+
+
 def check_bracket(A: object, upper: Mapping | None = None, lower: Mapping | None = None,
                   eps: object = None, *, tier: str = "auto", chi: object = 0,
                   source: str | None = None) -> BracketCheck:
@@ -106,7 +149,8 @@ def check_bracket(A: object, upper: Mapping | None = None, lower: Mapping | None
     last, as in ``check_upper(A, U, V, eps)`` and ``check_lower(A, cert, eps)``, and may be
     given by keyword; the older order ``check_bracket(A, eps, upper, lower)`` is still
     accepted (recognised by a second argument that is neither a mapping nor None).
-    Returns a :class:`BracketCheck` whose ``upper``/``lower`` are proved ends.  Raises
+    Returns a :class:`BracketCheck` whose ``upper``/``lower`` are proved ends and whose
+    ``upper_result``/``lower_result`` say what is proved about each claim.  Raises
     InputError for bad input; raises AssertionError if a proved lower end exceeds a proved
     upper end (that would be a kernel bug, never a result).
     """
@@ -174,5 +218,9 @@ def check_bracket(A: object, upper: Mapping | None = None, lower: Mapping | None
     return BracketCheck(eps=eps_q, chi=chi_q, shape=(m, N), full_rank=full,
                         upper_claim=up_claim, lower_claim=lo_claim, upper_check=up_check,
                         lower_check=lo_check, upper=U_end, lower=L_end,
-                        upper_outcome=_outcome(up_check), lower_outcome=_outcome(lo_check),
+                        # r_eps >= L_end > k (resp. r_eps <= U_end < L) proves the claim false
+                        upper_result=_result(up_check, up_claim is not None
+                                             and up_claim < L_end),
+                        lower_result=_result(lo_check, lo_claim is not None
+                                             and lo_claim > U_end),
                         nonzero_check=nz_check)

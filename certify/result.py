@@ -50,10 +50,12 @@ class Enclosure:
 class Check:
     """The outcome of one rigorous check.
 
-    ``status`` is ``"holds"`` when the claim is proved, ``"fails"`` when its negation is
-    proved, ``"undecided"`` otherwise.  ``value`` encloses the exact quantity the claim
-    compares with ``threshold`` (for an upper witness: the max-row-l1 error of A - UV, and
-    the claim is value <= threshold).  ``tier`` is the tier that decided (the last one run).
+    ``status`` is ``"holds"`` when the claim is proved, ``"fails"`` when the witness's or
+    certificate's own inequality is proved false (this proves nothing about r_eps: other
+    factors or another certificate may still prove the same rank), ``"undecided"``
+    otherwise.  ``value`` encloses the exact quantity the claim compares with ``threshold``
+    (for an upper witness: the max-row-l1 error of A - UV, and the claim is value <=
+    threshold).  ``tier`` is the tier that decided (the last one run).
     ``chi`` is the operator slack charged (0 when the stored A is the operator of record).
     ``bool(check)`` raises TypeError (read ``.status`` or ``.holds``): a three-valued result
     has no safe truth value.
@@ -108,7 +110,9 @@ class Check:
         """
         m = self.margin
         margin = "n/a" if m is None else f"[{_short(m.lo)}, {_short(m.hi)}]"
-        return (f"Check({self.status}: {self.kind} rank {self.rank} at eps {_short(self.eps)}, "
+        status = {"holds": "holds, proved", "fails": "fails, its inequality is false"}.get(
+            self.status, self.status)
+        return (f"Check({status}: {self.kind} rank {self.rank} at eps {_short(self.eps)}, "
                 f"margin {margin}, tier {self.tier})")
 
     def to_json(self) -> dict[str, Any]:
@@ -126,6 +130,7 @@ class Check:
             "chi": str(self.chi),
             "claim": self.claim,
             "sense": self.detail.get("sense", "<="),
+            **({"reason": str(self.detail["reason"])} if "reason" in self.detail else {}),
         }
 
 

@@ -30,6 +30,10 @@ def witness_arrays(A: object, U: object, V: object, rank: int | None = None, *,
         raise InputError(f"empty matrix of shape {A.shape}", field="A", source=source)
     U = as_matrix(U, "U", source=source, shape=(m, None), check_finite=False)
     k = U.shape[1]
+    if k > min(m, N):
+        # every B of this shape has rank <= min(m, N): such a claim is malformed, not false
+        raise InputError(f"rank {k} exceeds min(m, N) = {min(m, N)} of the {m} x {N} matrix",
+                         field="rank", source=source)
     V = as_matrix(V, "V", source=source, shape=(k, N), check_finite=False)
     if rank is not None:
         if isinstance(rank, bool) or not isinstance(rank, int | np.integer) or rank < 0:
@@ -51,7 +55,7 @@ def check_upper(A: object, U: object, V: object, eps: object, *, rank: int | Non
     whose ``error`` is an exact enclosure of max_i sum_j |A - U V|_ij.  ``eps`` and ``chi`` are
     exact rationals (strings, Fractions, ints or floats taken at their exact value).
     Raises InputError for NaN/Inf, mismatched shapes, a rank claim that disagrees with
-    U's columns, or eps <= 0.
+    U's columns, a rank above min(m, N), or eps <= 0.
     """
     eps_q = parse_eps(eps)
     chi_q = to_rational(chi, field="chi")

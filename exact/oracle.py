@@ -23,6 +23,7 @@ certificates stay valid, while witnesses must be row-stochastic.
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -104,9 +105,38 @@ class ExactResult:
         }
 
 
-def oracle(A: object, eps: object, stochastic: bool = False, *,
-           complete: bool = False, budget: float = DEFAULT_BUDGET) -> ExactResult:
-    """Returns an exact bracket for r_eps(A) (row-stochastic rank if ``stochastic``).
+MODES = ("unrestricted", "stochastic")
+
+
+def _mode_flag(mode: object, stochastic: object) -> bool:
+    """Returns True for the stochastic mode; ``mode`` is the one spelling (as in the CLI's
+    cell files), ``stochastic`` (or a bool in ``mode``'s place) the deprecated one."""
+    if isinstance(mode, bool):  # oracle(A, eps, True): the older positional flag
+        warnings.warn("oracle(A, eps, <bool>) is deprecated; pass mode='stochastic' or "
+                      "mode='unrestricted'", DeprecationWarning, stacklevel=3)
+        mode = MODES[int(mode)]
+    if not isinstance(mode, str) or mode not in MODES:
+        raise InputError(f"must be 'unrestricted' or 'stochastic', got {mode!r}", field="mode")
+    if stochastic is None:
+        return mode == "stochastic"
+    warnings.warn("oracle(..., stochastic=...) is deprecated; pass mode='stochastic' or "
+                  "mode='unrestricted'", DeprecationWarning, stacklevel=3)
+    if not isinstance(stochastic, bool):
+        raise InputError(f"must be True or False, got {stochastic!r}", field="stochastic")
+    if stochastic != (mode == "stochastic") and mode != "unrestricted":
+        raise InputError(f"stochastic={stochastic} contradicts mode={mode!r}", field="mode")
+    return stochastic
+
+
+def oracle(A: object, eps: object, mode: str = "unrestricted", *,
+           complete: bool = False, budget: float = DEFAULT_BUDGET,
+           stochastic: bool | None = None) -> ExactResult:
+    """Returns an exact bracket for r_eps(A).
+
+    ``mode`` is ``"unrestricted"`` (B any real matrix: the r_eps of the checker) or
+    ``"stochastic"`` (B row-stochastic: nonnegative entries, unit row sums; its rank can be
+    larger).  ``stochastic=True/False`` is a deprecated spelling of the same choice; an
+    unknown mode raises InputError (field ``mode``).
 
     Contract: lower <= r_eps(A) <= upper, where the lower end is proved by an exact
     certificate and the upper end by an exact witness; both are re-checkable with
@@ -120,6 +150,7 @@ def oracle(A: object, eps: object, stochastic: bool = False, *,
     rank-one limits raises :class:`InputError` instead of returning a bracket.  Entries may be
     ints, Fractions, sympy Rationals or strings; 0 < eps < 1.
     """
+    stochastic = _mode_flag(mode, stochastic)
     M = rational_matrix(A)
     e = unit_eps(eps)
     m, n = len(M), len(M[0])

@@ -13,60 +13,76 @@ from __future__ import annotations
 
 import argparse
 import functools
-import importlib
 import os
-import pkgutil
 import sys
-import traceback
 from collections.abc import Sequence
 
-from softrank.certify.errors import InputError
-from softrank.witnesses.npzsafe import max_bytes as max_array_bytes
-from softrank.terminal import shown
+from . import __version__
 
-from . import __version__, commands
-from .workers import allow_long_integers
+# Heavier imports (the kernel, numpy, flint, the command modules) happen inside the functions
+# that need them, so ``--version`` answers without loading them.
 
 EXIT_OK, EXIT_NOT_PROVED, EXIT_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
 EXIT_INTERRUPTED, EXIT_PIPE = 130, 141
 
 
-def _common_options() -> argparse.ArgumentParser:
-    """Options every subcommand shares, with one meaning everywhere."""
+def _common_options(verbose_help: str | None = None) -> argparse.ArgumentParser:
+    """Options every subcommand shares, with one meaning everywhere; ``-v`` is documented
+    (with ``verbose_help``) only on commands that print more with it, and accepted
+    silently on the others (scripts pass it to every command)."""
     common = argparse.ArgumentParser(add_help=False)
     level = common.add_mutually_exclusive_group()
     level.add_argument("-q", "--quiet", action="store_true",
                        help="print only the result lines: no progress bar, no per-item lines, "
                             "no third-party progress output")
     level.add_argument("-v", "--verbose", action="store_true",
-                       help="also print one detail line per item (bracket, operator, ...)")
+                       help=verbose_help if verbose_help else argparse.SUPPRESS)
     return common
 
 
 def build_parser() -> argparse.ArgumentParser:
+    import importlib
+    import pkgutil
+
+    from . import commands
+
     parser = argparse.ArgumentParser(
         prog="softrank-certify",
         description="Rigorous (verified-numerics) checks of approximation-rank brackets "
                     "for softmax attention matrices.",
-        epilog="exit codes: 0 all proved, 1 something failed or undecided, 2 usage/input "
-               "error, 3 internal error (a bug; --debug shows the traceback)",
+        epilog="example:\n"
+               "  softrank-certify check examples/minilm -v\n\n"
+               "exit codes: 0 all proved; 1 some claim not proved (does not hold, undecided\n"
+               "or refuted); 2 usage or input error; 3 internal error (a bug; --debug shows\n"
+               "the traceback).  COMMAND --help shows each command's options and examples.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     parser.add_argument("--debug", action="store_true",
                         help="on an internal error, print the Python traceback")
-    common = _common_options()
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda i: i.name):
         if info.name.startswith("_"):
             continue
         mod = importlib.import_module(f"{commands.__name__}.{info.name}")
-        p = sub.add_parser(mod.NAME, help=mod.HELP, description=mod.HELP, parents=[common])
+        common = _common_options(getattr(mod, "VERBOSE_HELP", None))
+        p = sub.add_parser(mod.NAME, help=mod.HELP, description=mod.HELP, parents=[common],
+                           epilog=_epilog(mod),
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
         mod.add_arguments(p)
         p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                        help="on an internal error, print the Python traceback")
         p.set_defaults(_run=mod.run)
     return parser
+
+
+def _epilog(mod: object) -> str | None:
+    """The command's examples (its EXAMPLES lines), shown under its --help."""
+    examples = getattr(mod, "EXAMPLES", ())
+    if not examples:
+        return None
+    return "examples:\n" + "\n".join(f"  {line}" for line in examples)
 
 
 @functools.lru_cache(maxsize=1)
@@ -78,6 +94,18 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Runs one command and returns its exit code (see the module doc); never raises except
     SystemExit from argparse (exit 2 for usage errors, 0 for --help)."""
+    words = list(sys.argv[1:] if argv is None else argv)
+    if "--version" in words and all(w.startswith("-") for w in words):
+        # answered before the commands and the kernel are imported (they take a second)
+        print(f"softrank-certify {__version__}")
+        raise SystemExit(EXIT_OK)  # as argparse's own --version action does
+    import traceback
+
+    from softrank.certify.errors import InputError
+    from softrank.witnesses.npzsafe import max_bytes as max_array_bytes
+
+    from .workers import allow_long_integers
+
     args = _parser().parse_args(argv)
     allow_long_integers()
     try:
@@ -111,6 +139,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _say(line: str) -> None:
+    from softrank.terminal import shown
+
     try:  # error messages quote store text: escaped (softrank.terminal), one line each
         print(shown(line), file=sys.stderr)
     except (BrokenPipeError, OSError, ValueError):  # stderr itself gone: nothing to tell

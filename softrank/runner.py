@@ -110,7 +110,7 @@ def check_record(reader: StoreReader, br: BracketRecord, cache: _OperatorCache, 
                     result = certify.check_bracket(A, br.eps, upper, lower, tier=tier,
                                                    chi=tight, source=str(br.path))
             changed = [e for e in ("upper", "lower")
-                       if getattr(plain, f"{e}_outcome") != getattr(result, f"{e}_outcome")]
+                       if getattr(plain, f"{e}_result") != getattr(result, f"{e}_result")]
     except InputError as err:
         if err.field == "A":  # the operator's matrix lives in the operator's file
             err = InputError(err.reason, field="A", source=str(op.path))
@@ -119,24 +119,24 @@ def check_record(reader: StoreReader, br: BracketRecord, cache: _OperatorCache, 
 
 
 def _verdict(r: certify.BracketCheck) -> tuple[Any, ...]:
-    return (r.upper, r.lower, r.upper_outcome, r.lower_outcome)
+    return (r.upper, r.lower, r.upper_result, r.lower_result)
 
 
 def _needs_plain(result: certify.BracketCheck) -> bool:
     """False when no chi in [0, result.chi] can give a different verdict.
 
-    Every check is monotone in chi: a claim confirmed at chi stays confirmed at any smaller
+    Every check is monotone in chi: a claim proved at chi stays proved at any smaller
     chi (its threshold eps -+ chi only gets easier), including the nonzero fallback.  So with
-    both claims confirmed or absent and no failed fallback there is nothing to compare.
+    both claims proved or absent and no failed fallback there is nothing to compare.
     Otherwise the caller compares with chi = 0: a verdict equal at 0 and at chi is the
-    verdict at every chi in between (a refutation at 0 persists, and an undecided
+    verdict at every chi in between (a failed inequality at 0 persists, and an undecided
     enclosure that straddles both thresholds straddles every one between).
     """
     if result.chi == 0:
         return False
-    confirmed = (result.upper_outcome in ("confirmed", "absent")
-                 and result.lower_outcome in ("confirmed", "absent"))
-    return not confirmed or (result.nonzero_check is not None
+    proved = (result.upper_result in ("proved", "absent")
+              and result.lower_result in ("proved", "absent"))
+    return not proved or (result.nonzero_check is not None
                              and not result.nonzero_check.holds)
 
 

@@ -115,3 +115,24 @@ def resigned_bundle(path, out, edit_doc=None, edit_member=None) -> None:
         zout.writestr("manifest.json", json.dumps(man))
         for n, b in members.items():
             zout.writestr(n, b)
+
+
+def check_lower_any_rank(A: np.ndarray, cert: dict, eps, tier: str = "auto"):
+    """``check_lower`` for a rowset or polytope certificate without its input check
+    rank <= min(m, N): the kernel's own inequality on rank-deficient shapes, where the
+    theorem behind that input check says it can never hold (chi = 0)."""
+    from softrank.certify import lower
+    from softrank.certify.lower import polytope, rowset
+    from softrank.certify.rationals import parse_eps
+
+    kind, rank, arrays = lower.parse_certificate(cert)
+    A = np.asarray(A, dtype=np.float64)
+    m, N = A.shape
+    e = parse_eps(eps)
+    if kind == "rowset":
+        I, Z = rowset.parse_arrays(arrays, rank, m, N)
+        return rowset.check_rowset(A, I, Z, e, eps=e, chi=Fraction(0), tier=tier)
+    if kind == "polytope":
+        Y, I, F, Z, G = polytope.parse_arrays(arrays, rank, m, N)
+        return polytope.check_polytope(A, Y, I, F, Z, G, e, eps=e, chi=Fraction(0), tier=tier)
+    raise ValueError(f"not a rowset or polytope certificate: {kind}")

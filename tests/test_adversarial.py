@@ -133,7 +133,7 @@ def matrices(m, n, elements):
 def upper_case(draw, elements=None):
     m = draw(st.integers(1, 4))
     n = draw(st.integers(1, 4))
-    k = draw(st.integers(0, 3))
+    k = draw(st.integers(0, min(3, m, n)))  # a rank above min(m, n) is an input error
     el = elements if elements is not None else dyadic_floats()
     A = draw(matrices(m, n, el))
     U = draw(matrices(m, k, el)) if k else np.zeros((m, 0))
@@ -205,7 +205,7 @@ def _views():
         ("fortran", np.asfortranarray(base), np.asfortranarray(Ubase[:6, :3]),
          np.asfortranarray(Vbase[:3])),
         ("negative stride", base[::-1, ::-1], Ubase[:6, ::-1][:, :2], Vbase[:2, ::-1]),
-        ("row", base[2:3], Ubase[:1, :2], Vbase[:2]),
+        ("row", base[2:3], Ubase[:1, :1], Vbase[:1]),  # rank <= min(m, N) = 1
         ("column", base[:, 3:4], Ubase[:6, :1], Vbase[:1, :1]),
         ("rank0 column", base[:, :1], np.zeros((6, 0)), np.zeros((0, 1))),
     ]
@@ -478,7 +478,10 @@ def test_frobenius_margins_known_svd(shape, scale_exp):
     A = np.ldexp(known_sv(m, n, SV, seed=m * 31 + n), scale_exp)
     s2 = Fraction(2) ** scale_exp
     d = [Fraction(x) * s2 for x in SV] + [Fraction(0)] * (min(m, n) - len(SV))
-    for L in (2, 4, 6, 7, 8, min(m, n) + 1):
+    with pytest.raises(InputError) as err:  # no matrix of this shape has a larger rank
+        check_lower(A, {"kind": "frobenius_tail", "rank": min(m, n) + 1}, Fraction(1, 4))
+    assert err.value.field == "lower.rank"
+    for L in (2, 4, 6, 7, 8):
         tail = sum((x * x for x in d[L - 1:]), Fraction(0))
         cands = []
         if tail:
@@ -585,10 +588,12 @@ def test_bracket_never_contradicts(seed, eps):
                 continue
             b = check_bracket(A, e, upper, lower)
             assert b.lower <= b.upper
-            if b.upper_outcome == "confirmed":
+            if b.upper_result == "proved":
                 assert err <= e
-            if b.upper_outcome == "refuted":
+            if b.upper_result in ("does_not_hold", "refuted"):
                 assert err > e
+            if b.upper_result == "refuted":  # only a proved lower end above the claim
+                assert b.lower > upper["rank"]
 
 
 def test_slack_block_exact():

@@ -34,6 +34,7 @@ from softrank.audit.journal import JOURNAL_NAME
 from softrank.certify import exact_error
 from softrank.cli import main
 from softrank.witnesses import Store, open_store
+from softrank.words import RESULTS
 
 ROOT = Path(__file__).resolve().parents[1]
 EPS = (Fraction(1, 4), Fraction(3, 8))
@@ -85,6 +86,11 @@ def build_known_store(path: Path, *, with_false: bool = True, with_error: bool =
         t["upper_outcome"] = "confirmed" if t["upper_true"] else "refuted"
         t["lower_outcome"] = ("absent" if lower is None else
                               "confirmed" if t["lower_true"] else "refuted")
+        # a false inequality refutes a claim only when the other proved end contradicts it
+        t["upper_result"] = ("proved" if t["upper_true"] else
+                             "refuted" if upper["rank"] < t["L"] else "does_not_hold")
+        t["lower_result"] = ("absent" if lower is None else "proved" if t["lower_true"] else
+                             "refuted" if lower["rank"] > t["U"] else "does_not_hold")
         truth[bid] = t
 
     specs = [("alpha", 16, 16, 3.0), ("alpha", 16, 16, 2.0), ("beta", 12, 20, 2.5)]
@@ -179,11 +185,12 @@ def expected_rows(truth: dict[str, dict]) -> dict[str, list[list[str]]]:
         brackets.append([cell, fmt_eps(eps), shapes, str(n), dec(Fraction(100 * res, n), 1) + "%",
                          med_cell([p["L"] for p in ps]), med_cell([p["U"] for p in ps]),
                          "inf" if mr == float("inf") else dec(mr, 2)])
-        uo = Counter(t["upper_outcome"] for t in ok)
-        lo = Counter(t["lower_outcome"] for t in ok)
-        claims.append([cell, fmt_eps(eps), str(len(ts)), str(uo["confirmed"]), "0",
-                       str(uo["refuted"]), str(lo["confirmed"]), "0", str(lo["refuted"]),
-                       str(lo["absent"]), str(len(ts) - len(ok))])
+        uo = Counter(t["upper_result"] for t in ok)
+        lo = Counter(t["lower_result"] for t in ok)
+        claims.append([cell, fmt_eps(eps), str(len(ts)), str(uo["proved"]),
+                       str(uo["does_not_hold"]), "0", str(uo["refuted"]), str(lo["proved"]),
+                       str(lo["does_not_hold"]), "0", str(lo["refuted"]), str(lo["absent"]),
+                       str(len(ts) - len(ok))])
         for k in BUDGETS:
             v = Counter("feasible" if k >= p["U"] else "impossible" if k < p["L"] else
                         "unresolved" for p in ps)
@@ -194,12 +201,13 @@ def expected_rows(truth: dict[str, dict]) -> dict[str, list[list[str]]]:
     for end in ("upper", "lower"):
         per = defaultdict(Counter)
         for t in truth.values():
-            if not t.get("error") and t[f"{end}_outcome"] != "absent":
-                per[t["producer"]][t[f"{end}_outcome"]] += 1
+            if not t.get("error") and t[f"{end}_result"] != "absent":
+                per[t["producer"]][t[f"{end}_result"]] += 1
         for name in sorted(per):
             c = per[name]
-            producers.append([end, name, str(sum(c.values())), str(c["confirmed"]),
-                              str(c["weakened"]), str(c["refuted"])])
+            producers.append([end, name, str(sum(c.values())), str(c["proved"]),
+                              str(c["does_not_hold"]), str(c["undecided"]),
+                              str(c["refuted"])])
     return {"brackets": brackets, "claims": claims, "budgets": budgets, "producers": producers}
 
 
@@ -271,13 +279,16 @@ def test_known_store_truth_has_both_kinds_of_claims(known):
 def test_report_json_records_match_first_principles(known):
     store, truth, out, code = known
     rep = json.loads((out / "report.json").read_text())
-    assert code == 1  # some claims refuted on purpose, no input errors
+    assert code == 1  # some inequalities false on purpose, no input errors
     assert rep["summary"]["exit_code"] == 1
     recs = {r["bracket"]: r for r in rep["records"]}
     assert sorted(recs) == sorted(truth)
     for bid, t in truth.items():
         r = recs[bid]
         assert (r["upper"], r["lower"]) == (t["U"], t["L"]), bid
+        assert (r["upper_result"], r["lower_result"]) == (t["upper_result"],
+                                                          t["lower_result"]), bid
+        # the older keys keep the older words (deprecated alias)
         assert (r["upper_outcome"], r["lower_outcome"]) == (t["upper_outcome"],
                                                             t["lower_outcome"]), bid
         assert (r["upper_claim"], r["lower_claim"]) == (t["upper_claim"], t["lower_claim"])
@@ -296,7 +307,9 @@ def test_report_json_records_match_first_principles(known):
     s = rep["summary"]
     n_false = sum((not t["upper_true"]) + (t["lower_true"] is False) for t in truth.values())
     assert s["brackets"] == len(truth) and s["pairs"] == len(pairs) and s["input_errors"] == 0
+    assert s["claims_not_proved"] == n_false == len(rep["not_proved"])
     assert s["claims_not_confirmed"] == n_false == len(rep["not_confirmed"])
+    assert all(c["reason"] for c in rep["not_proved"])  # every end not proved says why
     assert s["resolved_pairs"] == sum(
         p["U"] <= 2 * p["L"] or p["U"] - p["L"] <= 2 or 10 * (p["U"] - p["L"]) <= p["full"]
         for p in pairs.values())
@@ -317,10 +330,8 @@ def test_every_markdown_cell(known):
     for row in want["claims"]:
         eps = Fraction(Decimal(row[1]))
         g = counts[(row[0], eps)]
-        assert [g["claims"]["upper"][o] for o in ("confirmed", "weakened", "refuted")] == \
-            [int(x) for x in row[3:6]]
-        assert [g["claims"]["lower"][o] for o in ("confirmed", "weakened", "refuted", "absent")
-                ] == [int(x) for x in row[6:10]]
+        assert [g["ends"]["upper"][o] for o in RESULTS[:4]] == [int(x) for x in row[3:7]]
+        assert [g["ends"]["lower"][o] for o in RESULTS] == [int(x) for x in row[7:12]]
 
 
 def test_latex_has_the_same_cells(known):

@@ -94,17 +94,17 @@ def test_parse_budgets():
 # ------------------------------------------------------------------ grouping and cells
 
 
-def rec(bracket, op, eps, L, U, *, family="f", shape=(20, 20), uo="confirmed", lo="confirmed"):
+def rec(bracket, op, eps, L, U, *, family="f", shape=(20, 20), uo="proved", lo="proved"):
     return {"bracket": bracket, "operator": op, "family": family, "eps": eps,
-            "shape": list(shape), "upper": U, "lower": L, "upper_outcome": uo,
-            "lower_outcome": lo, "upper_claim": U, "lower_claim": L}
+            "shape": list(shape), "upper": U, "lower": L, "upper_result": uo,
+            "lower_result": lo, "upper_claim": U, "lower_claim": L}
 
 
 def test_group_pairs_takes_max_lower_and_min_upper_over_producers():
     records = [
         rec("b3", "op1", "1/4", 2, 9),
-        rec("b1", "op1", "1/4", 5, 12, uo="weakened"),
-        rec("b2", "op1", "1/4", 5, 9, lo="refuted"),   # ties: the first bracket id wins
+        rec("b1", "op1", "1/4", 5, 12, uo="undecided"),
+        rec("b2", "op1", "1/4", 5, 9, lo="does_not_hold"),   # ties: the first bracket id wins
         rec("b4", "op1", "1/2", 0, 3, lo="absent"),
         {"bracket": "b5", "operator": "op2", "family": "f", "eps": "1/4", "shape": [20, 20],
          "error": "bad"},
@@ -134,8 +134,8 @@ def test_group_cells_from_first_principles():
         L = int(rng.integers(0, 6))
         U = L + int(rng.integers(0, 9))
         records.append(rec(f"b{i}", f"o{i}", "1/4", L, U, family=fam,
-                           uo=["confirmed", "refuted"][i % 2],
-                           lo=["confirmed", "weakened", "absent"][i % 3]))
+                           uo=["proved", "does_not_hold", "refuted"][i % 3],
+                           lo=["proved", "undecided", "absent", "refuted"][i % 4]))
         truth[f"o{i}"] = (fam, L, U)
     records.append({"bracket": "b9", "operator": "o9", "family": "A", "eps": "1/4",
                     "shape": [20, 20], "error": "x"})
@@ -166,11 +166,30 @@ def test_group_cells_from_first_principles():
         assert row[7] == want_ratio
         recs = [r for r in records if g["family"] in (None, r["family"]) and "error" not in r]
         assert crow[2] == str(len(recs) + (g["family"] != "B"))   # the error record is in A
-        assert crow[3] == str(sum(r["upper_outcome"] == "confirmed" for r in recs))
-        assert crow[5] == str(sum(r["upper_outcome"] == "refuted" for r in recs))
-        assert crow[7] == str(sum(r["lower_outcome"] == "weakened" for r in recs))
-        assert crow[9] == str(sum(r["lower_outcome"] == "absent" for r in recs))
-        assert crow[10] == str(int(g["family"] != "B"))
+        # columns: U proved, does not hold, undecided, refuted; L the same and absent
+        assert crow[3] == str(sum(r["upper_result"] == "proved" for r in recs))
+        assert crow[4] == str(sum(r["upper_result"] == "does_not_hold" for r in recs))
+        assert crow[6] == str(sum(r["upper_result"] == "refuted" for r in recs))
+        assert crow[9] == str(sum(r["lower_result"] == "undecided" for r in recs))
+        assert crow[10] == str(sum(r["lower_result"] == "refuted" for r in recs))
+        assert crow[11] == str(sum(r["lower_result"] == "absent" for r in recs))
+        assert crow[12] == str(int(g["family"] != "B"))
+
+
+def test_records_with_only_the_older_words_are_read():
+    """A record written before ``*_result`` existed (an earlier journal, report.json) is
+    counted under the newer words: confirmed -> proved, refuted -> does not hold (it only
+    ever meant the check's inequality), weakened -> undecided."""
+    old = [{"bracket": f"b{i}", "operator": f"o{i}", "family": "f", "eps": "1/4",
+            "shape": [20, 20], "upper": 5, "lower": 1, "upper_claim": 5, "lower_claim": 2,
+            "upper_outcome": uo, "lower_outcome": "weakened"}
+           for i, uo in enumerate(["confirmed", "refuted", "refuted"])]
+    groups = T.summarize_groups(T.group_pairs(old, [3]), old, [3])
+    assert groups[0]["ends"]["upper"]["proved"] == 1
+    assert groups[0]["ends"]["upper"]["does_not_hold"] == 2
+    assert groups[0]["ends"]["upper"]["refuted"] == 0
+    assert groups[0]["ends"]["lower"]["undecided"] == 3
+    assert not T.all_proved(old)
 
 
 # ------------------------------------------------------------------ journal

@@ -34,7 +34,8 @@ def test_confirmed_bracket_and_verdicts(case):
     b = check_bracket(A, eps, factors(U, s, Vt, k), {"kind": "frobenius_tail", "rank": 2})
     assert isinstance(b, BracketCheck)
     assert (b.upper, b.lower, b.upper_claim, b.lower_claim) == (k, 2, k, 2)
-    assert b.upper_outcome == b.lower_outcome == "confirmed"
+    assert b.upper_result == b.lower_result == "proved"
+    assert b.upper_outcome == b.lower_outcome == "confirmed"  # the deprecated words
     assert b.shape == (24, 20) and b.full_rank == 20 and b.eps == eps and b.chi == 0
     assert [b.verdict(j) for j in (0, 1, 2, 15, 16, 20)] == [
         "impossible", "impossible", "unresolved", "unresolved", "feasible", "feasible"]
@@ -44,14 +45,17 @@ def test_confirmed_bracket_and_verdicts(case):
     assert js["upper_check"]["status"] == "holds" and js["lower_check"]["status"] == "holds"
 
 
-def test_refuted_claims_fall_back(case):
+def test_failed_inequalities_fall_back(case):
     A, U, s, Vt = case
     k = 16
     eps = exact_error(A, U[:, :k] * s[:k], Vt[:k]) - Fraction(1, 10**9)
-    # upper claim refuted (its error exceeds eps); lower claim of rank 19 refuted
+    # the witness's error exceeds eps and the rank-19 tail is too small: both inequalities
+    # are false, which proves nothing about r_eps (neither claim is refuted)
     b = check_bracket(A, eps, factors(U, s, Vt, k), {"kind": "frobenius_tail", "rank": 19})
-    assert b.upper_outcome == "refuted" and b.upper == 20
-    assert b.lower_outcome == "refuted"
+    assert b.upper_result == "does_not_hold" and b.upper == 20
+    assert b.lower_result == "does_not_hold"
+    assert b.upper_outcome == b.lower_outcome == "refuted"  # the deprecated words
+    assert "refuted" not in repr(b) and "upper: witness does not hold" in repr(b)
     assert b.lower == 1  # ||A||_row1 = 1 > eps, proved on the spot
     assert b.nonzero_check is not None and b.nonzero_check.holds
     assert b.verdict(0) == "impossible" and b.verdict(19) == "unresolved"
@@ -61,7 +65,7 @@ def test_refuted_claims_fall_back(case):
 def test_absent_ends_and_large_eps(case):
     A = case[0]
     b = check_bracket(A, "2", None, None)
-    assert b.upper_outcome == b.lower_outcome == "absent"
+    assert b.upper_result == b.lower_result == "absent"
     assert (b.upper, b.lower) == (20, 0)  # ||A||_row1 = 1 < 2: even B = 0 is within eps
     assert b.upper_check is None and b.lower_check is None
     assert json.loads(json.dumps(b.to_json()))["lower_check"] is None
@@ -70,9 +74,9 @@ def test_absent_ends_and_large_eps(case):
 def test_nonzero_claim_and_weakened_tier(case):
     A, U, s, Vt = case
     b = check_bracket(A, "0.5", None, {"kind": "nonzero", "rank": 1})
-    assert b.lower == 1 and b.lower_outcome == "confirmed"
+    assert b.lower == 1 and b.lower_result == "proved"
     b = check_bracket(A, "1.001", None, {"kind": "nonzero", "rank": 1})
-    assert b.lower == 0 and b.lower_outcome == "refuted"  # row sums are about 1
+    assert b.lower == 0 and b.lower_result == "does_not_hold"  # row sums are about 1
     # a tie that the float tier alone cannot decide: weakened, the end falls back
     rng = np.random.default_rng(5)
     B = softmax(rng, 6, 6, scale=1.0)
@@ -84,9 +88,10 @@ def test_nonzero_claim_and_weakened_tier(case):
     eps_star = (1 - delta) / (xd * w)
     b = check_bracket(B, eps_star, None, {"kind": "decoder", "rank": 2, "D": D, "W": W, "X": X},
                       tier="float64")
-    assert b.lower_outcome == "weakened" and b.lower <= 1
+    assert b.lower_result == "undecided" and b.lower <= 1
+    assert b.lower_outcome == "weakened"  # the deprecated word
     b = check_bracket(B, eps_star, None, {"kind": "decoder", "rank": 2, "D": D, "W": W, "X": X})
-    assert b.lower_outcome == "refuted"  # exact tier: value = 1 exactly, not < 1
+    assert b.lower_result == "does_not_hold"  # exact tier: value = 1 exactly, not < 1
 
 
 def test_slack_moves_both_ends(case):
@@ -97,7 +102,43 @@ def test_slack_moves_both_ends(case):
     b = check_bracket(A, err + chi, factors(U, s, Vt, k), None, chi=chi)
     assert b.upper == k and b.chi == chi
     b = check_bracket(A, err + chi / 2, factors(U, s, Vt, k), None, chi=chi)
-    assert b.upper_outcome == "refuted" and b.upper == 20
+    assert b.upper_result == "does_not_hold" and b.upper == 20
+
+
+def test_refuted_only_by_the_other_proved_end(case):
+    """An upper claim k below a proved lower end L is refuted (r_eps >= L > k), and a lower
+    claim above a proved upper end likewise; a failed inequality alone never is."""
+    A, U, s, Vt = case
+    eps = Fraction(1, 4)
+    low = check_bracket(A, None, {"kind": "frobenius_tail", "rank": 2}, eps)
+    assert low.lower_result == "proved" and low.lower == 2
+    # rank-1 factors: their error exceeds eps, and r_eps >= 2 is proved, so r_eps <= 1 is false
+    b = check_bracket(A, factors(U, s, Vt, 1), {"kind": "frobenius_tail", "rank": 2}, eps)
+    assert b.upper_check.status == "fails" and b.upper_result == "refuted"
+    assert "upper: claim refuted" in repr(b) and "lower: proved" in repr(b)
+    # without the proved lower end the same factors only do not hold
+    b = check_bracket(A, factors(U, s, Vt, 1), None, eps)
+    assert b.lower == 1 and b.upper_result == "does_not_hold"
+    # a lower claim above a proved upper end: r_eps <= k < L
+    k = 16
+    e16 = exact_error(A, U[:, :k] * s[:k], Vt[:k])
+    b = check_bracket(A, factors(U, s, Vt, k), {"kind": "frobenius_tail", "rank": 19}, e16)
+    assert b.upper_result == "proved" and b.lower_check.status != "holds"
+    assert b.lower_result == "refuted"
+
+
+def test_rank_above_full_rank_is_an_input_error(case):
+    A, U, s, Vt = case  # 24 x 20
+    with pytest.raises(InputError) as err:
+        check_bracket(A, None, {"kind": "frobenius_tail", "rank": 21}, "1/4")
+    assert err.value.field == "lower.rank"
+    with pytest.raises(InputError) as err:
+        check_bracket(A, {"kind": "factors", "rank": 21, "U": np.zeros((24, 21)),
+                          "V": np.zeros((21, 20))}, None, "1/4")
+    assert err.value.field == "upper.rank"
+    # the largest rank that fits is checked as usual
+    top = check_bracket(A, None, {"kind": "frobenius_tail", "rank": 20}, "1/4")
+    assert top.lower_check.status == "fails"  # a tiny tail: its inequality is false
 
 
 def test_contradiction_is_a_kernel_bug(case, monkeypatch):

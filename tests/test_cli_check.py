@@ -18,19 +18,24 @@ def run_cli(capsys, *argv):
     return code, out, err
 
 
-def test_check_reports_confirmed_and_refuted(tmp_path, capsys):
+def test_check_reports_proved_and_does_not_hold(tmp_path, capsys):
     expected = build_store(tmp_path / "s", n_ops=2)
     code, out, _ = run_cli(capsys, "check", str(tmp_path / "s"), "--json")
-    assert code == 1  # half the upper claims are false on purpose
+    assert code == 1  # half the upper inequalities are false on purpose
     doc = json.loads(out)
     recs = {r["bracket"]: r for r in doc["records"]}
     assert set(recs) == set(expected)
     for bid, exp in expected.items():
         r = recs[bid]
+        # a witness that misses eps proves nothing about r_eps (the lower end is 1 < k):
+        # its claim is not refuted, only its inequality does not hold
+        assert r["upper_result"] == ("proved" if exp["upper_holds"] else "does_not_hold")
         assert r["upper_outcome"] == ("confirmed" if exp["upper_holds"] else "refuted")
         assert r["upper"] == (exp["rank"] if exp["upper_holds"] else exp["full_rank"])
-        assert r["lower_outcome"] == "confirmed" and r["lower"] == 1
-    assert doc["summary"]["upper"] == {"confirmed": 2, "refuted": 2}
+        assert r["lower_result"] == "proved" and r["lower"] == 1
+        assert r["lower_outcome"] == "confirmed"
+    assert doc["summary"]["upper_results"] == {"proved": 2, "does_not_hold": 2}
+    assert doc["summary"]["upper"] == {"confirmed": 2, "refuted": 2}  # deprecated alias
 
 
 def test_check_all_true_exits_zero_and_text_lines(tmp_path, capsys):
@@ -45,7 +50,7 @@ def test_check_all_true_exits_zero_and_text_lines(tmp_path, capsys):
     assert "op0-t" not in out
     code, out, _ = run_cli(capsys, "check", str(tmp_path / "s"), "-v")
     assert code == 0 and "OUTCOME:" in out
-    assert sum("confirmed" in line and "op" in line for line in out.splitlines()) == 2
+    assert sum("proved" in line and "op" in line for line in out.splitlines()) == 2
     code, out, _ = run_cli(capsys, "check", str(tmp_path / "s"), "-q")
     assert code == 0 and "op0-t" not in out
 
@@ -111,7 +116,7 @@ def test_store_copy_is_independent_of_location(tmp_path, capsys):
 
 def test_chi_changed_outcomes_are_counted(tmp_path, capsys):
     """A float32-stored softmax with logits: a witness within eps of A_hat but not of the
-    operator of record is refuted, and the record says chi changed that outcome."""
+    operator of record does not hold, and the record says chi changed that outcome."""
     import numpy as np
 
     from softrank.certify import exact_error, operator_slack
@@ -132,7 +137,7 @@ def test_chi_changed_outcomes_are_counted(tmp_path, capsys):
                        id="b0")
     code, out, _ = run_cli(capsys, "check", str(tmp_path / "s"), "--json")
     rec = json.loads(out)["records"][0]
-    assert code == 1 and rec["upper_outcome"] == "refuted"
+    assert code == 1 and rec["upper_result"] == "does_not_hold"
     assert rec["chi_changed"] == ["upper"]
     assert json.loads(out)["summary"]["chi_changed"] == 1
 

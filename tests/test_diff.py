@@ -14,9 +14,9 @@ from softrank.commands.diff import compare, format_text
 from .test_audit import build_known_store
 
 
-def rec(bid, op, eps, L, U, up="confirmed", lo="confirmed", family="f"):
+def rec(bid, op, eps, L, U, up="proved", lo="proved", family="f"):
     return {"bracket": bid, "operator": op, "family": family, "eps": eps, "shape": [16, 16],
-            "lower": L, "upper": U, "upper_outcome": up, "lower_outcome": lo}
+            "lower": L, "upper": U, "upper_result": up, "lower_result": lo}
 
 
 BASE = [rec("a1", "A", "1/4", 3, 5), rec("a2", "A", "1/4", 2, 6),
@@ -31,15 +31,16 @@ def test_identical_records_change_nothing():
 
 def test_bracket_verdict_and_claim_changes_are_named_per_pair():
     new = [dict(r) for r in BASE]
-    new[0] = rec("a1", "A", "1/4", 3, 16, up="refuted")  # U of pair (A, 1/4) rises 5 -> 6
+    new[0] = rec("a1", "A", "1/4", 3, 16, up="does_not_hold")  # U of pair (A, 1/4) rises 5 -> 6
     res = compare(BASE, new, [4, 5, 8])
     assert [(c["operator"], c["eps"]) for c in res["changed"]] == [("A", "1/4")]
     c = res["changed"][0]
     assert c["changes"] == ["bracket", "verdicts", "claims"]
     assert (c["old"]["upper"], c["new"]["upper"]) == (5, 6)
     assert c["verdicts"] == {"5": ["feasible", "unresolved"]}
-    assert c["claims"] == [{"bracket": "a1", "end": "upper", "old": "confirmed",
-                            "new": "refuted"}]
+    assert c["claims"] == [{"bracket": "a1", "end": "upper", "old": "proved",
+                            "new": "does_not_hold"}]
+    assert "a1 upper proved -> does not hold" in format_text(res)[0]
 
 
 def test_claim_change_without_bracket_change_is_still_named():

@@ -119,13 +119,16 @@ def _verify(store: Path, doc: dict) -> None:
         A = reader.operator(br.operator).load()["A"]
         upper, lower = br.load()
         eps, chi = Fraction(rec["eps"]), Fraction(rec.get("chi") or 0)
-        if upper is not None and rec["upper_outcome"] in ("confirmed", "refuted"):
+        if upper is not None and rec["upper_check"]["status"] in ("holds", "fails"):
             err = _exact(A, upper["U"], upper["V"])
-            assert (err <= eps - chi) == (rec["upper_outcome"] == "confirmed"), rec
+            assert (err <= eps - chi) == (rec["upper_result"] == "proved"), rec
+            # refuted only when the proved lower end exceeds the claim
+            assert (rec["upper_result"] == "refuted") == (
+                err > eps - chi and upper["rank"] < rec["lower"]), rec
         if lower is not None and lower["kind"] == "nonzero" and \
-                rec["lower_outcome"] in ("confirmed", "refuted"):
+                rec["lower_check"]["status"] in ("holds", "fails"):
             norm = _exact(A)
-            assert (norm > eps + chi) == (rec["lower_outcome"] == "confirmed"), rec
+            assert (norm > eps + chi) == (rec["lower_result"] == "proved"), rec
 
 
 def _assert_contract(store: Path) -> None:
@@ -237,9 +240,8 @@ def test_fuzz_audit_reports(base, data):
             assert results == [2], lines[:4]
             rep = json.loads((out / "report.json").read_text())
             assert rep["summary"]["exit_code"] == code
-            confirmed = "every float64 claim was confirmed" in lines[2]
-            assert confirmed == (rep["summary"]["all_confirmed"] and rep["summary"]["brackets"]
-                                 > 0)
+            proved = "every float64 claim was proved" in lines[2]
+            assert proved == (rep["summary"]["all_proved"] and rep["summary"]["brackets"] > 0)
 
 
 @given(data=st.data())

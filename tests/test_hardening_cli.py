@@ -116,8 +116,9 @@ def test_huge_eps_digits_in_a_frobenius_claim(tmp_path, capsys):
     code, out, err = _run(capsys, "check", tmp_path / "s", "--json")
     assert code == 1 and "Traceback" not in err
     rec = {r["bracket"]: r for r in json.loads(out)["records"]}[recs[0]["id"]]
-    assert rec["lower_outcome"] == "confirmed"  # a rank-6 truncation leaves a positive tail
-    assert rec["upper_outcome"] == "refuted"
+    assert rec["lower_result"] == "proved"  # a rank-6 truncation leaves a positive tail
+    # the witness misses eps = 1e-3000; its claim k = 5 is not below the proved L = 2
+    assert rec["upper_result"] == "does_not_hold"
 
 
 def test_chi_beyond_float_range_prints():
@@ -127,8 +128,8 @@ def test_chi_beyond_float_range_prints():
     assert sci(q) == "3.00e+400" and sci(Fraction(1, 10**400)) == "1.00e-400"
     assert sci(-Fraction(2) ** 1100).startswith("-1.36e+331")
     rec = {"bracket": "b", "operator": "o", "eps": "1/4", "lower_claim": 1, "lower": 1,
-           "lower_outcome": "confirmed", "upper_claim": 2, "upper": 2,
-           "upper_outcome": "refuted", "chi": str(q), "resolved": True}
+           "lower_result": "proved", "upper_claim": 2, "upper": 2,
+           "upper_result": "does_not_hold", "chi": str(q), "resolved": True}
     assert "chi<=3.00e+400" in format_line(rec)
     from softrank.audit.provenance import methods_text
 

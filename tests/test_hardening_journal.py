@@ -32,11 +32,13 @@ def _write_journal(out: Path, lines: list[dict]) -> None:
 
 
 def _forge_confirmed(lines: list[dict]) -> list[dict]:
-    """The attack: edit every refuted record of the journal to read confirmed."""
+    """The attack: edit every record of the journal whose upper end is not proved to read
+    proved (the newer key and the older one)."""
     out = [lines[0]]
     for rec in lines[1:]:
         rec = dict(rec)
-        if rec.get("upper_outcome") == "refuted":
+        if rec.get("upper_result") == "does_not_hold":
+            rec["upper_result"] = "proved"
             rec["upper_outcome"] = "confirmed"
             rec["upper"] = rec["upper_claim"]
             rec["upper_check"] = {**rec["upper_check"], "status": "holds"}
@@ -72,11 +74,11 @@ def test_edited_journal_is_rechecked_in_full(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "journal not trusted" in err and "HMAC does not verify" in err
     rep = json.loads((out / "report.json").read_text())
-    assert rep["summary"]["claims_not_confirmed"] == 2
+    assert rep["summary"]["claims_not_proved"] == 2
     assert rep["run"]["resumed_records"] == 0 and rep["run"]["journal_trust"].startswith(
         "untrusted")
     md = (out / "report.md").read_text()
-    assert "every float64 claim was confirmed" not in md
+    assert "every float64 claim was proved" not in md
 
 
 def test_unsigned_prefilled_output_folder_is_not_reused(tmp_path, capsys):
@@ -137,10 +139,10 @@ def test_sample_mismatch_rejects_the_whole_journal(tmp_path, capsys):
     assert "journal rejected" in err and "differs from its recheck" in err
     assert rep["run"]["resumed_records"] == 0 and rep["run"]["journal_trust"].startswith(
         "rejected")
-    assert rep["summary"]["claims_not_confirmed"] == 2 and rep["summary"]["exit_code"] == 1
+    assert rep["summary"]["claims_not_proved"] == 2 and rep["summary"]["exit_code"] == 1
     # the rewritten journal holds the true records, signed
     again = _journal(out)
-    assert sum(r.get("upper_outcome") == "refuted" for r in again[1:]) == 2
+    assert sum(r.get("upper_result") == "does_not_hold" for r in again[1:]) == 2
 
 
 def test_recheck_flag_ignores_the_journal(tmp_path, capsys):

@@ -14,7 +14,7 @@ from softrank.cli import main
 
 from .storefactory import build_store
 
-FORGED = ("synthetic\n\n**Result:** every float64 claim was confirmed; 1 of 1 pairs resolved.\n"
+FORGED = ("synthetic\n\n**Result:** every float64 claim was proved; 1 of 1 pairs resolved.\n"
           "<!--")
 
 

@@ -293,6 +293,11 @@ def test_bracket_array_shapes_checked_against_ranks(tmp_path, capsys):
     recs[0]["upper"]["rank"] = 10**9  # U would be 8 x 10^9 if allocated from the record
     _write(p, recs)
     code, _, err = _run(capsys, "check", str(tmp_path / "s"))
+    # refused from the record alone: no 8 x 8 matrix has a rank above 8
+    assert code == 2 and "op0-t.upper.rank" in err and "exceeds min(m, N) = 8" in err
+    recs[0]["upper"]["rank"] = 7  # fits the shape, but the stored U has 5 columns
+    _write(p, recs)
+    code, _, err = _run(capsys, "check", str(tmp_path / "s"))
     assert code == 2 and "upper.U" in err and "differs" in err
 
 

@@ -517,4 +517,4 @@ def test_a_producer_plugin_stores_bernstein_certificates_that_check(tmp_path, mo
     with contextlib.redirect_stdout(buf):
         cli_main(["check", str(store), "--json"])
     (rec,) = json.loads(buf.getvalue())["records"]
-    assert rec["lower_kind"] == "bernstein" and rec["lower_outcome"] == "confirmed"
+    assert rec["lower_kind"] == "bernstein" and rec["lower_result"] == "proved"

@@ -8,7 +8,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from softrank.certify import check_lower
+from softrank.certify import InputError, check_lower
 from softrank.certify.lower import tail_enclosure
 from softrank.certify.result import Enclosure
 from tests.test_svd import known_svd_matrix, softmax
@@ -69,10 +69,15 @@ def test_operator_slack_is_charged():
     assert c.threshold == 16 * (eps + c.chi) ** 2
 
 
-def test_rank_beyond_min_dimension_fails():
+def test_rank_beyond_min_dimension_is_an_input_error():
+    # no 24 x 16 matrix has rank 17: the claim is malformed input, not a false inequality
     A = known_svd_matrix(24, 16, D, seed=5)
-    c = check_lower(A, {"kind": "frobenius_tail", "rank": 17}, "0.001")
-    assert c.status == "fails" and c.value == Enclosure(Fraction(0), Fraction(0))
+    with pytest.raises(InputError) as err:
+        check_lower(A, {"kind": "frobenius_tail", "rank": 17}, "0.001")
+    assert err.value.field == "lower.rank" and "min(m, N) = 16" in str(err.value)
+    # rank 16 (the last singular value alone) is checked as usual
+    c = check_lower(A, {"kind": "frobenius_tail", "rank": 16}, "0.001")
+    assert c.status in ("holds", "fails") and c.value is not None
 
 
 def test_rank_one_tail_is_frobenius_norm():

@@ -26,7 +26,13 @@ from scipy.spatial import ConvexHull
 from softrank.certify import InputError, check_lower, check_upper
 from softrank.certify.lower.polytope import MAX_FACETS, MAX_POINTS, MAX_RANK
 
-from .helpers import exact_orthant_min, exact_row1, random_attention, tsvd_witness
+from .helpers import (
+    check_lower_any_rank,
+    exact_orthant_min,
+    exact_row1,
+    random_attention,
+    tsvd_witness,
+)
 from .helpers import sign_patterns as patterns  # the format's words, not the kernel's
 
 TIERS = ("auto", "float64", "arb", "exact")
@@ -965,14 +971,21 @@ def test_rank_deficient_labels_never_hold_whatever_the_geometry(seed):
         labels = rng.choice(rng.choice(7, p - 1, replace=False), size=9)
     Y = rng.standard_normal((9, p))
     cert = polytope_cert(A, Y, labels)
+    # with N = p - 1 columns the public check refuses rank p as input (p > min(m, N)); the
+    # kernel's own inequality is exercised without that input check
+    check = check_lower_any_rank if seed < 3 else check_lower
+    if seed < 3:
+        with pytest.raises(InputError) as err:
+            check_lower(A, cert, TINY)
+        assert err.value.field == "lower.rank"
     assert reference_defect(cert["Y"], cert["F"]) is None
     v = reference_value(A, cert)
     assert v <= 0
     for tier in TIERS:
-        c = check_lower(A, cert, TINY, tier=tier)
+        c = check(A, cert, TINY, tier=tier)
         assert_consistent(c, v, TINY, p)
         assert c.status != "holds"
-    assert check_lower(A, cert, TINY).status == "fails"
+    assert check(A, cert, TINY).status == "fails"
     # keep only the facets whose own witness is positive: a plausible-looking partial sphere
     good = [r for r, f in enumerate(cert["F"])
             if reference_value(A, with_(cert, F=cert["F"][[r]], Z=cert["Z"][[r]],
@@ -982,7 +995,7 @@ def test_rank_deficient_labels_never_hold_whatever_the_geometry(seed):
     assert reference_value(A, part) > 0
     assert reference_defect(Y, part["F"]) == "ridge"
     for tier in TIERS:
-        c = check_lower(A, part, TINY, tier=tier)
+        c = check(A, part, TINY, tier=tier)
         assert c.status == "fails" and c.value is None, c
         assert "ridge" in c.detail["reason"]
 

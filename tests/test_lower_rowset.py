@@ -28,6 +28,7 @@ from softrank.runner import iter_checks
 from softrank.witnesses import Store, open_store
 
 from .helpers import (
+    check_lower_any_rank,
     exact_orthant_min,
     random_attention,
     resigned_bundle,
@@ -173,10 +174,14 @@ def test_more_rows_than_columns_never_hold():
         assert v <= 0
         for eps in (Fraction(1, 2**90), "1/4"):
             for tier in TIERS:
-                c = check_lower(A, cert, eps, tier=tier)
+                c = check_lower_any_rank(A, cert, eps, tier=tier)
                 assert_consistent(c, v, Fraction(eps))
                 assert c.status != "holds"
-            assert check_lower(A, cert, eps).status == "fails"
+            assert check_lower_any_rank(A, cert, eps).status == "fails"
+            # through the public check such a rank is an input error (min(m, N) = 2)
+            with pytest.raises(InputError) as err:
+                check_lower(A, cert, eps)
+            assert err.value.field == "lower.rank"
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -326,13 +331,14 @@ def test_entries_of_exactly_one_and_numpy_integer_ranks_are_accepted():
 
 def test_rank_above_the_maximum_is_refused_even_with_consistent_arrays():
     """m = 14 rows, rank 13 with 13 distinct rows and a 4096 x N Z in [-1, 1]: refused by
-    MAX_RANK alone; rank 12 with the same kind of arrays is checked."""
+    MAX_RANK alone (N = 13 keeps rank 13 <= min(m, N)); rank 12 with the same kind of arrays
+    is checked."""
     assert MAX_RANK == rp.ROWSET_MAX_RANK == 12  # the replayer keeps its own copy
     rng = np.random.default_rng(7)
-    A = random_attention(rng, 14, 3)
+    A = random_attention(rng, 14, 13)
     for p, ok in ((13, False), (12, True)):
         cert = {"kind": "rowset", "rank": p, "I": np.arange(p),
-                "Z": rng.uniform(-1, 1, size=(1 << (p - 1), 3))}
+                "Z": rng.uniform(-1, 1, size=(1 << (p - 1), 13))}
         if ok:
             c = check_lower(A, cert, "1/1000")
             assert_consistent(c, exact_value(A, cert["I"], cert["Z"]), Fraction(1, 1000))
@@ -455,9 +461,10 @@ def test_store_round_trip_and_check_agree(tmp_path):
         bc = check_bracket(M, up, got, eps)
         assert bc.lower_check.status == direct.status
         if direct.holds:
-            assert bc.lower == p and bc.lower_outcome == "confirmed"
-        else:
-            assert bc.lower_outcome == "refuted" and bc.lower <= 1
+            assert bc.lower == p and bc.lower_result == "proved"
+        else:  # the inequality is false; the claim is refuted only if p > the proved U
+            assert bc.lower_result == ("refuted" if p > bc.upper else "does_not_hold")
+            assert bc.lower <= 1
     # the store runner (slack charged for the logits operator) and the check command
     recs = {r["bracket"]: r for r in iter_checks(tmp_path / "s")}
     for bid, (_, _, eps, v) in made.items():
@@ -512,10 +519,10 @@ def test_a_stored_rank_that_disagrees_with_the_arrays_is_refused_on_load(tmp_pat
     path = tmp_path / "s" / "brackets.jsonl"
     recs = [json.loads(x) for x in path.read_text().splitlines()]
     assert recs[0]["lower"]["rank"] == 3
-    recs[0]["lower"]["rank"] = 12  # Z would be 2048 x 7: the stored one is 4 x 7
+    recs[0]["lower"]["rank"] = 5  # Z would be 16 x 7: the stored one is 4 x 7
     path.write_text("".join(json.dumps(r) + "\n" for r in recs))
     br = open_store(tmp_path / "s").brackets[0]
-    assert br.expected_shapes()["lower.Z"] == (2048, 7)
+    assert br.expected_shapes()["lower.Z"] == (16, 7)
     with pytest.raises(InputError, match="shape") as ei:
         br.load()
     assert "lower." in str(ei.value)

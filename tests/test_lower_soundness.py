@@ -78,7 +78,7 @@ def test_no_lower_claim_exceeds_a_verified_upper_witness(seed, shape, k):
     assert held_below > 0
     b = check_bracket(A, eps, {"kind": "factors", "rank": k, "U": Uk, "V": Vk},
                       {"kind": "frobenius_tail", "rank": k + 1})
-    assert b.upper == k and b.lower <= k and b.lower_outcome != "confirmed"
+    assert b.upper == k and b.lower <= k and b.lower_result != "proved"
 
 
 def test_float32_witness_at_its_exact_error():

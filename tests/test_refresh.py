@@ -69,7 +69,7 @@ def test_refresh_raises_lower_and_kernel_confirms(tmp_path, monkeypatch, capsys)
     assert up["rank"] == 14 and np.array_equal(up["V"], np.eye(14))
     recs = {r["bracket"]: r for r in iter_checks(str(root))}
     assert recs["anchor"]["lower"] == anchor["lower"]["rank"]
-    assert recs["anchor"]["lower_outcome"] == "confirmed"
+    assert recs["anchor"]["lower_result"] == "proved"
 
 
 def test_refresh_lowers_the_upper_end_of_the_producers_own_brackets(tmp_path, monkeypatch,
@@ -86,7 +86,7 @@ def test_refresh_lowers_the_upper_end_of_the_producers_own_brackets(tmp_path, mo
     assert up["rank"] == anchor["upper"]["rank"] and low["kind"] == "nonzero"
     recs = {r["bracket"]: r for r in iter_checks(str(root))}
     assert recs["anchor"]["upper"] == anchor["upper"]["rank"]
-    assert recs["anchor"]["upper_outcome"] == "confirmed"
+    assert recs["anchor"]["upper_result"] == "proved"
     # a second run finds nothing smaller and rewrites nothing
     text = (root / "brackets.jsonl").read_bytes()
     assert load_script().main([str(root), "alt_l1"]) == 0

@@ -158,14 +158,14 @@ def test_diff_names_exactly_the_tampered_pair(audits, capsys):
     _, out, out_bad = audits
     bad = json.loads((out_bad / "report.json").read_text())
     rec = next(r for r in bad["records"] if r["bracket"] == TAMPERED)
-    assert rec["upper_outcome"] == "refuted"  # the check noticed the tampering
+    assert rec["upper_result"] == "does_not_hold"  # the check noticed the tampering
     assert main(["diff", str(out), str(out_bad / "report.json"), "--json"]) == 1
     res = json.loads(capsys.readouterr().out)
     assert [(c["operator"], c["eps"]) for c in res["changed"]] == [(OPS[0], "3/20")]
     c = res["changed"][0]
     assert "bracket" in c["changes"] and "claims" in c["changes"]
-    assert c["claims"] == [{"bracket": TAMPERED, "end": "upper", "old": "confirmed",
-                            "new": "refuted"}]
+    assert c["claims"] == [{"bracket": TAMPERED, "end": "upper", "old": "proved",
+                            "new": "does_not_hold"}]
     assert c["old"]["upper"] < c["new"]["upper"] and c["old"]["lower"] == c["new"]["lower"]
     assert res["pairs_compared"] == 18
     assert main(["diff", str(out), str(out_bad)]) == 1

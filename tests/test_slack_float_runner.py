@@ -15,7 +15,7 @@ from softrank.witnesses import Store
 
 from .helpers import softmax_rows, tsvd_witness
 
-VERDICT = ("upper", "lower", "upper_outcome", "lower_outcome", "chi_changed")
+VERDICT = ("upper", "lower", "upper_result", "lower_result", "chi_changed")
 
 
 def build(path, seed: int = 0, n_ops: int = 4, size: int = 12) -> None:

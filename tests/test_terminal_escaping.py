@@ -132,7 +132,7 @@ def _json_diff(old: Path, new: Path, capsys) -> str:
 
 
 def test_producers_escapes_producer_names():
-    table = {EVIL: {"brackets": 1, "confirmed": 1, "median_rank": 3, "median_ratio": None,
+    table = {EVIL: {"brackets": 1, "proved": 1, "median_rank": 3, "median_ratio": None,
                     "mean_ratio": None, "pairs": 0, "seconds": None}}
     text = format_table(table, "tsvd" + EVIL)
     _clean(text)

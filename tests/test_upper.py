@@ -126,8 +126,9 @@ def test_rank_zero_witness_and_chi():
 
 def test_huge_cancellation_escalates_instead_of_lying():
     # U V has entries ~1e16 that cancel: float product error dwarfs eps, exact tier decides
-    A = np.array([[1.0, 0.0]])
-    U = np.array([[1e16, 1.0]])
+    # (a zero second row makes the rank-2 factors fit min(m, N) = 2; its error is 0)
+    A = np.array([[1.0, 0.0], [0.0, 0.0]])
+    U = np.array([[1e16, 1.0], [0.0, 0.0]])
     V = np.array([[1.0, 1.0], [1.0 - 1e16, -1e16]])
     exact = exact_row1(A, (U, V))
     c = check_upper(A, U, V, exact)
@@ -137,8 +138,8 @@ def test_huge_cancellation_escalates_instead_of_lying():
 
 
 def test_overflow_in_float_tier_falls_back():
-    A = np.array([[1.0, 0.0]])
-    U = np.array([[1e300, 1e300]])
+    A = np.array([[1.0, 0.0], [0.0, 0.0]])  # the zero row keeps rank 2 <= min(m, N)
+    U = np.array([[1e300, 1e300], [0.0, 0.0]])
     V = np.array([[1e300, 0.0], [-1e300, 0.0]])
     c = check_upper(A, U, V, 2)
     assert c.status == "holds" and c.error.hi == 1

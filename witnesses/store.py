@@ -361,6 +361,15 @@ def _parse_end(val: Any, fld: str, src: str, table: Mapping[str, tuple[str, ...]
     return EndRecord(kind=kind, rank=rank)
 
 
+def _check_rank_fits(end: EndRecord | None, shape: tuple[int, int], fld: str, src: str | None
+                     ) -> None:
+    """Raises InputError naming ``fld`` when a claimed rank exceeds min(m, N): every matrix
+    of that shape has rank at most min(m, N), so such a claim is malformed input."""
+    if end is not None and end.rank > min(shape):
+        raise InputError(f"rank {end.rank} exceeds min(m, N) = {min(shape)} of the operator's "
+                         f"{shape[0]} x {shape[1]} matrix", field=fld, source=src)
+
+
 def _parse_bracket(rec: Any, src: str, line: int, root: Path) -> BracketRecord:
     where, bid = _record_head(rec, src, line)
     if "eps" not in rec:
@@ -453,6 +462,8 @@ def open_store(path: str | Path) -> StoreReader:
             raise InputError(f"unknown operator {b.operator!r}", field=f"{b.id}.operator",
                              source=str(br_path))
         object.__setattr__(b, "shape", shapes[b.operator])
+        for prefix, end in (("upper", b.upper), ("lower", b.lower)):
+            _check_rank_fits(end, shapes[b.operator], f"{b.id}.{prefix}.rank", str(br_path))
         brackets[i] = b
     return StoreReader(root, header, operators, brackets)
 
@@ -682,6 +693,8 @@ class Store:
                     and not 1 <= ends[prefix]["rank"] <= ROWSET_MAX_RANK:
                 raise InputError(f"a {kind} certificate has rank 1 .. {ROWSET_MAX_RANK}",
                                  field=f"{prefix}.rank")
+            _check_rank_fits(EndRecord(kind=kind, rank=ends[prefix]["rank"]),
+                             self._op_shapes[operator], f"{prefix}.rank", None)
             for name in table[kind]:
                 if name not in end:
                     raise InputError("array missing", field=f"{prefix}.{name}")

@@ -86,8 +86,8 @@ def check_lower(A: object, certificate: Mapping, eps: object, *, tier: str = "au
     ``"exact"`` tier, when forced, uses exact dyadic residuals of the same float SVD).
     Raises InputError (field ``lower.<name>``) for a certificate that is not a mapping, an
     unknown kind, missing or extra arrays, wrong shapes, NaN/Inf, a rank that disagrees with
-    the arrays, rank < 1, bad index vectors, or (bernstein) rows W[J, :] that are not exactly
-    the identity.
+    the arrays, rank < 1 or rank > min(m, N), bad index vectors, or (bernstein) rows W[J, :]
+    that are not exactly the identity.
     """
     eps_q = parse_eps(eps)
     chi_q = to_rational(chi, field="chi")
@@ -99,6 +99,10 @@ def check_lower(A: object, certificate: Mapping, eps: object, *, tier: str = "au
     m, N = A.shape
     if m == 0 or N == 0:
         raise InputError(f"empty matrix of shape {A.shape}", field="A", source=source)
+    if rank > min(m, N):
+        # every B of this shape has rank <= min(m, N): such a claim is malformed, not false
+        raise InputError(f"rank {rank} exceeds min(m, N) = {min(m, N)} of the {m} x {N} "
+                         "matrix", field="lower.rank", source=source)
     t = eps_q + chi_q
     if kind == "nonzero":
         if rank != 1:

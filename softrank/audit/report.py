@@ -17,6 +17,7 @@ from typing import Any
 from softrank.witnesses import jsonexact
 
 from ..assumptions import assumptions, assumptions_markdown
+from ..words import end_reason, end_result, word
 from . import stats, tables
 from .escape import md, md_code, tex_comment
 from .provenance import methods_text
@@ -37,11 +38,17 @@ DEFINITIONS = {
     "verdict": "at budget k: feasible if k >= U, impossible if k < L, else unresolved",
     "resolved": "at budget k, a pair is resolved when its verdict is feasible or impossible "
                 "(the reports use the word for nothing else)",
-    "outcomes": "confirmed: the claim's check holds (proved); refuted: its inequality is "
-                "proved false; weakened: its check stayed undecided; after refuted or "
-                "weakened the end falls back to what is proved on the spot (upper: min(m, N), "
-                "B = A; lower: 1 if ||A||_row1 > eps + chi is proved, else 0); absent: no "
-                "claim for that end (the lower end is then that same fallback)",
+    "outcomes": "proved: the claim's witness or certificate is a proof; does not hold: the "
+                "witness's or certificate's own inequality is proved false, which proves "
+                "nothing about r_eps; undecided: its check decided neither way; refuted: the "
+                "claim about r_eps itself is proved false (an upper claim below the proved "
+                "lower end, or a lower claim above the proved upper end); after does not hold, "
+                "undecided or refuted the end falls back to what is proved on the spot (upper: "
+                "min(m, N), B = A; lower: 1 if ||A||_row1 > eps + chi is proved, else 0); "
+                "absent: no claim for that end (the lower end is then that same fallback). "
+                "report.json keeps the older words under the older keys (`*_outcome`, "
+                "`claims`, `not_confirmed`: confirmed / weakened / refuted, where refuted "
+                "meant does not hold)",
     "ratio": "U/L per pair; infinite when L = 0; medians are exact (mean of the two middle "
              "values for an even count)",
     "margin": "enclosure of the signed distance of the checked quantity from its threshold, "
@@ -54,18 +61,20 @@ DEFINITIONS = {
 
 
 def exit_code(records: list[dict[str, Any]], pairs: list[dict[str, Any]]) -> int:
-    """0 every claim confirmed, 1 some claim weakened/refuted/undecided, 2 an input error."""
+    """0 every claim proved, 1 some claim not proved (does not hold, undecided, refuted),
+    2 an input error."""
     if any(not tables.ok(r) for r in records):
         return 2
-    if not tables.all_confirmed(records) or not all(p["consistent"] for p in pairs):
+    if not tables.all_proved(records) or not all(p["consistent"] for p in pairs):
         return 1
     return 0
 
 
-def _why(r: dict[str, Any], end: str) -> dict[str, Any]:
+def _why(r: dict[str, Any], end: str, tier: str = "auto") -> dict[str, Any]:
     c = r.get(f"{end}_check") or {}
     return {"bracket": r["bracket"], "family": r["family"], "operator": r["operator"],
-            "eps": r["eps"], "end": end, "outcome": r.get(f"{end}_outcome"),
+            "eps": r["eps"], "end": end, "result": end_result(r, end),
+            "reason": end_reason(r, end, tier), "outcome": r.get(f"{end}_outcome"),
             "claimed": r.get(f"{end}_claim"), "validated": r.get(end),
             "kind": c.get("kind") or (r.get("lower_kind") if end == "lower" else "factors"),
             "status": c.get("status"), "claim": c.get("claim"), "margin": c.get("margin"),
@@ -86,8 +95,8 @@ def build_report(records: list[dict[str, Any]], *, store: dict[str, Any], tier: 
     pairs = tables.group_pairs(records, budgets)
     groups = tables.summarize_groups(pairs, records, budgets)
     checked = [r for r in records if tables.ok(r)]
-    changed = [_why(r, end) for r in checked for end in ("upper", "lower")
-               if r.get(f"{end}_outcome") not in ("confirmed", "absent")]
+    changed = [_why(r, end, tier) for r in checked for end in ("upper", "lower")
+               if end_result(r, end) not in ("proved", "absent")]
     summary = {
         "brackets": len(records), "checked": len(checked),
         "input_errors": len(records) - len(checked),
@@ -95,9 +104,11 @@ def build_report(records: list[dict[str, Any]], *, store: dict[str, Any], tier: 
         "eps": sorted({r["eps"] for r in records}, key=Fraction),
         "resolved_pairs": sum(p["resolved"] for p in pairs),
         "inconsistent_pairs": sum(not p["consistent"] for p in pairs),
-        "claims_not_confirmed": len(changed),
+        "claims_not_proved": len(changed),
+        "claims_not_confirmed": len(changed),  # the older key (deprecated)
         "closed_pairs": sum(stats.is_closed(p) for p in pairs),
-        "all_confirmed": tables.all_confirmed(records),
+        "all_proved": tables.all_proved(records),
+        "all_confirmed": tables.all_proved(records),  # the older key (deprecated)
         "exit_code": exit_code(records, pairs),
     }
     seed, resamples = bootstrap
@@ -119,7 +130,8 @@ def build_report(records: list[dict[str, Any]], *, store: dict[str, Any], tier: 
         "summary": summary,
         "tables": table_set,
         "groups": groups, "intervals": intervals, "layers": per_layer,
-        "pairs": pairs, "not_confirmed": changed,
+        "pairs": pairs, "not_proved": changed,
+        "not_confirmed": changed,  # the older key (deprecated)
         "errors": [{"bracket": r["bracket"], "error": r["error"]} for r in records
                    if not tables.ok(r)],
         "per_head": per_head, "per_head_table": tables.per_head_table(per_head),
@@ -183,24 +195,27 @@ def report_markdown(rep: dict[str, Any]) -> str:
     out += ["## Definitions", ""]
     out += [f"- {k.replace('_', ' ')}: {v}" for k, v in rep["definitions"].items()]
     out += [""]
-    changed = rep["not_confirmed"]
-    out += ["## Claims not confirmed as stated", ""]
+    changed = rep.get("not_proved", rep.get("not_confirmed", []))
+    out += ["## Claims not proved as stated", ""]
     if not changed:
         out += ["None.", ""]
     else:
         listing = {
             "columns": ["Bracket", "Family", "Operator", "eps", "End", "Kind", "Claimed",
-                        "Validated", "Outcome", "Check", "Margin", "Tier"],
+                        "Validated", "Result", "Why", "Margin", "Tier"],
             "rows": [[str(x) for x in (
                 c["bracket"], c["family"], c["operator"], tables.fmt_eps(c["eps"]), c["end"],
-                c["kind"], c["claimed"], c["validated"], c["outcome"],
-                f"{c['status']}: {short_claim(c['claim'])}" if c["claim"] else c["status"],
+                c["kind"], c["claimed"], c["validated"],
+                word(c.get("result") or end_result({f"{c['end']}_outcome": c["outcome"]},
+                                                   c["end"])),
+                c.get("reason") or (f"{c['status']}: {short_claim(c['claim'])}"
+                                    if c["claim"] else c["status"]),
                 _fmt_margin(c["margin"]), c["tier"])] for c in changed[:MAX_LISTED]],
         }
         out.append(tables.markdown_table(listing, left=len(listing["columns"])))
         if len(changed) > MAX_LISTED:
             out.append(f"\n... and {len(changed) - MAX_LISTED} more in report.json "
-                       "(`not_confirmed`).")
+                       "(`not_proved`).")
         out += [""]
     if rep["errors"]:
         out += ["## Input errors (no verdict)", ""]
@@ -251,9 +266,9 @@ def result_line(s: dict[str, Any], run: dict[str, Any]) -> str:
     """Returns the report's one Result line, from the summary counts and the run's journal
     use alone (no store text)."""
     verdict = ("the store holds no brackets" if not s["brackets"] else
-               "every float64 claim was confirmed" if s["all_confirmed"] else
-               f"{s['claims_not_confirmed']} float64 claims were not confirmed as stated "
-               "(listed below)")
+               "every float64 claim was proved" if s.get("all_proved", s.get("all_confirmed"))
+               else f"{s.get('claims_not_proved', s.get('claims_not_confirmed'))} float64 "
+               "claims were not proved as stated (listed below)")
     resumed = int(run.get("resumed_records") or 0)
     journal = ""
     if resumed:

@@ -26,8 +26,11 @@ from typing import Any
 
 from .. import numfmt
 from ..numfmt import Rounding
+from ..words import RESULTS, end_result, word
 from . import escape
 
+# the older words, kept under the older keys of report.json (deprecated): there "refuted"
+# meant only that a check's inequality is false; RESULTS (softrank/words.py) says what is proved
 OUTCOMES = ("confirmed", "weakened", "refuted", "absent")
 VERDICTS = ("feasible", "impossible", "unresolved")
 # The aggregate row of each eps has family None: no store string equals it, so a family
@@ -72,10 +75,13 @@ def ok(record: dict[str, Any]) -> bool:
     return "error" not in record
 
 
-def all_confirmed(records: Iterable[dict[str, Any]]) -> bool:
-    """True when every record was checked and every present float64 claim confirmed."""
-    return all(ok(r) and r.get("upper_outcome") == "confirmed"
-               and r.get("lower_outcome") in ("confirmed", "absent") for r in records)
+def all_proved(records: Iterable[dict[str, Any]]) -> bool:
+    """True when every record was checked and every present float64 claim proved."""
+    return all(ok(r) and end_result(r, "upper") == "proved"
+               and end_result(r, "lower") in ("proved", "absent") for r in records)
+
+
+all_confirmed = all_proved  # the older name
 
 
 def _full_rank(shape: Sequence[int]) -> int:
@@ -218,7 +224,14 @@ def summarize_groups(pairs: list[dict[str, Any]], records: list[dict[str, Any]],
         else:
             row.update(median_lower=None, median_upper=None, median_ratio=None,
                        median_ratio_infinite=False)
-        row["claims"] = {}
+        row["ends"] = {}
+        for end in ("upper", "lower"):
+            c = Counter(end_result(r, end) for r in checked)
+            row["ends"][end] = {o: c.get(o, 0) for o in RESULTS}
+            for o, v in c.items():  # a word the kernel may add later is still counted
+                if o not in RESULTS:
+                    row["ends"][end][str(o)] = v
+        row["claims"] = {}  # the older words under the older key (deprecated)
         for end in ("upper", "lower"):
             c = Counter(r.get(f"{end}_outcome") for r in checked)
             row["claims"][end] = {o: c.get(o, 0) for o in OUTCOMES}
@@ -249,19 +262,24 @@ def summarize_producers(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     claim at that end (all families and eps), sorted by end (upper first) and producer.
     """
     counts: dict[tuple[str, str], Counter[str]] = defaultdict(Counter)
+    old: dict[tuple[str, str], Counter[str]] = defaultdict(Counter)
     for r in records:
         if not ok(r):
             continue
         for end in ("upper", "lower"):
-            outcome = r.get(f"{end}_outcome")
-            if outcome == "absent" or r.get(f"{end}_claim") is None:
+            res = end_result(r, end)
+            if res == "absent" or r.get(f"{end}_claim") is None:
                 continue
-            counts[(end, producer_label(r.get("producer"), end))][str(outcome)] += 1
+            key = (end, producer_label(r.get("producer"), end))
+            counts[key][res] += 1
+            old[key][str(r.get(f"{end}_outcome"))] += 1
     rows = []
     for (end, name), c in sorted(counts.items(), key=lambda kv: (kv[0][0] != "upper", kv[0])):
-        row = {"end": end, "producer": name, "claims": sum(c.values())}
-        row.update({o: c.get(o, 0) for o in OUTCOMES[:3]})
-        row.update({o: v for o, v in c.items() if o not in OUTCOMES})
+        row: dict[str, Any] = {"end": end, "producer": name, "claims": sum(c.values())}
+        row["results"] = {o: c.get(o, 0) for o in RESULTS[:4]}
+        row["results"].update({o: v for o, v in c.items() if o not in RESULTS})
+        # the older words as flat keys (deprecated)
+        row.update({o: old[(end, name)].get(o, 0) for o in OUTCOMES[:3]})
         rows.append(row)
     return rows
 
@@ -343,19 +361,22 @@ def build_tables(groups: list[dict[str, Any]], budgets: Sequence[int],
         "aggregate_rows": aggregate_rows(groups),
     }
     claims = {
-        "title": "Float64 claims per end (records): confirmed / weakened / refuted",
-        "columns": ["Family", "eps", "Brackets", "U confirmed", "U weakened", "U refuted",
-                    "L confirmed", "L weakened", "L refuted", "L absent", "Input errors"],
+        "title": "Float64 claims per end (records): proved / does not hold (the witness's or "
+                 "certificate's own inequality is false) / undecided / refuted (the claim "
+                 "about r_eps is false)",
+        "columns": ["Family", "eps", "Brackets",
+                    *(f"U {word(o)}" for o in RESULTS[:4]),
+                    *(f"L {word(o)}" for o in RESULTS), "Input errors"],
         "left": 2,
         "rows": [[family_cell(g["family"]), fmt_eps(g["eps"]), str(g["records"]),
-                  *(str(g["claims"]["upper"][o]) for o in OUTCOMES[:3]),
-                  *(str(g["claims"]["lower"][o]) for o in OUTCOMES),
+                  *(str(_ends(g)["upper"].get(o, 0)) for o in RESULTS[:4]),
+                  *(str(_ends(g)["lower"].get(o, 0)) for o in RESULTS),
                   str(g["errors"])] for g in groups],
         "aggregate_rows": aggregate_rows(groups),
         # LaTeX only: grouped, abbreviated headers so the table fits one column
-        "tex_columns": ["Family", "eps", "Brackets", "conf.", "weak.", "ref.", "conf.", "weak.",
-                        "ref.", "absent", "Input errors"],
-        "column_groups": [["Upper claims", 3, 6], ["Lower claims", 6, 10]],
+        "tex_columns": ["Family", "eps", "Brackets", "pr.", "n.h.", "und.", "ref.", "pr.",
+                        "n.h.", "und.", "ref.", "abs.", "Input errors"],
+        "column_groups": [["Upper claims", 3, 7], ["Lower claims", 7, 12]],
     }
     budget_rows: list[list[str]] = []
     budget_aggregates: list[int] = []
@@ -379,10 +400,12 @@ def build_tables(groups: list[dict[str, Any]], budgets: Sequence[int],
     if producers is not None:
         out["producers"] = {
             "title": "Float64 claims per producer (records, all families and eps)",
-            "columns": ["End", "Producer", "Claims", "Confirmed", "Weakened", "Refuted"],
+            "columns": ["End", "Producer", "Claims", "Proved", "Does not hold", "Undecided",
+                        "Refuted"],
             "left": 2, "group_column": 0,
             "rows": [[p["end"], p["producer"], str(p["claims"]),
-                      *(str(p[o]) for o in OUTCOMES[:3])] for p in producers],
+                      *(str(p.get("results", {}).get(o, 0)) for o in RESULTS[:4])]
+                     for p in producers],
         }
     return out
 
@@ -724,3 +747,17 @@ def latex_longtable(table: dict[str, Any], label: str) -> str:
         lines.append(" & ".join(tex_escape(c) for c in row) + r" \\")
     lines += [r"\end{longtable}", r"\endgroup"]
     return "\n".join(lines)
+
+
+def _ends(group: dict[str, Any]) -> dict[str, dict[str, int]]:
+    """Returns a group row's counts per end in the newer words (``ends``), or, for a row
+    built before that key existed, its older ``claims`` counts translated."""
+    if "ends" in group:
+        return group["ends"]
+    out: dict[str, dict[str, int]] = {}
+    for end, counts in group.get("claims", {}).items():
+        out[end] = {}
+        for o, v in counts.items():
+            res = end_result({f"{end}_outcome": o}, end)
+            out[end][res] = out[end].get(res, 0) + v
+    return out

@@ -16,6 +16,11 @@ NAME = "audit"
 HELP = ("check every bracket of a store (resumable, parallel) and write report.md, report.tex, "
         "report.json and figures for a paper")
 
+EXAMPLES = (  # shown under --help
+    'softrank-certify audit examples/minilm --out audit_out',
+    'softrank-certify audit my_store --out audit_out --budgets 4,8,16 --no-figures',
+)
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("store", help="store directory (format softrank-brackets v1)")
@@ -88,8 +93,8 @@ def run(args: argparse.Namespace) -> int:
                               indent=1))
     else:
         print(f"{s['brackets']} brackets, {s['pairs']} (operator, eps) pairs, "
-              f"{s['resolved_pairs']} within the study's criterion; claims not confirmed: "
-              f"{s['claims_not_confirmed']}; input errors: {s['input_errors']}")
+              f"{s['resolved_pairs']} within the study's criterion; claims not proved: "
+              f"{s['claims_not_proved']}; input errors: {s['input_errors']}")
         also = "report.tex, report.json" + (", figures/" if report["figures"] else "")
         print(f"report written to {args.out}/report.md (also {also})")
         if intrinsic is not None:

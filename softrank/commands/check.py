@@ -18,9 +18,20 @@ from ..intrinsic_check import format_result, iter_intrinsic_checks, summarize_in
 from ..numfmt import sci
 from ..runner import default_jobs, iter_checks
 from ..terminal import shown
+from ..words import LEGEND_WORDS, end_reason, end_result, word
 
 NAME = "check"
 HELP = "recheck every stored bracket: upper witnesses and lower certificates, rigorously"
+
+EXAMPLES = (  # shown under --help
+    'softrank-certify check examples/minilm',
+    'softrank-certify check examples/minilm -v          # one line per record, reasons',
+    'softrank-certify check my_store --json > result.json',
+    'softrank-certify check my_store --jobs 4 --export bundle.zip',
+)
+VERBOSE_HELP = ("print the legend, then one line per record and, under it, one "
+                "line per end not proved: the enclosure against the threshold, the "
+                "tier, and why")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -40,9 +51,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
-    """Returns counts of outcomes per end, input errors and chi-affected verdicts."""
+    """Returns counts of results per end (``<end>_results``: proved, does_not_hold,
+    undecided, refuted, absent), input errors and chi-affected verdicts.  The keys ``upper``
+    and ``lower`` keep the older words (confirmed, weakened, refuted, absent) for readers of
+    earlier output (deprecated)."""
     out: dict[str, Any] = {"brackets": len(records), "errors": 0}
     for end in ("upper", "lower"):
+        out[f"{end}_results"] = dict(Counter(end_result(r, end) for r in records
+                                             if "error" not in r))
         out[end] = dict(Counter(r.get(f"{end}_outcome", "error") for r in records
                                 if "error" not in r))
     out["errors"] = sum("error" in r for r in records)
@@ -53,24 +69,37 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def all_proved(records: list[dict[str, Any]]) -> bool:
-    """True when every claim of every bracket was confirmed (absent ends do not count)."""
-    return all("error" not in r and r.get("upper_outcome") == "confirmed"
-               and r.get("lower_outcome") in ("confirmed", "absent") for r in records)
+    """True when every claim of every bracket was proved (absent ends do not count)."""
+    return all("error" not in r and end_result(r, "upper") == "proved"
+               and end_result(r, "lower") in ("proved", "absent") for r in records)
 
 
-def format_line(r: dict[str, Any]) -> str:
+def format_line(r: dict[str, Any], tier: str | None = None) -> str:
+    """Returns the record's line and, under it, one indented reason line per claimed end
+    that is not proved (``tier``: the tier the run forced, named as the cause of an
+    undecided end)."""
+    line = _record_line(r)
+    if "error" in r:
+        return line
+    reasons = [f"    {end}: {shown(why)}" for end in ("lower", "upper")
+               if (why := end_reason(r, end, tier))]
+    return "\n".join([line, *reasons])
+
+
+def _record_line(r: dict[str, Any]) -> str:
     head = f"{shown(r['bracket']):<12} {shown(r['operator']):<14} eps={shown(r['eps']):<8}"
     if "error" in r:
         return f"{head} INPUT ERROR: {shown(r['error'])}"
     up = r.get("upper_check") or {}
     lo = r.get("lower_check") or {}
     claim = "none" if r["lower_claim"] is None else r["lower_claim"]
-    lower = (f"lower {claim}->{r['lower']} {r['lower_outcome']}"
+    lower = (f"lower {claim}->{r['lower']} {word(end_result(r, 'lower'))}"
              + (f" [{lo.get('tier')}]" if lo else ""))
-    upper = f"upper {r['upper_claim']}->{r['upper']} {r['upper_outcome']} [{up.get('tier')}]"
+    upper = (f"upper {r['upper_claim']}->{r['upper']} {word(end_result(r, 'upper'))} "
+             f"[{up.get('tier')}]")
     chi = "" if r.get("chi") in (None, "0") else f" chi<={sci(_q(r['chi']), rounding='up')}"
     res = "resolved" if r.get("resolved") else "unresolved"
-    return f"{head} {lower:<34} {upper:<34} [{r['lower']}, {r['upper']}] {res}{chi}"
+    return f"{head} {lower:<37} {upper:<37} [{r['lower']}, {r['upper']}] {res}{chi}"
 
 
 def _q(s: str) -> Any:
@@ -96,7 +125,7 @@ def run(args: argparse.Namespace) -> int:
         records.append(rec)
         bar.update(1)
         if args.verbose and not args.json:
-            tqdm.write(format_line(rec), file=sys.stdout)
+            tqdm.write(format_line(rec, args.tier), file=sys.stdout)
     bar.close()
     records.sort(key=lambda r: r["bracket"])
     summary = summarize(records)
@@ -139,15 +168,17 @@ LEGEND = (
     "upper CLAIM->PROVED OUTCOME [TIER]  [L, U] of this record, resolved or not, "
     "chi<=SLACK charged.\n"
     "A pair is resolved when U <= 2L, U - L <= 2 or U - L <= min(m, N)/10.\n"
-    "OUTCOME: confirmed (the claimed rank is proved), refuted (the claim is proved false), "
-    "undecided, absent (no lower claim). [TIER]: the arithmetic that decided."
+    f"OUTCOME: {LEGEND_WORDS}. [TIER]: the arithmetic that decided.\n"
+    "Under a line, one indented line per end that is not proved: the enclosure of the "
+    "checked quantity (rounded outward to 4 digits) against its threshold, the tier, and "
+    "for undecided the cause."
 )
 
 
 def _summary_text(s: dict[str, Any], records: list[dict[str, Any]],
                   intrinsic_errors: int = 0) -> str:
     def counts(d: dict[str, int]) -> str:
-        return ", ".join(f"{v} {k}" for k, v in sorted(d.items())) or "none"
+        return ", ".join(f"{v} {word(k)}" for k, v in sorted(d.items())) or "none"
 
     pairs = group_pairs(records, ())
     resolved = sum(p["resolved"] for p in pairs)
@@ -157,16 +188,20 @@ def _summary_text(s: dict[str, Any], records: list[dict[str, Any]],
     lines = [
         f"checked {s['brackets']} stored brackets (records) of {len(pairs)} (operator, eps) "
         "pairs",
-        f"  upper claims (r_eps <= k by factors U V): {counts(s['upper'])}",
-        f"  lower claims (r_eps >= L by a certificate): {counts(s['lower'])}",
+        f"  upper claims (r_eps <= k by factors U V): {counts(s['upper_results'])}",
+        f"  lower claims (r_eps >= L by a certificate): {counts(s['lower_results'])}",
         f"  validated pairs L <= r_eps <= U: {resolved} of {len(pairs)} resolved, "
         f"{closed} closed (L = U)",
         f"  operator slack chi > 0 on {s['chi_positive']} records, changing "
         f"{s['chi_changed']} outcomes; input errors: {s['errors']}",
         "result: " + ("every claim proved (exit 0)" if proved else
-                      "some claim refuted, undecided or unreadable (exit "
-                      f"{2 if errors else 1}); rerun with -v for one line per record"),
+                      "some claim not proved or unreadable (exit "
+                      f"{2 if errors else 1}); rerun with -v for one line per record "
+                      "and the reason of each end not proved"),
     ]
+    if any(k == "does_not_hold" for end in ("upper", "lower") for k in s[f"{end}_results"]):
+        lines.insert(-1, "  does not hold: the witness's or certificate's own inequality is "
+                         "false; that alone proves nothing about r_eps")
     return "\n".join(lines)
 
 

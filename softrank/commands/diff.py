@@ -25,6 +25,7 @@ from ..audit.report import REPORT_FORMAT
 from ..audit.tables import fmt_eps, group_pairs, ok
 from ..runner import iter_checks
 from ..terminal import shown
+from ..words import end_result, word
 
 NAME = "diff"
 HELP = ("name the (operator, eps) pairs whose validated brackets, verdicts or claim outcomes "
@@ -32,6 +33,11 @@ HELP = ("name the (operator, eps) pairs whose validated brackets, verdicts or cl
 
 REPORT_NAME = "report.json"
 STORE_HEADER = "store.json"
+
+EXAMPLES = (  # shown under --help
+    'softrank-certify diff old_audit/report.json new_audit/report.json',
+    'softrank-certify diff old_store new_store --json',
+)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -115,7 +121,8 @@ def _outcomes(records: list[dict[str, Any]]) -> dict[tuple[str, Fraction], dict[
     for r in records:
         d = out.setdefault(_key(r["operator"], r["eps"]), {})
         d[r["bracket"]] = ("error" if not ok(r) else
-                           {"upper": r.get("upper_outcome"), "lower": r.get("lower_outcome")})
+                           {"upper": end_result(r, "upper"),
+                            "lower": end_result(r, "lower")})
     return out
 
 
@@ -206,7 +213,7 @@ def format_text(result: dict[str, Any]) -> list[str]:
             parts.append(shown(f"k={k} {a} -> {b}"))
         for ch in c.get("claims") or []:
             end = f" {ch['end']}" if ch["end"] else ""
-            parts.append(shown(f"{ch['bracket']}{end} {ch['old']} -> {ch['new']}"))
+            parts.append(shown(f"{ch['bracket']}{end} {word(ch['old'])} -> {word(ch['new'])}"))
         lines.append(" ".join(parts[:2]) + ("; " + "; ".join(parts[2:]) if parts[2:] else "")
                      + f"  ({', '.join(c['changes'])})")
     lines.append(f"{result['changed_pairs']} of {result['pairs_compared']} (operator, eps) "

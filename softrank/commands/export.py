@@ -15,6 +15,11 @@ NAME = "export"
 HELP = ("check a store and write a replay bundle (exact rationals, raw arrays, sha256 per "
         "file) that replay/replay.py rechecks with the standard library alone")
 
+EXAMPLES = (  # shown under --help
+    'softrank-certify export examples/minilm --out bundle.zip',
+    'python replay/replay.py bundle.zip              # independent exact replay',
+)
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("store", help="store directory (format softrank-brackets v1)")

@@ -12,6 +12,10 @@ MAX_T = 64
 NAME = "gauge"
 HELP = "exact gauge example: A unchanged by the shear, Gamma(t) = beta(1+t^2), kappa(C) = beta"
 
+EXAMPLES = (  # shown under --help
+    'softrank-certify gauge --beta 1 --t 0 2 5 10',
+)
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--beta", default="1",

@@ -15,6 +15,11 @@ from softrank.witnesses.atomic import write_atomic
 NAME = "grid"
 HELP = "exact grid family: rank C, kappa(C) and r_eps(A) = L^r for each L (optional plot)"
 
+EXAMPLES = (  # shown under --help
+    'softrank-certify grid --r 2 --eps 1/4 --L 3 5 8 12 20',
+    'softrank-certify grid --r 1 --eps 1/4 --L 2 4 8 --plot grid.png',
+)
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--r", type=int, required=True, help="grid dimension r >= 1")

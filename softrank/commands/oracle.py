@@ -15,6 +15,13 @@ HELP = "exact rational oracle for r_eps of a small cell (JSON: matrix, eps, mode
 _MODES = {"unrestricted": False, "stochastic": True}
 MAX_CELL_BYTES = 1 << 20
 
+EXAMPLES = (  # shown under --help
+    'echo \'{"matrix": [["3/4","1/4"],["1/4","3/4"]], "eps": "1/4"}\' > cell.json',
+    'softrank-certify oracle cell.json           # mode "unrestricted": B any real matrix',
+    'softrank-certify oracle cell.json --json    # with "mode": "stochastic" in the file,',
+    '                                             # B row-stochastic',
+)
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("cell", metavar="CELL.json",
@@ -67,7 +74,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         if not args.budget >= 0:
             raise InputError("must be a number of seconds >= 0", field="budget")
-        res = oracle(A, e, stochastic, complete=args.complete, budget=args.budget)
+        res = oracle(A, e, "stochastic" if stochastic else "unrestricted",
+                     complete=args.complete, budget=args.budget)
     except InputError as err:
         raise err.at(source=args.cell) from None
     if args.json:

@@ -47,6 +47,12 @@ _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
 DEFAULT_TOKENS = 64  # sequence length of a captured text when --tokens is not given
+EXAMPLES = (  # shown under --help
+    'softrank-certify produce OUT --npz heads.npz --eps 0.15 0.25 0.35',
+    'softrank-certify produce OUT --model ./minilm-dir --texts examples/minilm_texts.txt \\',
+    '    --tokens 64 --eps 0.25',
+)
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("store", help="output store directory (created, or opened to resume)")

@@ -34,6 +34,11 @@ HELP = ("compare producers: upper ones by median validated rank relative to alte
         "lower ones side by side")
 REFERENCE = "alt_l1"
 
+EXAMPLES = (  # shown under --help
+    'softrank-certify producers examples/minilm',
+    'softrank-certify producers my_store --json',
+)
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("store", help="store directory")
@@ -179,7 +184,8 @@ def compare(rows: list[dict[str, Any]], reference: str = REFERENCE) -> dict[str,
                   if (r["operator"], r["eps"]) in ref]
         table[name] = {
             "brackets": len(mine),
-            "confirmed": sum(r["status"] == "holds" for r in mine),
+            "proved": sum(r["status"] == "holds" for r in mine),
+            "confirmed": sum(r["status"] == "holds" for r in mine),  # older key (deprecated)
             "median_rank": statistics.median(r["validated"] for r in mine),
             "median_ratio": statistics.median(ratios) if ratios else None,
             "mean_ratio": statistics.fmean(ratios) if ratios else None,
@@ -203,7 +209,7 @@ def format_table(table: dict[str, Any], reference: str) -> str:
         t = table[n]
         ratio = "-" if t["median_ratio"] is None else f"{t['median_ratio']:.2f}x"
         mean = "-" if t["mean_ratio"] is None else f"{t['mean_ratio']:.2f}x"
-        lines.append(f"{shown(n):<12} {t['brackets']:>9} {t['confirmed']:>7} "
+        lines.append(f"{shown(n):<12} {t['brackets']:>9} {t['proved']:>7} "
                      f"{t['median_rank']:>11} {ratio:>16} {mean:>10} {_secs(t['seconds']):>9}")
     return "\n".join(lines)
 

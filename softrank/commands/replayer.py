@@ -18,6 +18,11 @@ NAME = "replayer"
 HELP = ("write the standalone standard-library replayer (replay/replay.py) to a file, for "
         "a referee to run on an exported bundle: python FILE BUNDLE.zip")
 
+EXAMPLES = (  # shown under --help
+    "softrank-certify replayer --out replay.py     # hand this file to a referee",
+    "python replay.py bundle.zip                    # it imports nothing from this package",
+)
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", required=True, metavar="FILE",

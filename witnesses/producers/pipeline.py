@@ -190,6 +190,8 @@ def malformed_witness(w: object, shape: tuple[int, ...]) -> str | None:
     if U.ndim != 2 or V.ndim != 2 or U.shape[0] != m or V.shape[1] != N \
             or U.shape[1] != V.shape[0] or U.shape[1] != w.rank:
         return f"witness shapes U {U.shape}, V {V.shape}, rank {w.rank} do not fit A {shape}"
+    if w.rank > min(m, N):  # the store refuses it: no m x N matrix has a larger rank
+        return f"witness rank {w.rank} exceeds min(m, N) = {min(m, N)} of A {shape}"
     if U.dtype.kind != "f" or V.dtype.kind != "f" or not (np.isfinite(U).all()
                                                             and np.isfinite(V).all()):
         return "witness factors must be finite float arrays"
@@ -209,6 +211,8 @@ def malformed_certificate(c: object, shape: tuple[int, ...]) -> str | None:
         return f"certificate arrays {missing} missing"
     if isinstance(c.rank, bool) or not isinstance(c.rank, int | np.integer) or c.rank < 0:
         return f"bad certificate rank {c.rank!r}"
+    if c.rank > min(shape[0], shape[1]):  # the store refuses it (no larger rank exists)
+        return f"certificate rank {c.rank} exceeds min(m, N) = {min(shape[0], shape[1])}"
     for name, X in c.arrays.items():
         X = np.asarray(X)
         if X.dtype.kind == "f" and not np.isfinite(X).all():
