@@ -175,45 +175,12 @@ def float_up(q: Fraction | int | str) -> float:
     return math.nextafter(f, math.inf) if math.isfinite(f) and Fraction(f) < q else f
 
 
-def _decimal_exponent(q: Fraction) -> int:
-    """Returns e with 10^e <= q < 10^(e+1), for q > 0 (exact, any size)."""
-    e = len(str(q.numerator)) - len(str(q.denominator))
-    while q >= Fraction(10) ** (e + 1):
-        e += 1
-    while q < Fraction(10) ** e:
-        e -= 1
-    return e
-
-
-def _directed4(q: Fraction, up: bool) -> str:
-    """Returns a decimal string with 4 significant digits that is <= q (``up`` False) or
-    >= q (``up`` True); exact rationals of any size."""
-    if q == 0:
-        return "0"
-    e = _decimal_exponent(abs(q))
-    scaled = q / Fraction(10) ** (e - 3)  # |scaled| in [1000, 10000)
-    n = math.ceil(scaled) if up else math.floor(scaled)
-    if abs(n) >= 10000:  # rounding reached the next power of ten (n = +-10000 exactly)
-        n //= 10
-        e += 1
-    sign = "-" if n < 0 else ""
-    digits = str(abs(n))
-    if -4 <= e < 6:
-        if e >= 3:
-            return sign + str(abs(n) * 10 ** (e - 3))
-        point = e + 1  # digits before the decimal point (<= 0: leading zeros)
-        if point > 0:
-            return f"{sign}{digits[:point]}.{digits[point:]}"
-        return f"{sign}0.{'0' * -point}{digits}"
-    return f"{sign}{digits[0]}.{digits[1:]}e{e:+d}"
-
-
 def outward4(lo: Fraction | int | str, hi: Fraction | int | str | None = None) -> str:
     """Returns ``[a, b]`` with 4 significant digits each and a <= lo, b >= hi (rounded outward,
     so the printed interval contains [lo, hi]); ``hi`` defaults to ``lo``.  Display only."""
-    lo_q = Fraction(lo)
-    hi_q = lo_q if hi is None else Fraction(hi)
-    return f"[{_directed4(lo_q, up=False)}, {_directed4(hi_q, up=True)}]"
+    hi = lo if hi is None else hi
+    return (f"[{sig(lo, 4, 'down', strip=False, fixed_below=6)}, "
+            f"{sig(hi, 4, 'up', strip=False, fixed_below=6)}]")
 
 
 def near4(q: Fraction | int | str) -> str:
