@@ -15,7 +15,7 @@ For each sequence length T the script
    (= 32; T_32 = C, so tau = 0 up to rounding and the profile applies at every eps), with a
    gauge-search budget of ``--budget`` seconds per (head, r) (twice that at r = 32), and stores
    the witnesses in the store's ``intrinsic.jsonl``;
-3. checks every record with the kernel (``softrank.intrinsic_check``) and the native size
+3. checks every record with the kernel (``softrank.commands._intrinsic_check``) and the native size
    Gamma = rad(Q) rad(K) (the scale 1/sqrt(d_head) folded into Q, so Q K^T are the logits)
    from the model's own queries and keys;
 4. writes ``study.md`` (tables), ``study.json`` (every number) and ``figure_kappa_rank.png``.
@@ -137,7 +137,7 @@ def produce_witnesses(store: Path, ranks: list[int], budget: float) -> None:
 
 
 def _check_ops(job: tuple[str, list[str]]) -> list[dict[str, Any]]:
-    from softrank.intrinsic_check import _eps_of, _Operators, check_record
+    from softrank.commands._intrinsic_check import _eps_of, _Operators, check_record
     from softrank.witnesses import open_store
     from softrank.witnesses.intrinsic_store import read_intrinsic
 

@@ -136,3 +136,9 @@ def end_reason(record: dict[str, Any], end: str, forced_tier: str | None = None)
             why = (f"r_eps <= {record.get('upper')} (proved upper end) < claimed "
                    f"{record.get('lower_claim')}; certificate: {why}")
     return why
+
+
+def all_proved(records: list[dict[str, Any]]) -> bool:
+    """True when every claim of every bracket was proved (absent ends do not count)."""
+    return all("error" not in r and end_result(r, "upper") == "proved"
+               and end_result(r, "lower") in ("proved", "absent") for r in records)

@@ -16,8 +16,8 @@ from softrank import numfmt
 from softrank.audit import intrinsic as audit_intrinsic
 from softrank.audit import report, tables
 from softrank.cli import main
+from softrank.commands._intrinsic_check import format_result
 from softrank.commands.check import format_line
-from softrank.intrinsic_check import format_result
 
 TINY_LO, TINY_HI = Fraction(1, 10**620), Fraction(1, 10**619)
 _NUM = r"-?\d+(?:\.\d+)?(?:e[+-]\d+)?"
@@ -225,7 +225,7 @@ def test_bad_array_cap_variable_is_refused_by_name(value, monkeypatch, capsys):
 def test_tau_kernel_keeps_rows_whose_float_ends_overflow(tmp_path):
     """Float overflow makes every row's float ends NaN; the arb tier must still bound every
     row (it once kept none, and proved q <= 0, tau in [0, 0], for a residual near 1e600)."""
-    from softrank.intrinsic_check import iter_intrinsic_checks
+    from softrank.commands._intrinsic_check import iter_intrinsic_checks
     from softrank.witnesses import open_store
 
     (res,) = iter_intrinsic_checks(open_store(_big_store(tmp_path, 1e300)))

@@ -11,7 +11,7 @@ import pytest
 
 from softrank.certify.errors import InputError
 from softrank.cli import main
-from softrank.intrinsic_check import iter_intrinsic_checks
+from softrank.commands._intrinsic_check import iter_intrinsic_checks
 from softrank.witnesses import Store, open_store
 from softrank.witnesses.intrinsic_store import INTRINSIC_FILE, IntrinsicWriter, read_intrinsic
 from softrank.witnesses.models import softmax64

@@ -12,10 +12,10 @@ import sympy
 
 from softrank.audit.intrinsic import grid_family_points
 from softrank.certify import intrinsic as K
+from softrank.commands._intrinsic_check import iter_intrinsic_checks
+from softrank.commands._intrinsic_produce import produce_intrinsic
 from softrank.exact.gauge import gauge_example
 from softrank.exact.grid import grid_family
-from softrank.intrinsic_check import iter_intrinsic_checks
-from softrank.intrinsic_produce import produce_intrinsic
 from softrank.witnesses import Store, open_store
 from softrank.witnesses.models import softmax64
 from softrank.witnesses.producers import intrinsic as P

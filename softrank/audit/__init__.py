@@ -1,7 +1,7 @@
 """Audit reports for papers: check every bracket of a store, resumably, and write the tables,
 figures and provenance a paper needs.
 
-``run_audit(store, out)`` checks each bracket (``softrank.runner.check_record``, which hands
+``run_audit(store, out)`` checks each bracket (``softrank.recheck.check_record``, which hands
 arrays and exact rationals to ``certify``), journals every finished record (``journal.py``),
 and writes ``report.json``, ``report.md``, ``report.tex`` (a standalone document that
 ``\\input``s ``report-tables.tex``, ``report-figures.tex`` and ``report-per-head.tex``),

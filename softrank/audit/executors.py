@@ -1,7 +1,7 @@
 """Where bracket checks run: in this process, in a local process pool, or on a Dask cluster.
 
 Every executor yields one record per requested bracket id (from
-``softrank.runner.check_record``), in completion order; the caller journals and sorts.
+``softrank.recheck.check_record``), in completion order; the caller journals and sorts.
 Work is cut into one chunk per operator, so a worker loads each operator's arrays (and
 computes its slack chi) once in the whole run.
 
@@ -21,7 +21,7 @@ from typing import Any, Protocol
 from softrank.certify.errors import InputError
 from softrank.witnesses import StoreReader, open_store
 
-from ..runner import _OperatorCache, check_record, operator_chunks
+from ..recheck import _OperatorCache, check_record, operator_chunks
 from ..workers import init_worker
 from .journal import store_digest
 
@@ -63,7 +63,7 @@ def check_chunk(store: StoreRef, ids: Sequence[str], tier: str) -> list[dict[str
 
 def plan_chunks(reader: StoreReader, ids: Sequence[str], workers: int,
                 max_chunk: int = 16) -> list[list[str]]:
-    """Returns ``ids`` cut into one chunk per operator (``runner.operator_chunks``).
+    """Returns ``ids`` cut into one chunk per operator (``recheck.operator_chunks``).
 
     Every requested bracket of an operator is in the same chunk, so its arrays are loaded
     and its chi computed once in the whole run.  ``workers`` and ``max_chunk`` are kept for

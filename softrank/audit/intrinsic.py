@@ -1,7 +1,7 @@
 """The intrinsic part of an audit: per-head table and the kappa-vs-rank figure.
 
-Numbers flow one way: kernel results (``softrank.intrinsic_check``) and the audit's validated
-rank brackets (``report["pairs"]``) -> rows -> intrinsic.json, intrinsic.md and
+Numbers flow one way: kernel results (``softrank.commands._intrinsic_check``) and the audit's
+validated rank brackets (``report["pairs"]``) -> rows -> intrinsic.json, intrinsic.md and
 figures/intrinsic_kappa_rank.png.  The renderers compute no statistic; every cell string that
 comes from the store is escaped by the Markdown table writer.
 """
@@ -18,7 +18,7 @@ import numpy as np
 from softrank.witnesses import open_store
 from softrank.witnesses.intrinsic_store import INTRINSIC_FILE
 
-from ..intrinsic_check import iter_intrinsic_checks, summarize_intrinsic
+from ..commands._intrinsic_check import iter_intrinsic_checks, summarize_intrinsic
 from ..numfmt import float_down, float_up, interval
 from .files import write_public
 from .tables import markdown_table

@@ -1,6 +1,6 @@
 """From per-bracket check records to the audit's grouped rows and table cells.
 
-Pure functions on JSON-safe records (``softrank.runner.check_record`` output); no files.
+Pure functions on JSON-safe records (``softrank.recheck.check_record`` output); no files.
 
 Conventions (stated in every report; see proofs_notes/audit.md):
 

@@ -9,16 +9,16 @@ from typing import Any
 
 from tqdm import tqdm
 
-from softrank.certify.errors import InputError
 from softrank.witnesses import jsonexact, open_store
 
 from ..assumptions import assumptions
 from ..audit.tables import group_pairs
-from ..intrinsic_check import format_result, iter_intrinsic_checks, summarize_intrinsic
+from ..export import check_bundle_target
 from ..numfmt import sci
 from ..runner import default_jobs, iter_checks
 from ..terminal import shown
-from ..words import LEGEND_WORDS, end_reason, end_result, word
+from ..words import LEGEND_WORDS, all_proved, end_reason, end_result, word
+from ._intrinsic_check import format_result, iter_intrinsic_checks, summarize_intrinsic
 
 NAME = "check"
 HELP = "recheck every stored bracket: upper witnesses and lower certificates, rigorously"
@@ -66,12 +66,6 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
     out["chi_positive"] = sum(r.get("chi", "0") != "0" for r in records if "error" not in r)
     out["chi_changed"] = sum(bool(r.get("chi_changed")) for r in records)
     return out
-
-
-def all_proved(records: list[dict[str, Any]]) -> bool:
-    """True when every claim of every bracket was proved (absent ends do not count)."""
-    return all("error" not in r and end_result(r, "upper") == "proved"
-               and end_result(r, "lower") in ("proved", "absent") for r in records)
 
 
 def format_line(r: dict[str, Any], tier: str | None = None) -> str:
@@ -203,19 +197,6 @@ def _summary_text(s: dict[str, Any], records: list[dict[str, Any]],
         lines.insert(-1, "  does not hold: the witness's or certificate's own inequality is "
                          "false; that alone proves nothing about r_eps")
     return "\n".join(lines)
-
-
-def check_bundle_target(path: str, field: str) -> None:
-    """Raises InputError naming ``field`` when a bundle cannot be written at ``path``: its
-    folder is missing or not a folder, or the path itself is a folder."""
-    from pathlib import Path
-
-    p = Path(path)
-    parent = p.parent if str(p.parent) else Path(".")
-    if p.is_dir():
-        raise InputError(f"{path} is a folder, not a bundle file", field=field)
-    if not parent.is_dir():
-        raise InputError(f"{parent} is not an existing folder", field=field)
 
 
 def _usage(msg: str) -> int:

@@ -7,9 +7,9 @@ import json
 import sys
 from typing import Any
 
-from ..export import write_bundle
+from ..export import check_bundle_target, write_bundle
 from ..runner import iter_checks
-from .check import all_proved, check_bundle_target
+from ..words import all_proved
 
 NAME = "export"
 HELP = ("check a store and write a replay bundle (exact rationals, raw arrays, sha256 per "

@@ -38,7 +38,7 @@ from softrank.witnesses.producers import default_producers, get_producer
 from softrank.witnesses.producers._common import SCALE_ENV, one_blas_thread, parse_budget
 from softrank.witnesses.producers.pipeline import OperatorResult, bracket_id, produce_operator
 
-from .. import intrinsic_produce
+from . import _intrinsic_produce as intrinsic_produce
 
 NAME = "produce"
 HELP = "run (untrusted) producers on attention operators and write their brackets to a store"

@@ -4,7 +4,7 @@ Everything here is untrusted, like the producers: the bundle's Ky Fan certificat
 searched for in float64, and the replayer, not this package, decides whether they prove.
 """
 
-from .bundle import write_bundle
+from .bundle import check_bundle_target, write_bundle
 from .kyfan import kyfan_certificate
 
-__all__ = ["kyfan_certificate", "write_bundle"]
+__all__ = ["check_bundle_target", "kyfan_certificate", "write_bundle"]

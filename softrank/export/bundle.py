@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from softrank.certify.errors import InputError
 from softrank.witnesses import open_store
 from softrank.witnesses.atomic import write_atomic
 
@@ -147,3 +148,14 @@ def _kyfan(A: np.ndarray, L: int, eps: Fraction, chi: Fraction, mem: _Members
     if "z" in c:
         out.update(z=str(c["z"]), G=mem.array(c["G"]), C=mem.array(c["C"]))
     return out
+
+
+def check_bundle_target(path: str, field: str) -> None:
+    """Raises InputError naming ``field`` when a bundle cannot be written at ``path``: its
+    folder is missing or not a folder, or the path itself is a folder."""
+    p = Path(path)
+    parent = p.parent if str(p.parent) else Path(".")
+    if p.is_dir():
+        raise InputError(f"{path} is a folder, not a bundle file", field=field)
+    if not parent.is_dir():
+        raise InputError(f"{parent} is not an existing folder", field=field)

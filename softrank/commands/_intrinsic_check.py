@@ -21,7 +21,7 @@ from softrank.terminal import shown
 from softrank.witnesses.intrinsic_store import IntrinsicRecord, read_intrinsic
 from softrank.witnesses.store import StoreReader
 
-from .numfmt import clamped_float, interval
+from ..numfmt import clamped_float, interval
 
 _KAPPA_KEYS = ("G", "a", "c", "rects", "M", "D1", "D2", "lam", "mu")
 
