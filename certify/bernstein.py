@@ -19,7 +19,7 @@ from fractions import Fraction
 import numpy as np
 from flint import fmpz_mat
 
-from . import arbutil, dyadic, tiers
+from . import arbutil, dyadic, tiers, workbound
 from .arrays import as_index_vector, as_matrix
 from .ballmat import (
     U_F,
@@ -130,6 +130,9 @@ def _arb_max_row_abs(M) -> tuple[Fraction, Fraction] | None:
 
 
 def _arb_parts(A: np.ndarray, W: np.ndarray, P: np.ndarray, prec: int) -> Bounds | None:
+    (m, N), p = A.shape, W.shape[1]
+    workbound.charge(workbound.arb_product(m, N, p, prec) + workbound.arb_product(N, m, p, prec)
+                     + 3000 * N * (m + p), f"the arb tier at {prec} bits")
     with arbutil.precision(prec):
         Wa = arbutil.matrix(W)
         Pa = arbutil.matrix(P)
@@ -148,6 +151,13 @@ def _exact_max_row_abs(M: fmpz_mat, e: int) -> Fraction:
 
 
 def _exact_parts(A: np.ndarray, W: np.ndarray, P: np.ndarray) -> Bounds:
+    (m, N), p = A.shape, W.shape[1]
+    bw, bp = workbound.bits(W), workbound.bits(P)
+    baw = workbound.product_bits(workbound.bits(A), bw, N)
+    workbound.charge(workbound.exact_product(m, N, p, workbound.bits(A), bw)
+                     + workbound.exact_product(N, m, p, bp, baw)
+                     + workbound.exact_rows(N * p, workbound.product_bits(bp, baw, m) + 2200)
+                     + workbound.exact_rows(N * m, bp), "the exact tier")
     MA, ea = dyadic.to_int_matrix(A)
     MW, ew = dyadic.to_int_matrix(W)
     MP, ep = dyadic.to_int_matrix(P)

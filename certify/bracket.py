@@ -14,12 +14,14 @@ from typing import Any, Literal
 
 import numpy as np
 
+from . import workbound
 from .arrays import as_matrix
 from .errors import InputError
 from .lower import check_lower
 from .rationals import parse_eps, to_rational
 from .result import Check, _short
 from .upper import check_tier, check_upper
+from .workbound import DEFAULT_MAX_WORK
 
 Outcome = Literal["confirmed", "weakened", "refuted", "absent"]
 Verdict = Literal["feasible", "impossible", "unresolved"]
@@ -97,7 +99,7 @@ def _outcome(c: Check | None) -> Outcome:
 
 def check_bracket(A: object, upper: Mapping | None = None, lower: Mapping | None = None,
                   eps: object = None, *, tier: str = "auto", chi: object = 0,
-                  source: str | None = None) -> BracketCheck:
+                  source: str | None = None, max_work: int | None = None) -> BracketCheck:
     """Checks both ends of a claimed bracket and returns the validated ends.
 
     ``upper`` = {"kind": "factors", "rank": k, "U": U, "V": V} (checked with
@@ -109,9 +111,22 @@ def check_bracket(A: object, upper: Mapping | None = None, lower: Mapping | None
     Returns a :class:`BracketCheck` whose ``upper``/``lower`` are proved ends.  Raises
     InputError for bad input; raises AssertionError if a proved lower end exceeds a proved
     upper end (that would be a kernel bug, never a result).
+
+    ``max_work`` (work units, ``certify.workbound``; default ``DEFAULT_MAX_WORK``, about
+    60 s) bounds the record's work: its checks share one meter, and a check whose next
+    phase would pass it ends ``"undecided"`` with ``detail["reason"]`` starting
+    ``"work limit"`` (its end then falls back as for any undecided check).
     """
     if not (upper is None or isinstance(upper, Mapping)):
         upper, lower, eps = lower, eps, upper  # the older order (A, eps, upper, lower)
+    limit = workbound.check_max_work(max_work)
+    with workbound.metered(DEFAULT_MAX_WORK if limit is None else limit):
+        return _check_bracket(A, upper, lower, eps, tier, chi, source)
+
+
+def _check_bracket(A: object, upper: Mapping | None, lower: Mapping | None, eps: object,
+                   tier: str, chi: object, source: str | None) -> BracketCheck:
+    """The body of :func:`check_bracket` (inside the record's meter)."""
     if eps is None:
         raise InputError("eps is required", field="eps", source=source)
     eps_q = parse_eps(eps)

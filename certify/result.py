@@ -112,7 +112,7 @@ class Check:
                 f"margin {margin}, tier {self.tier})")
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out = {
             "status": self.status,
             "kind": self.kind,
             "rank": self.rank,
@@ -127,6 +127,9 @@ class Check:
             "claim": self.claim,
             "sense": self.detail.get("sense", "<="),
         }
+        if self.detail.get("reason"):  # e.g. "work limit: ..." (certify.workbound)
+            out["reason"] = str(self.detail["reason"])
+        return out
 
 
 def _short(q: Fraction) -> str:

@@ -23,7 +23,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from . import arbutil, dyadic, tiers
+from . import arbutil, dyadic, tiers, workbound
 from .arrays import as_index_vector, as_matrix
 from .ballmat import Ball, ball_matmul
 from .errors import InputError
@@ -168,6 +168,11 @@ def _float_min(D: np.ndarray | None, M: np.ndarray, Z: np.ndarray,
 
 def _arb_min(D: np.ndarray | None, M: np.ndarray, Z: np.ndarray, S: np.ndarray,
              prec: int) -> Enclosure | None:
+    q, (r, N) = Z.shape[0], M.shape
+    p = r if D is None else D.shape[0]
+    workbound.charge(workbound.arb_product(q, N, p, prec) + 3000 * q * p
+                     + (0 if D is None else workbound.arb_product(p, D.shape[1], N, prec)),
+                     f"the arb tier at {prec} bits")
     with arbutil.precision(prec):
         if D is None:
             Mt = arbutil.matrix(np.ascontiguousarray(M.T))
@@ -192,6 +197,16 @@ def _arb_min(D: np.ndarray | None, M: np.ndarray, Z: np.ndarray, S: np.ndarray,
 
 def _exact_min(D: np.ndarray | None, M: np.ndarray, Z: np.ndarray,
                S: np.ndarray) -> Enclosure:
+    (r, N), q, bz = M.shape, Z.shape[0], workbound.bits(Z)
+    if D is None:
+        price = workbound.exact_chain(Z, M.T)
+    else:  # D M is formed exactly first: its bits follow from D's and M's
+        p, bd, bm = D.shape[0], workbound.bits(D), workbound.bits(M)
+        bdm = workbound.product_bits(bd, bm, r)
+        price = (workbound.exact_product(p, r, N, bd, bm)
+                 + workbound.exact_product(q, N, p, bz, bdm)
+                 + workbound.exact_rows(q * p, workbound.product_bits(bz, bdm, N)))
+    workbound.charge(price, "the exact tier")
     MZ, ez = dyadic.to_int_matrix(Z)
     if D is None:
         Mt, em = dyadic.to_int_matrix(np.ascontiguousarray(M.T))

@@ -33,7 +33,7 @@ import numpy as np
 from flint import arb, arb_mat, fmpz_mat
 from scipy.linalg import lapack
 
-from . import arbutil, dyadic
+from . import arbutil, dyadic, workbound
 from .arrays import as_matrix
 from .ballmat import (
     frob_upper,
@@ -163,7 +163,16 @@ def enclose(A: np.ndarray, tier: str, cache: dict | None = None) -> SingularValu
             return sv
         tier = "arb"
     if tier == "arb":
+        workbound.charge(workbound.arb_chain(ARB_PREC, fac.U, np.diag(fac.s), fac.Vt)
+                         + workbound.arb_chain(ARB_PREC, fac.Vt, fac.Vt.T)
+                         + workbound.arb_chain(ARB_PREC, fac.U.T, fac.U),
+                         "the arb residuals of the SVD")
         return _from_residuals(A, As, k, fac, *_arb_residuals(fac, ARB_PREC), "arb")
+    workbound.charge(workbound.exact_chain(fac.U, np.diag(fac.s), fac.Vt)
+                     + workbound.exact_chain(fac.Vt, fac.Vt.T)
+                     + workbound.exact_chain(fac.U.T, fac.U)
+                     + workbound.exact_rows(fac.B.size, workbound.bits(fac.B) + 2200),
+                     "the exact residuals of the SVD")
     return _from_residuals(A, As, k, fac, *_exact_residuals(fac), "exact")
 
 
@@ -353,6 +362,8 @@ def frobenius_sq_enclosure(A: np.ndarray) -> Enclosure:
     if nz.size == 0:
         return Enclosure(Fraction(0), Fraction(0))
     if nz.min() < 2.0**-450 or nz.max() > 2.0**500:
+        workbound.charge(workbound.exact_rows(A.size, 2 * workbound.bits(A) + 64),
+                         "the exact Frobenius norm")
         q = frobenius_sq_exact(A)
         return Enclosure(q, q)
     t = x * _VELTKAMP

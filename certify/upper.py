@@ -9,6 +9,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from . import workbound
 from .arrays import as_matrix, require_all_finite
 from .errors import InputError
 from .rationals import parse_eps, to_rational
@@ -42,7 +43,8 @@ def witness_arrays(A: object, U: object, V: object, rank: int | None = None, *,
 
 
 def check_upper(A: object, U: object, V: object, eps: object, *, rank: int | None = None,
-                tier: str = "auto", chi: object = 0, source: str | None = None) -> Check:
+                tier: str = "auto", chi: object = 0, source: str | None = None,
+                max_work: int | None = None) -> Check:
     """Decides the claim ||A - U V||_row1 <= eps - chi about the exact stored numbers.
 
     Returns a :class:`Check` whose ``status`` is ``"holds"`` (proved, so r_{eps}(A_record)
@@ -52,7 +54,13 @@ def check_upper(A: object, U: object, V: object, eps: object, *, rank: int | Non
     exact rationals (strings, Fractions, ints or floats taken at their exact value).
     Raises InputError for NaN/Inf, mismatched shapes, a rank claim that disagrees with
     U's columns, or eps <= 0.
+
+    ``max_work`` (work units, ``certify.workbound``; default: the enclosing record's meter,
+    else ``DEFAULT_MAX_WORK``, about 60 s) bounds the work: a phase whose estimate would
+    pass it is not run, and the result is ``"undecided"`` with ``detail["reason"]``
+    starting ``"work limit"``.
     """
+    limit = workbound.check_max_work(max_work)
     eps_q = parse_eps(eps)
     chi_q = to_rational(chi, field="chi")
     if chi_q < 0:
@@ -68,7 +76,13 @@ def check_upper(A: object, U: object, V: object, eps: object, *, rank: int | Non
         return Check(status="fails", kind="factors", rank=k, eps=eps_q, threshold=t,
                      value=None, tier="exact", claim=claim, chi=chi_q, tiers_run=("exact",),
                      detail={"sense": "<=", "reason": "eps - chi < 0"})
-    d = decide_max_row_l1(A, U, V, t, tier=tier, source=source)
+    try:
+        with workbound.metered(limit):
+            d = decide_max_row_l1(A, U, V, t, tier=tier, source=source)
+    except workbound.WorkLimit as err:
+        return Check(status="undecided", kind="factors", rank=k, eps=eps_q, threshold=t,
+                     value=None, tier="float64", claim=claim, chi=chi_q, tiers_run=(),
+                     detail={"sense": "<=", "reason": str(err)})
     return Check(status=d.status, kind="factors", rank=k, eps=eps_q, threshold=t,  # type: ignore[arg-type]
                  value=d.value, tier=d.tier, claim=claim, chi=chi_q, precision=d.precision,
                  tiers_run=d.tiers_run,
