@@ -91,6 +91,38 @@ class BracketCheck:
         }
 
 
+def work_limited_bracket(A: object, upper: Mapping | None, lower: Mapping | None,
+                         eps: object, reason: str) -> BracketCheck:
+    """Returns the bracket of a record whose operator slack could not be enclosed within
+    the work limit (``reason``, from ``workbound.WorkLimit``): both claims ``undecided``
+    (not run), the ends 0 <= r_eps <= min(m, N) that hold for every matrix, and chi the
+    cheap rigorous bound 1 + N max|A_ij| >= ||A_record - A||_row1 (rows of A_record are
+    probability vectors, so ||A_record||_row1 = 1, and ||A||_row1 <= N max|A_ij|).
+    """
+    eps_q = parse_eps(eps)
+    A = as_matrix(A, "A")
+    m, N = A.shape
+    chi = 1 + N * Fraction(float(np.max(np.abs(A))))
+    checks: list[Check | None] = []
+    for end, kind, sense, t in ((upper, "factors", "<=", eps_q - chi),
+                                (lower, None, ">", eps_q + chi)):
+        if end is None:
+            checks.append(None)
+            continue
+        k = str(end.get("kind", kind))
+        checks.append(Check(status="undecided", kind=k, rank=int(end.get("rank", 0)),
+                            eps=eps_q, threshold=t, value=None, tier="float64",
+                            claim=f"{k} end of rank {end.get('rank')}", chi=chi, tiers_run=(),
+                            detail={"sense": sense, "reason": reason}))
+    up, lo = checks
+    return BracketCheck(eps=eps_q, chi=chi, shape=(m, N), full_rank=min(m, N),
+                        upper_claim=up.rank if up is not None else None,
+                        lower_claim=lo.rank if lo is not None else None,
+                        upper_check=up, lower_check=lo,
+                        upper=min(m, N), lower=0, upper_outcome=_outcome(up),
+                        lower_outcome=_outcome(lo))
+
+
 def _outcome(c: Check | None) -> Outcome:
     if c is None:
         return "absent"

@@ -69,6 +69,23 @@ _METER: contextvars.ContextVar[Meter | None] = contextvars.ContextVar("softrank_
                                                                       default=None)
 
 
+def parse_max_work(text: str) -> int:
+    """Returns the work limit spelled by ``text``: a nonnegative integer, also in scientific
+    notation (``6e10``); raises InputError (field ``--max-work``) otherwise."""
+    from fractions import Fraction
+
+    from .errors import InputError
+
+    try:
+        q = Fraction(str(text).strip()) if len(str(text)) <= 40 else None
+    except (ValueError, ZeroDivisionError):
+        q = None
+    if q is None or q.denominator != 1 or q < 0 or q > 10**30:
+        raise InputError(f"must be a nonnegative integer (e.g. 6e10), got {str(text)[:40]!r}",
+                         field="--max-work")
+    return int(q)
+
+
 def check_max_work(max_work: object) -> int | None:
     """Returns ``max_work`` as a nonnegative int (None: the default or the enclosing meter);
     raises InputError (field ``max_work``) for anything else."""

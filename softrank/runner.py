@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from softrank import certify
+from softrank.certify import workbound
 from softrank.certify.errors import InputError
 from softrank.witnesses import BracketRecord, StoreReader, open_store
 
@@ -61,24 +62,43 @@ class _OperatorCache:
         self.key: str | None = None
         self.value: tuple[dict[str, Any], Fraction] | None = None
         self.tight: Fraction | None = None
+        self.arrays: dict[str, Any] = {}
+        self.limited: workbound.WorkLimit | None = None  # chi over the work limit
 
-    def get(self, op_id: str) -> tuple[dict[str, Any], Fraction]:
+    def get(self, op_id: str, max_work: int | None = None) -> tuple[dict[str, Any], Fraction]:
+        """Returns the operator's arrays and charged chi; raises ``workbound.WorkLimit``
+        when chi cannot be enclosed within ``max_work`` (the failure is kept: asking again
+        raises again without repeating the work)."""
         if op_id != self.key:
             arrays = self.reader.operator(op_id).load()
-            self.value = (arrays, operator_chi(self.reader, op_id, arrays))
-            self.key, self.tight = op_id, None
-        assert self.value is not None
+            try:
+                with workbound.metered(max_work):
+                    chi = operator_chi(self.reader, op_id, arrays)
+            except workbound.WorkLimit as err:
+                self.key, self.value, self.arrays, self.limited = op_id, None, arrays, err
+                self.tight = None
+                raise
+            self.key, self.value, self.arrays, self.limited = op_id, (arrays, chi), arrays, None
+            self.tight = None
+        if self.value is None:
+            assert self.limited is not None
+            raise self.limited
         return self.value
 
-    def tighten(self, op_id: str) -> Fraction:
-        arrays, chi = self.get(op_id)
+    def tighten(self, op_id: str, max_work: int | None = None) -> Fraction:
+        arrays, chi = self.get(op_id, max_work)
         if self.tight is None:
-            self.tight = min(chi, operator_chi(self.reader, op_id, arrays, tight=True))
+            try:
+                with workbound.metered(max_work):
+                    tight = operator_chi(self.reader, op_id, arrays, tight=True)
+            except workbound.WorkLimit:
+                tight = chi  # the charged chi stays: rigorous, only less tight
+            self.tight = min(chi, tight)
         return self.tight
 
 
 def check_record(reader: StoreReader, br: BracketRecord, cache: _OperatorCache, *,
-                 tier: str = "auto") -> dict[str, Any]:
+                 tier: str = "auto", max_work: int | None = None) -> dict[str, Any]:
     """Returns the JSON-safe record of checking one bracket (or of its input error).
 
     The charged chi is the float64-first one; when it changes an outcome (compared with
@@ -95,20 +115,27 @@ def check_record(reader: StoreReader, br: BracketRecord, cache: _OperatorCache, 
         "record_kind": op.record_kind,
     }
     try:
-        arrays, chi = cache.get(op.id)
+        try:
+            arrays, chi = cache.get(op.id, max_work)
+        except workbound.WorkLimit as err:
+            upper, lower = br.load()
+            result = certify.bracket.work_limited_bracket(cache.arrays["A"], upper, lower,
+                                                          br.eps, f"{err} (operator slack chi)")
+            return {**base, **result.to_json(), "chi_changed": []}
         upper, lower = br.load()
         A = arrays["A"]
         result = certify.check_bracket(A, br.eps, upper, lower, tier=tier, chi=chi,
-                                       source=str(br.path))
+                                       source=str(br.path), max_work=max_work)
         changed: list[str] = []
         if _needs_plain(result):
             plain = certify.check_bracket(A, br.eps, upper, lower, tier=tier, chi=0,
-                                          source=str(br.path))
+                                          source=str(br.path), max_work=max_work)
             if _verdict(plain) != _verdict(result):
-                tight = cache.tighten(op.id)
+                tight = cache.tighten(op.id, max_work)
                 if tight < chi:
                     result = certify.check_bracket(A, br.eps, upper, lower, tier=tier,
-                                                   chi=tight, source=str(br.path))
+                                                   chi=tight, source=str(br.path),
+                                                   max_work=max_work)
             changed = [e for e in ("upper", "lower")
                        if getattr(plain, f"{e}_outcome") != getattr(result, f"{e}_outcome")]
     except InputError as err:
@@ -154,7 +181,7 @@ def operator_chunks(brackets: Iterable[BracketRecord]) -> list[list[str]]:
 
 
 def iter_checks(store_path: str | Path, ids: Iterable[str] | None = None, *, jobs: int = 1,
-                tier: str = "auto", scheduler: Any = None
+                tier: str = "auto", scheduler: Any = None, max_work: int | None = None
                 ) -> Iterator[dict[str, Any]]:
     """Yields one record per bracket of the store (all, or ``ids``) as each finishes.
 
@@ -169,14 +196,15 @@ def iter_checks(store_path: str | Path, ids: Iterable[str] | None = None, *, job
     if jobs <= 1 and scheduler is None:
         cache = _OperatorCache(reader)
         for br in wanted:
-            yield check_record(reader, br, cache, tier=tier)
+            yield check_record(reader, br, cache, tier=tier, max_work=max_work)
         return
     from .audit.executors import make_executor
     from .audit.journal import store_digest
 
     path = str(Path(store_path).resolve())
     executor = make_executor(jobs, scheduler)
-    yield from executor.run((path, store_digest(path)), operator_chunks(wanted), tier)
+    yield from executor.run((path, store_digest(path)), operator_chunks(wanted), tier,
+                            max_work)
 
 
 def default_jobs() -> int:

@@ -9,6 +9,7 @@ from typing import Any
 
 from tqdm import tqdm
 
+from softrank.certify import workbound
 from softrank.certify.errors import InputError
 from softrank.witnesses import jsonexact, open_store
 
@@ -31,6 +32,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                             f"{default_jobs()})")
     p.add_argument("--tier", choices=["auto", "float64", "arb", "exact"], default="auto",
                    help="force one arithmetic tier (default: auto, escalating only where thin)")
+    p.add_argument("--max-work", metavar="W", default=None,
+                   help="work limit per record, in work units of about 1 ns (default "
+                        "6e10, about 60 s); a record over it ends undecided "
+                        "('work limit')")
     p.add_argument("--export", metavar="BUNDLE", default=None,
                    help="also write a replay bundle (see the export command) from this run")
     where.add_argument("--scheduler", metavar="ADDRESS", default=None,
@@ -48,7 +53,14 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
     out["resolved"] = sum(bool(r.get("resolved")) for r in records if "error" not in r)
     out["chi_positive"] = sum(r.get("chi", "0") != "0" for r in records if "error" not in r)
     out["chi_changed"] = sum(bool(r.get("chi_changed")) for r in records)
+    out["work_limited"] = sum(work_limited(r) for r in records)
     return out
+
+
+def work_limited(r: dict[str, Any]) -> bool:
+    """True when a check of the record stopped at the work limit (certify.workbound)."""
+    return any(str((r.get(c) or {}).get("reason", "")).startswith(workbound.WORK_LIMIT)
+               for c in ("upper_check", "lower_check", "nonzero_check"))
 
 
 def all_proved(records: list[dict[str, Any]]) -> bool:
@@ -61,6 +73,8 @@ def format_line(r: dict[str, Any]) -> str:
     head = f"{r['bracket']:<12} {r['operator']:<14} eps={r['eps']:<8}"
     if "error" in r:
         return f"{head} INPUT ERROR: {r['error']}"
+    if work_limited(r):
+        head = f"{head} [work limit]"
     up = r.get("upper_check") or {}
     lo = r.get("lower_check") or {}
     claim = "none" if r["lower_claim"] is None else r["lower_claim"]
@@ -83,6 +97,7 @@ def run(args: argparse.Namespace) -> int:
         raise SystemExit(_usage("--jobs must be >= 1"))
     if args.export:
         check_bundle_target(args.export, "--export")  # before the run, not after it
+    max_work = None if args.max_work is None else workbound.parse_max_work(args.max_work)
     reader = open_store(args.store)  # validates records before any work starts
     total = len(reader.brackets)
     records: list[dict[str, Any]] = []
@@ -91,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
     if args.verbose and not args.json:
         print(LEGEND)
     for rec in iter_checks(args.store, jobs=args.jobs, tier=args.tier,
-                           scheduler=args.scheduler):
+                           scheduler=args.scheduler, max_work=max_work):
         records.append(rec)
         bar.update(1)
         if args.verbose and not args.json:
@@ -162,6 +177,8 @@ def _summary_text(s: dict[str, Any], records: list[dict[str, Any]],
         f"{closed} closed (L = U)",
         f"  operator slack chi > 0 on {s['chi_positive']} records, changing "
         f"{s['chi_changed']} outcomes; input errors: {s['errors']}",
+        *([f"  {s['work_limited']} records stopped at the work limit (undecided; raise it "
+           "with --max-work)"] if s.get("work_limited") else []),
         "result: " + ("every claim proved (exit 0)" if proved else
                       "some claim refuted, undecided or unreadable (exit "
                       f"{2 if errors else 1}); rerun with -v for one line per record"),
