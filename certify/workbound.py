@@ -250,3 +250,15 @@ def arb_chain(prec: int, *factors: np.ndarray) -> int:
         total += arb_product(r, c, X.shape[1], prec)
         c = X.shape[1]
     return total + 3000 * r * c
+
+
+def intrinsic_record(m: int, n: int, r: int, *arrays: np.ndarray) -> int:
+    """Price of one intrinsic record on an m x n operator with factors of width r (rank
+    records: X m x r, Y n x r; native records: Q m x d, K n x d with r = d), the stored
+    ``arrays`` giving the bit sizes: the interaction's arb logs and exact sums (m n entries),
+    tau's arb rows at two precisions (m n (r + 1) ball operations in Python, with exact
+    endpoints per entry), kappa's and the radii's exact products (m x r x n) and sums."""
+    b = max((bits(X) for X in arrays if X.size), default=1)
+    arb_rows = 2 * (m * n * (r + 1) * 3000 + m * n * 20_000)
+    exact = exact_product(m, r, n, b, b) + 2 * exact_rows(m * n, 2 * b + 2200)
+    return int(m * n * 5000 + arb_rows + exact + fraction_ops(m + n, 2 * b + 2200))

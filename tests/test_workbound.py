@@ -318,3 +318,27 @@ def test_images_reader_keeps_file_order(tmp_path):
     np.savez(p, b=np.ones((3, 2, 2), dtype=np.uint8), a=np.zeros((2, 2, 3)))
     imgs = read_images(p)
     assert [x.shape for x in imgs] == [(3, 2, 2), (2, 2, 3)]
+
+
+# --- intrinsic records: priced before the kernel runs ----------------------------------------
+
+def test_intrinsic_record_over_the_limit_is_refused_by_name(tmp_path):
+    from softrank.intrinsic_check import iter_intrinsic_checks
+    from softrank.witnesses import Store, open_store
+    from softrank.witnesses.intrinsic_store import IntrinsicWriter
+    from softrank.witnesses.models import softmax64
+    from softrank.witnesses.producers import intrinsic as P
+
+    H = np.random.default_rng(0).standard_normal((12, 10)) * 2
+    root = tmp_path / "s"
+    with Store.create(root) as st:
+        oid = st.add_operator(softmax64(H), family="toy", logits=H)
+    C = P.interaction_float(None, open_store(root).operator(oid).load()["logits"])
+    rw = P.rank_witness(C, 1, budget=0.5)
+    with IntrinsicWriter(open_store(root)) as w:
+        w.add(oid, "rank", rw.arrays, rank=1, eps=("1/4",), claims=rw.claims)
+    ok = list(iter_intrinsic_checks(open_store(root)))
+    assert "error" not in ok[0] and "kappa" in ok[0]
+    limited = list(iter_intrinsic_checks(open_store(root), max_work=1000))
+    assert limited[0]["error"].count(LIMITED) == 1 and "kappa" not in limited[0]
+    assert limited[0]["id"] in limited[0]["error"]

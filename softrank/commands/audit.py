@@ -89,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
     from ..audit.intrinsic import write_intrinsic
 
     intrinsic = write_intrinsic(args.store, args.out, report["pairs"],
-                                figures=not args.no_figures)
+                                figures=not args.no_figures, max_work=max_work)
     if args.json:
         print(jsonexact.dumps({"out": str(args.out), "summary": s,
                                "assumptions": report["assumptions"], "run": report["run"]},

@@ -115,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
     records.sort(key=lambda r: r["bracket"])
     summary = summarize(records)
     # intrinsic witnesses (intrinsic.jsonl), when the store has them
-    intrinsic = list(iter_intrinsic_checks(reader))
+    intrinsic = list(iter_intrinsic_checks(reader, max_work))
     for res in intrinsic:
         if not args.json and not args.quiet:
             print(format_result(res))
