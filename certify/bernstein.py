@@ -104,6 +104,9 @@ def check_bernstein(A: np.ndarray, W: np.ndarray, P: np.ndarray, t: Fraction, *,
 
 def _float_parts(A: np.ndarray, W: np.ndarray, P: np.ndarray) -> Bounds | None:
     """Float64 mid-radius enclosures (ballmat): (A W) first, so no N x N intermediate."""
+    (m, N), p = A.shape, W.shape[1]
+    workbound.charge(workbound.float_product(m, N, p) + workbound.float_product(N, m, p),
+                     "the float64 tier")
     with np.errstate(all="ignore"):
         PAW = ball_matmul(Ball.exact(P), ball_matmul(Ball.exact(A), Ball.exact(W)))
         mid = PAW.mid - W

@@ -303,6 +303,10 @@ def _fr(x: float) -> Fraction:
 
 def _float_parts(A, D, W, X, sel) -> Bounds | None:
     """Float64 mid-radius enclosures (round-to-nearest plus outward steps; ballmat)."""
+    p, (m, N) = X.shape[0], A.shape
+    workbound.charge((workbound.float_product(p, m, N) + workbound.float_product(p, N, p)
+                      + workbound.float_product(p, p, m) if sel is None else 0)
+                     + workbound.float_product(p, p, p), "the float64 tier")
     with np.errstate(all="ignore"):
         Xb = Ball.exact(X)
         if sel is None:

@@ -83,6 +83,9 @@ def parse_mix_arrays(arrays: Mapping[str, object], rank: int, m: int, N: int, *,
                          "sign vectors and is meant for small ranks", field="lower.rank",
                          source=source)
     D = as_matrix(arrays["D"], "lower.D", source=source, shape=(rank, m))
+    workbound.charge(workbound.exact_product(rank, m, 1, workbound.bits(D), 1)
+                     + workbound.exact_rows(rank * m, workbound.bits(D)),
+                     "the exact row norms of D")
     MD, e = dyadic.to_int_matrix(D)
     cols = MD.ncols()
     ent = [abs(int(v)) for v in MD.entries()]
@@ -151,6 +154,11 @@ def _float_min(D: np.ndarray | None, M: np.ndarray, Z: np.ndarray,
     """Mid-radius enclosure of Z (D M)^T (ballmat, a-priori rounding bounds; D M formed as a
     ball first); multiplying by sigma = +-1 is exact, so the signed entries lie in
     [sigma mid - rad, sigma mid + rad]."""
+    (r, N), q = M.shape, Z.shape[0]
+    p = r if D is None else D.shape[0]
+    workbound.charge(workbound.float_product(q, N, p)
+                     + (0 if D is None else workbound.float_product(p, D.shape[1], N)),
+                     "the float64 tier")
     with np.errstate(all="ignore"):
         if D is None:
             Mt = Ball.exact(np.ascontiguousarray(M.T))

@@ -106,7 +106,8 @@ class ExactResult:
 
 
 def oracle(A: object, eps: object, stochastic: bool = False, *,
-           complete: bool = False, budget: float = DEFAULT_BUDGET) -> ExactResult:
+           complete: bool = False, budget: float = DEFAULT_BUDGET,
+           total_budget: float | None = None) -> ExactResult:
     """Returns an exact bracket for r_eps(A) (row-stochastic rank if ``stochastic``).
 
     Contract: lower <= r_eps(A) <= upper, where the lower end is proved by an exact
@@ -121,15 +122,18 @@ def oracle(A: object, eps: object, stochastic: bool = False, *,
     rank-one limits raises :class:`InputError` instead of returning a bracket.  Entries may be
     ints, Fractions, sympy Rationals or strings; 0 < eps < 1.
 
-    ``budget`` (seconds) covers every step after the mandatory ends (the nonzero certificate
-    and the base witness B = A or its simplex projection): the rank-one search, decoders,
-    heuristic witnesses, minor signs and the subspace search stop when it runs out (also
-    inside their loops, :mod:`exact.budget`; an enclosing ``budget.deadline`` such as the
-    CLI's, started before the cell was read, ends it earlier).  A step cut short proves
-    nothing and changes nothing; the result then notes that the time budget was used up.
+    ``budget`` (seconds) bounds the subspace search.  ``total_budget`` (seconds; the CLI's
+    ``--budget``) bounds every step after the mandatory ends (the nonzero certificate and the
+    base witness B = A or its simplex projection): the rank-one search, decoders, heuristic
+    witnesses, minor signs and the subspace search stop when it runs out, also inside their
+    loops (:mod:`exact.budget`; an enclosing ``budget.deadline``, such as the CLI's started
+    before the cell was read, ends it earlier).  A step cut short proves nothing and changes
+    nothing; the result then notes that the time budget was used up.
     """
-    with deadline(budget):
+    if total_budget is None:
         return _oracle(A, eps, stochastic, complete, budget)
+    with deadline(total_budget):
+        return _oracle(A, eps, stochastic, complete, min(budget, total_budget))
 
 
 def _oracle(A: object, eps: object, stochastic: bool, complete: bool, budget: float
@@ -265,7 +269,7 @@ def _close_exactly(res: ExactResult, budget: float) -> ExactResult:
             w = make_witness(A, eps, B, "singular", st)
             assert w is not None and w.rank < n, "singular witness failed its re-check"
             res.upper, res.witness = w.rank, w
-    left = remaining()  # what the steps above (and the caller's parse) left of the budget
+    left = min(budget, remaining())  # remaining(): what the steps above left of a deadline
     while res.lower < res.upper and left > 0:
         r = int(res.lower)
         if not 1 <= r < n or r * (n - r) > SEARCH_DIM:

@@ -274,6 +274,13 @@ def test_oracle_budget_zero_on_a_big_number_cell_returns_quickly(tmp_path, capsy
     out = capsys.readouterr().out
     assert "time budget of 0 s used up" in out and "1 <= r_eps <= 6" in out
     assert main(["oracle", str(cell), "--budget", "-1"]) == 2
+    # the API: total_budget bounds every step the same way
+    from softrank.exact.oracle import oracle
+
+    t0 = time.monotonic()
+    res = oracle(rows, "1/4", total_budget=0)
+    assert time.monotonic() - t0 < 30 and not res.decided
+    assert (res.lower, res.upper) == (1, 6) and res.witness.error == 0
 
 
 # --- produce --images: the vetted reader -----------------------------------------------------

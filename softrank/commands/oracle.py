@@ -70,7 +70,8 @@ def run(args: argparse.Namespace) -> int:
         A = rational_matrix(matrix, source=args.cell)
         e = unit_eps(eps, source=args.cell)
         try:
-            res = oracle(A, e, stochastic, complete=args.complete, budget=args.budget)
+            res = oracle(A, e, stochastic, complete=args.complete, budget=args.budget,
+                         total_budget=args.budget)
         except InputError as err:
             raise err.at(source=args.cell) from None
     if args.json:
