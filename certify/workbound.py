@@ -44,9 +44,15 @@ class WorkLimit(Exception):
 
     def __init__(self, what: str, price: int, spent: int, limit: int):
         self.what, self.price, self.spent, self.limit = what, price, spent, limit
-        super().__init__(f"{WORK_LIMIT}: {what} is estimated at {price:.3g} work units, "
-                         f"{spent:.3g} already spent, limit {limit:.3g} (raise it with "
+        super().__init__(f"{WORK_LIMIT}: {what} is estimated at {_g(price)} work units, "
+                         f"{_g(spent)} already spent, limit {_g(limit)} (raise it with "
                          "--max-work or max_work=)")
+
+
+def _g(x: int) -> str:
+    """A work count by its three leading digits and its exponent (any size of int)."""
+    d = str(int(x))
+    return d if len(d) <= 4 else f"{d[0]}.{d[1:3]}e+{len(d) - 1:02d}"
 
 
 @dataclass
@@ -59,7 +65,10 @@ class Meter:
     def charge(self, price: float, what: str) -> None:
         """Adds ``price`` to ``spent``; raises :class:`WorkLimit` (adding nothing) when the
         sum would exceed ``limit``."""
-        p = int(math.ceil(price)) if math.isfinite(price) else 1 << 62
+        if isinstance(price, int):  # prices of huge declared sizes stay exact integers
+            p = price
+        else:
+            p = int(math.ceil(price)) if math.isfinite(price) else 1 << 62
         if self.spent + p > self.limit:
             raise WorkLimit(what, p, self.spent, self.limit)
         self.spent += p

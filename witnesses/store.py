@@ -507,7 +507,7 @@ def _check_declared_work(brackets: list[BracketRecord], src: str) -> None:
             if end is not None:
                 total += float_product(m, end.rank, n)
         if total > cap:
-            raise InputError(f"the store declares more than {cap:.3g} work units by this "
+            raise InputError(f"the store declares more than {cap} work units by this "
                              "bracket (m x rank x N of its ends; raise the cap with "
                              "SOFTRANK_MAX_DECLARED_WORK)", field=f"{b.id}.upper.rank",
                              source=src)
