@@ -165,7 +165,8 @@ def decide_max_row_l1(A: np.ndarray, U: np.ndarray, V: np.ndarray, t: Fraction, 
     """Decides whether max_i sum_j |A - U V|_ij <= t.
 
     Returns status ``"holds"`` (proved <= t), ``"fails"`` (proved > t) or ``"undecided"``
-    (only possible when a tier is forced), with an exact enclosure of the maximum.
+    (only possible when a tier is forced), with an exact enclosure of the maximum.  Raises
+    ``workbound.WorkLimit`` before a tier whose price would pass the current meter.
     ``tier="auto"`` starts with float64 and escalates the rows whose enclosures straddle t to
     arb and then to exact; ``"float64"``, ``"arb"``, ``"exact"`` run that tier alone on every row.
     Raises InputError if an array holds NaN or Inf.
