@@ -50,8 +50,8 @@ def check_upper(A: object, U: object, V: object, eps: object, *, rank: int | Non
     Returns a :class:`Check` whose ``status`` is ``"holds"`` (proved, so r_{eps}(A_record)
     <= k where ||A_record - A||_row1 <= chi), ``"fails"`` (proved false) or ``"undecided"``
     (when ``tier`` forces a single tier whose enclosure straddles the threshold, or at the
-    work limit below), and
-    whose ``error`` is an exact enclosure of max_i sum_j |A - U V|_ij.  ``eps`` and ``chi`` are
+    work limit below), and whose ``error`` is an exact enclosure of max_i sum_j |A - U V|_ij
+    (None at the work limit).  ``eps`` and ``chi`` are
     exact rationals (strings, Fractions, ints or floats taken at their exact value).
     Raises InputError for NaN/Inf, mismatched shapes, a rank claim that disagrees with
     U's columns, or eps <= 0.
