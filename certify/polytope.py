@@ -134,7 +134,10 @@ def sphere_defect(Y: np.ndarray, F: np.ndarray) -> str | None:
     Each facet's normal n (n . y = 1 on its points) is solved exactly; n . y for the other
     points is then enclosed in one float64 ball product (n rounded to the nearest float,
     radius one ulp), and only the pairs that enclosure cannot place strictly inside
-    |n . y| < 1 are compared in exact rationals.
+    |n . y| < 1 are compared in exact rationals.  All of it runs on :func:`column_scaled`
+    points (the same facets and defects).  The facet solves, each float64 block and the exact
+    pairs it leaves are priced before they run (``certify.workbound``): raises
+    ``workbound.WorkLimit`` instead of starting a phase over the current meter's limit.
     """
     k, p = Y.shape
     Y = column_scaled(Y)  # the same facets and defects (see column_scaled), fewer bits
