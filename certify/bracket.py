@@ -17,6 +17,8 @@ import numpy as np
 from .arrays import as_matrix
 from .errors import InputError
 from .lower import check_lower
+from .numerics import workbound
+from .numerics.workbound import DEFAULT_MAX_WORK
 from .rationals import parse_eps, to_rational
 from .result import Check, _short
 from .upper import check_tier, check_upper
@@ -117,6 +119,38 @@ class BracketCheck:
         }
 
 
+def work_limited_bracket(A: object, upper: Mapping | None, lower: Mapping | None,
+                         eps: object, reason: str) -> BracketCheck:
+    """Returns the bracket of a record whose operator slack could not be enclosed within
+    the work limit (``reason``, from ``workbound.WorkLimit``): both claims ``undecided``
+    (not run), the ends 0 <= r_eps <= min(m, N) that hold for every matrix, and chi the
+    cheap rigorous bound 1 + N max|A_ij| >= ||A_record - A||_row1 (rows of A_record are
+    probability vectors, so ||A_record||_row1 = 1, and ||A||_row1 <= N max|A_ij|).
+    """
+    eps_q = parse_eps(eps)
+    A = as_matrix(A, "A")
+    m, N = A.shape
+    chi = 1 + N * Fraction(float(np.max(np.abs(A))))
+    checks: list[Check | None] = []
+    for end, kind, sense, t in ((upper, "factors", "<=", eps_q - chi),
+                                (lower, None, ">", eps_q + chi)):
+        if end is None:
+            checks.append(None)
+            continue
+        k = str(end.get("kind", kind))
+        checks.append(Check(status="undecided", kind=k, rank=int(end.get("rank", 0)),
+                            eps=eps_q, threshold=t, value=None, tier="float64",
+                            claim=f"{k} end of rank {end.get('rank')}", chi=chi, tiers_run=(),
+                            detail={"sense": sense, "reason": reason}))
+    up, lo = checks
+    return BracketCheck(eps=eps_q, chi=chi, shape=(m, N), full_rank=min(m, N),
+                        upper_claim=up.rank if up is not None else None,
+                        lower_claim=lo.rank if lo is not None else None,
+                        upper_check=up, lower_check=lo,
+                        upper=min(m, N), lower=0, upper_outcome=_outcome(up),
+                        lower_outcome=_outcome(lo))
+
+
 def _outcome(c: Check | None) -> Outcome:
     if c is None:
         return "absent"
@@ -140,7 +174,7 @@ def _result(c: Check | None, refuted: bool) -> Result:
 
 def check_bracket(A: object, upper: Mapping | None = None, lower: Mapping | None = None,
                   eps: object = None, *, tier: str = "auto", chi: object = 0,
-                  source: str | None = None) -> BracketCheck:
+                  source: str | None = None, max_work: int | None = None) -> BracketCheck:
     """Checks both ends of a claimed bracket and returns the validated ends.
 
     ``upper`` = {"kind": "factors", "rank": k, "U": U, "V": V} (checked with
@@ -153,9 +187,22 @@ def check_bracket(A: object, upper: Mapping | None = None, lower: Mapping | None
     ``upper_result``/``lower_result`` say what is proved about each claim.  Raises
     InputError for bad input; raises AssertionError if a proved lower end exceeds a proved
     upper end (that would be a kernel bug, never a result).
+
+    ``max_work`` (work units, ``certify.numerics.workbound``; default ``DEFAULT_MAX_WORK``, about
+    60 s) bounds the record's work: its checks share one meter, and a check whose next
+    phase would pass it ends ``"undecided"`` with ``detail["reason"]`` starting
+    ``"work limit"`` (its end then falls back as for any undecided check).
     """
     if not (upper is None or isinstance(upper, Mapping)):
         upper, lower, eps = lower, eps, upper  # the older order (A, eps, upper, lower)
+    limit = workbound.check_max_work(max_work)
+    with workbound.metered(DEFAULT_MAX_WORK if limit is None else limit):
+        return _check_bracket(A, upper, lower, eps, tier, chi, source)
+
+
+def _check_bracket(A: object, upper: Mapping | None, lower: Mapping | None, eps: object,
+                   tier: str, chi: object, source: str | None) -> BracketCheck:
+    """The body of :func:`check_bracket` (inside the record's meter)."""
     if eps is None:
         raise InputError("eps is required", field="eps", source=source)
     eps_q = parse_eps(eps)

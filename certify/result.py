@@ -116,7 +116,7 @@ class Check:
                 f"margin {margin}, tier {self.tier})")
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out = {
             "status": self.status,
             "kind": self.kind,
             "rank": self.rank,
@@ -132,6 +132,9 @@ class Check:
             "sense": self.detail.get("sense", "<="),
             **({"reason": str(self.detail["reason"])} if "reason" in self.detail else {}),
         }
+        if self.detail.get("reason"):  # e.g. "work limit: ..." (certify.numerics.workbound)
+            out["reason"] = str(self.detail["reason"])
+        return out
 
 
 def _short(q: Fraction) -> str:

@@ -26,7 +26,7 @@ from flint import arb
 
 from .arrays import as_matrix
 from .errors import InputError
-from .numerics import arbutil
+from .numerics import arbutil, workbound
 from .numerics.expbound import ALPHA0, ALPHA1, TINY, FloatTierError, U, exp_nonpos, gamma
 from .rationals import float_down, float_up, to_rational
 
@@ -75,7 +75,9 @@ def operator_slack(record: Mapping[str, Any], *, source: str | None = None) -> S
     Raises InputError naming the field for: a missing A, unknown keys, non-2-D or mismatched
     shapes, NaN/Inf in A, NaN or +inf logits, a logits row that is all -inf, non-finite or
     negative block entries, a block row summing to 0, both logits and block, and a beta that is
-    not a positive exact rational (or is given without logits).
+    not a positive exact rational (or is given without logits).  Raises
+    ``workbound.WorkLimit`` (before the work) when an arb precision's estimate would pass the
+    current meter (``certify.numerics.workbound``).
     """
     A, kind, X, beta = _validate(record, source)
     if kind == "A":
@@ -89,18 +91,22 @@ MAX_RATIO = 2  # charged_slack keeps the float64 enclosure only when chi <= MAX_
 
 def charged_slack(record: Mapping[str, Any], *, source: str | None = None) -> Slack:
     """Returns an enclosure [chi_lo, chi] of chi_true = ||A_record - A_hat||_row1 with
-    chi <= 2 chi_true (chi = 0 when A alone is the record).
+    chi <= 2 chi_true (chi = 0 when A alone is the record; see below for the work limit).
 
     Same records, same contract and same errors as :func:`operator_slack`.  The float64
     tier (``detail["tier"] == "float64"``, ``precision`` 53) is kept when its own enclosure
     has chi <= 2 chi_lo; otherwise (float64-stored A, whose chi_true is of the order of
     float64 rounding itself, chi_true = 0, or inputs the float tier refuses) the result is
-    the arb enclosure of :func:`operator_slack`.
+    the arb enclosure of :func:`operator_slack`.  When that arb tier would pass the work
+    limit (``certify.numerics.workbound``), the float64 enclosure is returned as it is (still
+    rigorous, chi possibly above 2 chi_true; ``detail["reason"]`` says so) or, without one,
+    ``workbound.WorkLimit`` is raised.
     """
     A, kind, X, beta = _validate(record, source)
     if kind == "A":
         return Slack(chi=Fraction(0), chi_lo=Fraction(0), kind="A", precision=0,
                      detail={"rows": A.shape[0]})
+    workbound.charge(60 * A.size, "the float64 tier of the operator slack")
     try:
         lo, hi, arg = _float_bounds(A, kind, X, beta)
     except FloatTierError:
@@ -112,7 +118,15 @@ def charged_slack(record: Mapping[str, Any], *, source: str | None = None) -> Sl
             detail["masked_entries"] = int(np.isneginf(X).sum())
         return Slack(chi=_round_up(hi), chi_lo=_round_down(lo), kind=kind, precision=53,
                      detail=detail)
-    return _arb_slack(A, kind, X, beta)
+    try:
+        return _arb_slack(A, kind, X, beta)
+    except workbound.WorkLimit as err:
+        if lo is None or hi is None:
+            raise
+        # the float64 enclosure is rigorous, only wider than MAX_RATIO: charged as it is
+        return Slack(chi=_round_up(hi), chi_lo=_round_down(lo), kind=kind, precision=53,
+                     detail={"rows": A.shape[0], "tier": "float64", "argmax_row": arg,
+                             "reason": str(err)})
 
 
 _BIG = 2.0**1000  # entries beyond this could overflow; the float tier refuses them
@@ -173,6 +187,9 @@ def _arb_slack(A: np.ndarray, kind: Kind, X: np.ndarray | None, beta: Fraction) 
     lo = hi = None
     arg = 0
     for prec in PRECISIONS:
+        # per entry: an arb exp, a division, a subtraction, an abs and two sums
+        workbound.charge(10_000 * max(1, prec // 128) * A.size,
+                         f"the arb tier of the operator slack at {prec} bits")
         tried.append(prec)
         with arbutil.precision(prec):
             sums = (_logits_row_sums(A, X, beta) if kind == "logits"

@@ -11,6 +11,7 @@ import numpy as np
 
 from .arrays import as_matrix, require_all_finite
 from .errors import InputError
+from .numerics import workbound
 from .numerics.rowl1 import decide_max_row_l1
 from .rationals import parse_eps, to_rational
 from .result import Check, check_tier
@@ -46,17 +47,25 @@ def witness_arrays(A: object, U: object, V: object, rank: int | None = None, *,
 
 
 def check_upper(A: object, U: object, V: object, eps: object, *, rank: int | None = None,
-                tier: str = "auto", chi: object = 0, source: str | None = None) -> Check:
+                tier: str = "auto", chi: object = 0, source: str | None = None,
+                max_work: int | None = None) -> Check:
     """Decides the claim ||A - U V||_row1 <= eps - chi about the exact stored numbers.
 
     Returns a :class:`Check` whose ``status`` is ``"holds"`` (proved, so r_{eps}(A_record)
     <= k where ||A_record - A||_row1 <= chi), ``"fails"`` (proved false) or ``"undecided"``
-    (only when ``tier`` forces a single tier whose enclosure straddles the threshold), and
-    whose ``error`` is an exact enclosure of max_i sum_j |A - U V|_ij.  ``eps`` and ``chi`` are
+    (when ``tier`` forces a single tier whose enclosure straddles the threshold, or at the
+    work limit below), and whose ``error`` is an exact enclosure of max_i sum_j |A - U V|_ij
+    (None at the work limit).  ``eps`` and ``chi`` are
     exact rationals (strings, Fractions, ints or floats taken at their exact value).
     Raises InputError for NaN/Inf, mismatched shapes, a rank claim that disagrees with
     U's columns, a rank above min(m, N), or eps <= 0.
+
+    ``max_work`` (work units, ``certify.numerics.workbound``; default: the enclosing record's meter,
+    else ``DEFAULT_MAX_WORK``, about 60 s) bounds the work: a phase whose estimate would
+    pass it is not run, and the result is ``"undecided"`` with ``detail["reason"]``
+    starting ``"work limit"``.
     """
+    limit = workbound.check_max_work(max_work)
     eps_q = parse_eps(eps)
     chi_q = to_rational(chi, field="chi")
     if chi_q < 0:
@@ -72,7 +81,13 @@ def check_upper(A: object, U: object, V: object, eps: object, *, rank: int | Non
         return Check(status="fails", kind="factors", rank=k, eps=eps_q, threshold=t,
                      value=None, tier="exact", claim=claim, chi=chi_q, tiers_run=("exact",),
                      detail={"sense": "<=", "reason": "eps - chi < 0"})
-    d = decide_max_row_l1(A, U, V, t, tier=tier, source=source)
+    try:
+        with workbound.metered(limit):
+            d = decide_max_row_l1(A, U, V, t, tier=tier, source=source)
+    except workbound.WorkLimit as err:
+        return Check(status="undecided", kind="factors", rank=k, eps=eps_q, threshold=t,
+                     value=None, tier="float64", claim=claim, chi=chi_q, tiers_run=(),
+                     detail={"sense": "<=", "reason": str(err)})
     return Check(status=d.status, kind="factors", rank=k, eps=eps_q, threshold=t,  # type: ignore[arg-type]
                  value=d.value, tier=d.tier, claim=claim, chi=chi_q, precision=d.precision,
                  tiers_run=d.tiers_run,

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from .budget import tick
 from .linalg import (
     Matrix,
     inverse,
@@ -145,6 +146,7 @@ def best_decoder(A: Matrix, eps: Fraction, above: int,
         for p in range(pmax, above, -1):
             for R in combinations(range(m), p):
                 for S in combinations(range(n), p):
+                    tick()  # the oracle's budget (exact.budget)
                     c = decoder_certificate(A, eps, _selection(list(R), m, True),
                                             _selection(list(S), n, False), "submatrix")
                     if c is not None:
@@ -175,6 +177,7 @@ def _bisect_decoder(A: Matrix, eps: Fraction, above: int, pmax: int) -> Certific
     svd = np.linalg.svd(arr)
     best, lo, hi = None, above, pmax  # invariant: best certifies lo (or lo == above)
     while lo < hi:
+        tick()
         mid = (lo + hi + 1) // 2
         c = _decoders_at(A, eps, mid, arr, svd)
         if c is not None:
@@ -333,6 +336,7 @@ def improve_upper(A: Matrix, eps: Fraction, stochastic: bool, lower: int,
         k = (lo + hi) // 2
         found = None
         for kind, B in _rank_k_candidates(A, k, stochastic, base):
+            tick()  # the oracle's budget (exact.budget)
             w = make_witness(A, eps, B, kind, stochastic)
             if w is not None and w.rank <= k:
                 found = w

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from itertools import combinations, product
 
+from .budget import tick
 from .linalg import Matrix
 from .polytope import Point, row_points
 
@@ -97,6 +98,7 @@ def minor_range(A: Matrix, eps: Fraction, stochastic: bool, rows: Sequence[int],
     # det is linear in the last row: for each choice of the first p - 1 rows only the
     # cofactors are needed, then the best last row is a max/min of a linear function.
     for head in product(*pts[:-1]):
+        tick()  # the oracle's budget (exact.budget): a big-number cell can be slow here
         cof = _cofactors(head, p)
         for last in pts[-1]:
             v = sum((c * x for c, x in zip(cof, last, strict=True)), Fraction(0))
@@ -117,6 +119,7 @@ def minor_certificate(A: Matrix, eps: Fraction, stochastic: bool, p: int
         return None
     for rows in combinations(range(m), p):
         for cols in combinations(range(n), p):
+            tick()
             mr = minor_range(A, eps, stochastic, rows, cols)
             if mr is not None and mr.sign_invariant:
                 return mr

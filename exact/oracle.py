@@ -39,6 +39,7 @@ from .bracket import (
     make_witness,
     nonzero_certificate,
 )
+from .budget import OutOfTime, deadline, remaining, tick
 from .inputs import Matrix, rational_matrix, unit_eps
 from .linalg import simplex_distance
 from .minors import minor_certificate, singular_witness
@@ -130,7 +131,7 @@ def _mode_flag(mode: object, stochastic: object) -> bool:
 
 def oracle(A: object, eps: object, mode: str = "unrestricted", *,
            complete: bool = False, budget: float = DEFAULT_BUDGET,
-           stochastic: bool | None = None) -> ExactResult:
+           stochastic: bool | None = None, total_budget: float | None = None) -> ExactResult:
     """Returns an exact bracket for r_eps(A).
 
     ``mode`` is ``"unrestricted"`` (B any real matrix: the r_eps of the checker) or
@@ -149,8 +150,24 @@ def oracle(A: object, eps: object, mode: str = "unrestricted", *,
     What stays open is reported in ``notes``.  With ``complete=True`` a cell outside the
     rank-one limits raises :class:`InputError` instead of returning a bracket.  Entries may be
     ints, Fractions, sympy Rationals or strings; 0 < eps < 1.
+
+    ``budget`` (seconds) bounds the subspace search.  ``total_budget`` (seconds; the CLI's
+    ``--budget``) bounds every step after the mandatory ends (the nonzero certificate and the
+    base witness B = A or its simplex projection): the rank-one search, decoders, heuristic
+    witnesses, minor signs and the subspace search stop when it runs out, also inside their
+    loops (:mod:`exact.budget`; an enclosing ``budget.deadline``, such as the CLI's started
+    before the cell was read, ends it earlier).  A step cut short proves nothing and changes
+    nothing; the result then notes that the time budget was used up.
     """
     stochastic = _mode_flag(mode, stochastic)
+    if total_budget is None:
+        return _oracle(A, eps, stochastic, complete, budget)
+    with deadline(total_budget):
+        return _oracle(A, eps, stochastic, complete, min(budget, total_budget))
+
+
+def _oracle(A: object, eps: object, stochastic: bool, complete: bool, budget: float
+            ) -> ExactResult:
     M = rational_matrix(A)
     e = unit_eps(eps)
     m, n = len(M), len(M[0])
@@ -160,7 +177,11 @@ def oracle(A: object, eps: object, mode: str = "unrestricted", *,
     if complete and not (searchable(m, n, stochastic) or thin_applicable(m, n, stochastic)):
         rank_one_search(M, e, stochastic)  # raises the size InputError
     res = _stochastic(M, e) if stochastic else _unrestricted(M, e)
-    return _close_exactly(res, budget)
+    try:
+        return _close_exactly(res, budget)
+    except OutOfTime:
+        res.notes.append(f"time budget of {budget:g} s used up")
+        return res
 
 
 def _unrestricted(A: Matrix, eps: Fraction) -> ExactResult:
@@ -174,8 +195,7 @@ def _unrestricted(A: Matrix, eps: Fraction) -> ExactResult:
     upper_w = base_witness(A, eps, False)
     assert upper_w is not None
     res = ExactResult(A, eps, False, lower, upper_w.rank, cert, upper_w)
-    _rank_one_step(res, A, eps, False)
-    return _close(res)
+    return _optional_steps(res, A, eps, False)
 
 
 def _stochastic(A: Matrix, eps: Fraction) -> ExactResult:
@@ -194,8 +214,20 @@ def _stochastic(A: Matrix, eps: Fraction) -> ExactResult:
     res = ExactResult(A, eps, True, 1, upper_w.rank, cert, upper_w)
     if nz is None:
         res.notes.append("B = 0 is within eps but is not row-stochastic")
-    _rank_one_step(res, A, eps, True)
-    return _close(res)
+    return _optional_steps(res, A, eps, True)
+
+
+def _optional_steps(res: ExactResult, A: Matrix, eps: Fraction, stochastic: bool
+                    ) -> ExactResult:
+    """The rank-one step and the closing steps, each within the budget: a step cut short
+    (OutOfTime) leaves ``res`` as it was before that step."""
+    try:
+        tick()
+        _rank_one_step(res, A, eps, stochastic)
+        tick()
+        return _close(res)
+    except OutOfTime:
+        return res
 
 
 def _rank_one_step(res: ExactResult, A: Matrix, eps: Fraction, stochastic: bool) -> None:
@@ -237,6 +269,7 @@ def _close(res: ExactResult) -> ExactResult:
     dec = best_decoder(res.A, res.eps, int(res.lower), int(res.upper))
     if dec is not None and dec.bound > res.lower:
         res.lower, res.lower_certificate = dec.bound, dec
+    tick()
     if res.lower < res.upper and res.witness is not None:
         w = improve_upper(res.A, res.eps, res.stochastic, int(res.lower), res.witness)
         res.witness, res.upper = w, w.rank
@@ -250,6 +283,7 @@ def _close_exactly(res: ExactResult, budget: float) -> ExactResult:
     m, n = len(A), len(A[0])
     if res.upper == INF or res.lower >= res.upper:
         return res
+    tick()
     if max(m, n) <= MINOR_SIDE:
         for p in range(int(res.upper), int(res.lower), -1):
             mr = minor_certificate(A, eps, st, p)
@@ -258,21 +292,22 @@ def _close_exactly(res: ExactResult, budget: float) -> ExactResult:
                 res.lower_certificate = Certificate("minor-sign", p, {"minor": mr},
                                                     {"minor": mr.to_json()})
                 break
+    tick()
     if res.lower < res.upper and m == n <= MINOR_SIDE and res.upper == n:
         B = singular_witness(A, eps, st)
         if B is not None:
             w = make_witness(A, eps, B, "singular", st)
             assert w is not None and w.rank < n, "singular witness failed its re-check"
             res.upper, res.witness = w.rank, w
-    deadline = budget
-    while res.lower < res.upper and deadline > 0:
+    left = min(budget, remaining())  # remaining(): what the steps above left of a deadline
+    while res.lower < res.upper and left > 0:
         r = int(res.lower)
         if not 1 <= r < n or r * (n - r) > SEARCH_DIM:
             res.notes.append(f"r_eps <= {r}? is beyond the subspace search "
                              f"(r (n - r) = {r * (n - r)} > {SEARCH_DIM})")
             break
-        found = subspace_search(A, eps, r, st, budget=deadline)
-        deadline -= found.seconds
+        found = subspace_search(A, eps, r, st, budget=left)
+        left -= found.seconds
         if found.status == "feasible":
             w = make_witness(A, eps, found.B, "subspace", st)
             assert w is not None and w.rank <= r, "subspace witness failed its re-check"
@@ -285,6 +320,6 @@ def _close_exactly(res: ExactResult, budget: float) -> ExactResult:
         else:
             res.notes.append(f"subspace search for r_eps <= {r} stopped: {found.reason}")
             break
-    if res.lower < res.upper and deadline <= 0:
+    if res.lower < res.upper and left <= 0:
         res.notes.append(f"time budget of {budget:g} s used up")
     return res

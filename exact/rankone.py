@@ -32,6 +32,7 @@ import numpy as np
 
 from softrank.certify.errors import InputError
 
+from .budget import tick
 from .linalg import Matrix, is_row_stochastic, rank, row1_error, row1_norm
 from .lp import check_farkas, check_point, decide
 
@@ -243,6 +244,7 @@ def _unrestricted(A: Matrix, eps: Fraction) -> RankOneWitness | RankOneRefutatio
         zero = [[Fraction(0)] * n for _ in range(m)]
         return RankOneWitness(zero, 0, norm, ([Fraction(0)] * m, [Fraction(0)] * n))
     for y in _heuristic_ys(A):
+        tick()  # the oracle's budget (exact.budget)
         w = witness_from_y(A, eps, y)
         if w is not None:
             return w
@@ -264,6 +266,7 @@ def _unrestricted(A: Matrix, eps: Fraction) -> RankOneWitness | RankOneRefutatio
         for p in range(n):
             choices = [signs[p]] if p in signs else ([1] if i == 0 else [1, -1])
             for s in choices:
+                tick()
                 new = (*asg, (p, s))
                 row = cache.get((i, p, s))
                 if row is None:

@@ -14,6 +14,7 @@ from typing import Any
 
 from softrank import certify
 from softrank.certify.errors import InputError
+from softrank.certify.numerics import workbound
 from softrank.witnesses import BracketRecord, StoreReader
 
 from .workers import allow_long_integers
@@ -61,24 +62,43 @@ class _OperatorCache:
         self.key: str | None = None
         self.value: tuple[dict[str, Any], Fraction] | None = None
         self.tight: Fraction | None = None
+        self.arrays: dict[str, Any] = {}
+        self.limited: workbound.WorkLimit | None = None  # chi over the work limit
 
-    def get(self, op_id: str) -> tuple[dict[str, Any], Fraction]:
+    def get(self, op_id: str, max_work: int | None = None) -> tuple[dict[str, Any], Fraction]:
+        """Returns the operator's arrays and charged chi; raises ``workbound.WorkLimit``
+        when chi cannot be enclosed within ``max_work`` (the failure is kept: asking again
+        raises again without repeating the work)."""
         if op_id != self.key:
             arrays = self.reader.operator(op_id).load()
-            self.value = (arrays, operator_chi(self.reader, op_id, arrays))
-            self.key, self.tight = op_id, None
-        assert self.value is not None
+            try:
+                with workbound.metered(max_work):
+                    chi = operator_chi(self.reader, op_id, arrays)
+            except workbound.WorkLimit as err:
+                self.key, self.value, self.arrays, self.limited = op_id, None, arrays, err
+                self.tight = None
+                raise
+            self.key, self.value, self.arrays, self.limited = op_id, (arrays, chi), arrays, None
+            self.tight = None
+        if self.value is None:
+            assert self.limited is not None
+            raise self.limited
         return self.value
 
-    def tighten(self, op_id: str) -> Fraction:
-        arrays, chi = self.get(op_id)
+    def tighten(self, op_id: str, max_work: int | None = None) -> Fraction:
+        arrays, chi = self.get(op_id, max_work)
         if self.tight is None:
-            self.tight = min(chi, operator_chi(self.reader, op_id, arrays, tight=True))
+            try:
+                with workbound.metered(max_work):
+                    tight = operator_chi(self.reader, op_id, arrays, tight=True)
+            except workbound.WorkLimit:
+                tight = chi  # the charged chi stays: rigorous, only less tight
+            self.tight = min(chi, tight)
         return self.tight
 
 
 def check_record(reader: StoreReader, br: BracketRecord, cache: _OperatorCache, *,
-                 tier: str = "auto") -> dict[str, Any]:
+                 tier: str = "auto", max_work: int | None = None) -> dict[str, Any]:
     """Returns the JSON-safe record of checking one bracket (or of its input error).
 
     The charged chi is the float64-first one; when it changes an outcome (compared with
@@ -95,22 +115,29 @@ def check_record(reader: StoreReader, br: BracketRecord, cache: _OperatorCache, 
         "record_kind": op.record_kind,
     }
     try:
-        arrays, chi = cache.get(op.id)
+        try:
+            arrays, chi = cache.get(op.id, max_work)
+        except workbound.WorkLimit as err:
+            upper, lower = br.load()
+            result = certify.bracket.work_limited_bracket(cache.arrays["A"], upper, lower,
+                                                          br.eps, f"{err} (operator slack chi)")
+            return {**base, **result.to_json(), "chi_changed": []}
         upper, lower = br.load()
         A = arrays["A"]
         result = certify.check_bracket(A, br.eps, upper, lower, tier=tier, chi=chi,
-                                       source=str(br.path))
+                                       source=str(br.path), max_work=max_work)
         changed: list[str] = []
         if _needs_plain(result):
             plain = certify.check_bracket(A, br.eps, upper, lower, tier=tier, chi=0,
-                                          source=str(br.path))
+                                          source=str(br.path), max_work=max_work)
             if _verdict(plain) != _verdict(result):
-                tight = cache.tighten(op.id)
+                tight = cache.tighten(op.id, max_work)
                 if tight < chi:
                     result = certify.check_bracket(A, br.eps, upper, lower, tier=tier,
-                                                   chi=tight, source=str(br.path))
+                                                   chi=tight, source=str(br.path),
+                                                   max_work=max_work)
             changed = [e for e in ("upper", "lower")
-                       if getattr(plain, f"{e}_result") != getattr(result, f"{e}_result")]
+                       if getattr(plain, f"{e}_outcome") != getattr(result, f"{e}_outcome")]
     except InputError as err:
         if err.field == "A":  # the operator's matrix lives in the operator's file
             err = InputError(err.reason, field="A", source=str(op.path))
@@ -119,24 +146,24 @@ def check_record(reader: StoreReader, br: BracketRecord, cache: _OperatorCache, 
 
 
 def _verdict(r: certify.BracketCheck) -> tuple[Any, ...]:
-    return (r.upper, r.lower, r.upper_result, r.lower_result)
+    return (r.upper, r.lower, r.upper_outcome, r.lower_outcome)
 
 
 def _needs_plain(result: certify.BracketCheck) -> bool:
     """False when no chi in [0, result.chi] can give a different verdict.
 
-    Every check is monotone in chi: a claim proved at chi stays proved at any smaller
+    Every check is monotone in chi: a claim confirmed at chi stays confirmed at any smaller
     chi (its threshold eps -+ chi only gets easier), including the nonzero fallback.  So with
-    both claims proved or absent and no failed fallback there is nothing to compare.
+    both claims confirmed or absent and no failed fallback there is nothing to compare.
     Otherwise the caller compares with chi = 0: a verdict equal at 0 and at chi is the
-    verdict at every chi in between (a failed inequality at 0 persists, and an undecided
+    verdict at every chi in between (a refutation at 0 persists, and an undecided
     enclosure that straddles both thresholds straddles every one between).
     """
     if result.chi == 0:
         return False
-    proved = (result.upper_result in ("proved", "absent")
-              and result.lower_result in ("proved", "absent"))
-    return not proved or (result.nonzero_check is not None
+    confirmed = (result.upper_outcome in ("confirmed", "absent")
+                 and result.lower_outcome in ("confirmed", "absent"))
+    return not confirmed or (result.nonzero_check is not None
                              and not result.nonzero_check.holds)
 
 

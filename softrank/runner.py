@@ -19,7 +19,7 @@ __all__ = ["check_record", "default_jobs", "iter_checks", "operator_chi", "opera
 
 
 def iter_checks(store_path: str | Path, ids: Iterable[str] | None = None, *, jobs: int = 1,
-                tier: str = "auto", scheduler: Any = None
+                tier: str = "auto", scheduler: Any = None, max_work: int | None = None
                 ) -> Iterator[dict[str, Any]]:
     """Yields one record per bracket of the store (all, or ``ids``) as each finishes.
 
@@ -34,14 +34,15 @@ def iter_checks(store_path: str | Path, ids: Iterable[str] | None = None, *, job
     if jobs <= 1 and scheduler is None:
         cache = _OperatorCache(reader)
         for br in wanted:
-            yield check_record(reader, br, cache, tier=tier)
+            yield check_record(reader, br, cache, tier=tier, max_work=max_work)
         return
     from .audit.executors import make_executor
     from .audit.journal import store_digest
 
     path = str(Path(store_path).resolve())
     executor = make_executor(jobs, scheduler)
-    yield from executor.run((path, store_digest(path)), operator_chunks(wanted), tier)
+    yield from executor.run((path, store_digest(path)), operator_chunks(wanted), tier,
+                            max_work)
 
 
 def default_jobs() -> int:

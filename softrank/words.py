@@ -113,6 +113,9 @@ def check_reason(check: dict[str, Any] | None, end: str, forced_tier: str | None
 
 
 def _undecided_cause(check: dict[str, Any], forced_tier: str | None) -> str:
+    reason = str(check.get("reason") or "")
+    if reason.startswith("work limit"):  # certify.numerics.workbound.WORK_LIMIT
+        return f"{reason} (rerun with a larger --max-work)"
     if forced_tier not in (None, "auto"):
         return f"tier forced to {forced_tier} (rerun with --tier auto)"
     if check.get("kind") == "frobenius_tail":

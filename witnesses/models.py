@@ -39,6 +39,8 @@ import numpy as np
 
 from softrank.certify.errors import InputError
 
+from .npzsafe import read_npz
+
 MODEL_ALIASES = ("minilm",)
 
 
@@ -252,30 +254,31 @@ def read_images(path: str | Path) -> list[np.ndarray]:
 
     Arrays are 3-D, float or uint8, (C, H, W) or (H, W, C); they go through the model folder's
     image processor.  Raises InputError for a missing or unreadable file, an empty one, or
-    arrays of another rank or dtype.
+    arrays of another rank or
+    dtype.  The file goes through the vetted reader of ``witnesses.npzsafe`` (the cap of
+    ``produce --npz``): sizes, dtypes and shapes are refused before anything is allocated.
     """
     p = Path(path)
     if not p.is_file():
         raise InputError("images file is missing", field="images", source=str(p))
-    try:
-        npz = np.load(p, allow_pickle=False)
-    except (ValueError, OSError) as err:
-        raise InputError(f"not a readable .npz file: {err}", field="images",
-                         source=str(p)) from None
+    arrays = read_npz(p, None, expect=_image_expect, field_name="images")
     out = []
-    with npz:
-        for key in npz.files:
-            try:
-                X = npz[key]
-            except ValueError as err:
-                raise InputError(f"refused to load: {err}", field=key, source=str(p)) from None
-            if X.ndim != 3 or X.dtype.kind not in "fu" or not np.isfinite(X).all():
-                raise InputError(f"an image must be a finite 3-D float or uint8 array, got "
-                                 f"{X.dtype} {X.shape}", field=key, source=str(p))
-            out.append(X)
+    for key, X in arrays.items():
+        if not np.isfinite(X).all():
+            raise InputError(f"an image must be a finite 3-D float or uint8 array, got "
+                             f"{X.dtype} {X.shape}", field=key, source=str(p))
+        out.append(X)
     if not out:
         raise InputError("no arrays in file", field="images", source=str(p))
     return out
+
+
+def _image_expect(name: str, dtype: np.dtype, shape: tuple[int, ...]) -> str | None:
+    """Vets an image member before allocation: 3-D, float or unsigned integer."""
+    if len(shape) != 3 or dtype.kind not in "fu":
+        return (f"an image must be a finite 3-D float or uint8 array, got {dtype.str} "
+                f"{tuple(shape)}")
+    return None
 
 
 class CaptureRefused(InputError):

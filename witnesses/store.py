@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import os
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -452,8 +453,14 @@ def open_store(path: str | Path) -> StoreReader:
         raise InputError(f"unsupported version {header.get('version')!r} (this reader: "
                          f"{FORMAT_VERSION})", field="version", source=str(head_path))
     ops_path, br_path = root / "operators.jsonl", root / "brackets.jsonl"
-    operators = [_parse_operator(r, str(ops_path), n, root) for n, r in _read_jsonl(ops_path)]
-    brackets = [_parse_bracket(r, str(br_path), n, root) for n, r in _read_jsonl(br_path)]
+    op_cap = _cap("SOFTRANK_MAX_OPERATORS", MAX_OPERATORS)
+    br_cap = _cap("SOFTRANK_MAX_BRACKETS", MAX_BRACKETS)
+    operators = [_parse_operator(r, str(ops_path), n, root)
+                 for n, r in _capped(_read_jsonl(ops_path), op_cap, str(ops_path),
+                                     "SOFTRANK_MAX_OPERATORS")]
+    brackets = [_parse_bracket(r, str(br_path), n, root)
+                for n, r in _capped(_read_jsonl(br_path), br_cap, str(br_path),
+                                    "SOFTRANK_MAX_BRACKETS")]
     _unique([o.id for o in operators], str(ops_path))
     _unique([b.id for b in brackets], str(br_path))
     shapes = {o.id: o.shape for o in operators}
@@ -465,7 +472,56 @@ def open_store(path: str | Path) -> StoreReader:
         for prefix, end in (("upper", b.upper), ("lower", b.lower)):
             _check_rank_fits(end, shapes[b.operator], f"{b.id}.{prefix}.rank", str(br_path))
         brackets[i] = b
+    _check_declared_work(brackets, str(br_path))
     return StoreReader(root, header, operators, brackets)
+
+
+#: Reader caps (generous; a store beyond one is refused, exit 2, naming the file and field).
+#: Each can be raised with the environment variable of the same name prefixed SOFTRANK_.
+MAX_OPERATORS = 1_000_000
+MAX_BRACKETS = 1_000_000
+#: Cap on the work a store declares before any array is read: the sum over its brackets of
+#: the float64 pass of each claimed end (``certify.numerics.workbound.float_product`` of
+#: m x rank x N), a lower bound on what checking it costs; 10^15 work units is about 12 days.
+MAX_DECLARED_WORK = 10**15
+
+
+def _cap(env: str, default: int) -> int:
+    """Returns the positive integer in the environment variable ``env``, else ``default``."""
+    try:
+        v = int(os.environ.get(env, ""))
+    except ValueError:
+        return default
+    return v if v > 0 else default
+
+
+def _capped(records: Iterator[tuple[int, Any]], cap: int, src: str, env: str
+            ) -> Iterator[tuple[int, Any]]:
+    """Yields ``records`` and raises InputError at the first one beyond ``cap``."""
+    for count, (n, rec) in enumerate(records, start=1):
+        if count > cap:
+            raise InputError(f"more than {cap} records (raise the cap with {env})",
+                             field=f"line {n}", source=src)
+        yield n, rec
+
+
+def _check_declared_work(brackets: list[BracketRecord], src: str) -> None:
+    """Raises InputError naming the bracket at which the store's declared work passes
+    SOFTRANK_MAX_DECLARED_WORK (default MAX_DECLARED_WORK)."""
+    from softrank.certify.numerics.workbound import float_product
+
+    cap = _cap("SOFTRANK_MAX_DECLARED_WORK", MAX_DECLARED_WORK)
+    total = 0
+    for b in brackets:
+        m, n = b.shape or (1, 1)
+        for end in (b.upper, b.lower):
+            if end is not None:
+                total += float_product(m, end.rank, n)
+        if total > cap:
+            raise InputError(f"the store declares more than {cap} work units by this "
+                             "bracket (m x rank x N of its ends; raise the cap with "
+                             "SOFTRANK_MAX_DECLARED_WORK)", field=f"{b.id}.upper.rank",
+                             source=src)
 
 
 #: Largest width d accepted for the Q (m x d) and K (N x d) operator arrays.

@@ -31,7 +31,7 @@ from flint import arb_mat, fmpz_mat
 
 from ..arrays import as_index_vector, as_matrix
 from ..errors import InputError
-from ..numerics import arbutil, dyadic, tiers
+from ..numerics import arbutil, dyadic, tiers, workbound
 from ..numerics.ballmat import (
     Ball,
     abs_row_sums_lower,
@@ -63,7 +63,8 @@ SVD_AUTO_TIERS = ("float64", "arb")
 
 
 def check_lower(A: object, certificate: Mapping, eps: object, *, tier: str = "auto",
-                chi: object = 0, source: str | None = None) -> Check:
+                chi: object = 0, source: str | None = None,
+                max_work: int | None = None) -> Check:
     """Decides a lower certificate's inequality at threshold eps + chi for the exact stored A.
 
     Returns a :class:`Check` with ``status`` ``"holds"`` (proved: every B with
@@ -88,13 +89,37 @@ def check_lower(A: object, certificate: Mapping, eps: object, *, tier: str = "au
     unknown kind, missing or extra arrays, wrong shapes, NaN/Inf, a rank that disagrees with
     the arrays, rank < 1 or rank > min(m, N), bad index vectors, or (bernstein) rows W[J, :]
     that are not exactly the identity.
+
+    ``max_work`` (work units, ``certify.numerics.workbound``; default: the enclosing record's meter,
+    else ``DEFAULT_MAX_WORK``, about 60 s) bounds the work: a phase whose estimate would
+    pass it is not run, and the result is ``"undecided"`` (``value`` None) with
+    ``detail["reason"]`` starting ``"work limit"``.
     """
+    limit = workbound.check_max_work(max_work)
     eps_q = parse_eps(eps)
     chi_q = to_rational(chi, field="chi")
     if chi_q < 0:
         raise InputError("slack chi must be >= 0", field="chi", source=source)
     tier = check_tier(tier)
     kind, rank, arrays = parse_certificate(certificate, source=source)
+    try:
+        with workbound.metered(limit):
+            return _check_kind(A, kind, rank, arrays, eps_q, chi_q, tier, source)
+    except workbound.WorkLimit as err:
+        t = eps_q + chi_q
+        sense, threshold = ">", t
+        if kind in ("decoder", "submatrix", "bernstein"):
+            sense, threshold = "<", Fraction(1)
+        elif kind == "frobenius_tail":
+            threshold = np.shape(A)[0] * t * t
+        return Check(status="undecided", kind=kind, rank=rank, eps=eps_q, threshold=threshold,
+                     value=None, tier="float64", claim=f"{kind} certificate of rank {rank}",
+                     chi=chi_q, tiers_run=(), detail={"sense": sense, "reason": str(err)})
+
+
+def _check_kind(A: object, kind: str, rank: int, arrays: dict[str, object], eps_q: Fraction,
+                chi_q: Fraction, tier: str, source: str | None) -> Check:
+    """The body of :func:`check_lower` for a parsed certificate (inside its meter)."""
     A = as_matrix(A, "A", source=source)
     m, N = A.shape
     if m == 0 or N == 0:
@@ -217,6 +242,9 @@ def _check_frobenius(A: np.ndarray, L: int, t: Fraction, eps: Fraction, chi: Fra
                      tiers_run=("exact",), detail={"sense": ">", "reason": "rank > min(m, N)"},
                      **base)  # type: ignore[arg-type]
     tiers = SVD_AUTO_TIERS if tier == "auto" else (tier,)
+    # the float SVD (LAPACK, O(m N p)) and its float64 residuals; arb and exact price
+    # themselves in svd.enclose once the factors' bits are known
+    workbound.charge(30 * m * N * p + 20 * m * N, "the float64 SVD")
     frob: Enclosure | None = None  # ||A||_F^2, computed only when the direct bound is thin
     cache: dict = {}  # one float SVD shared by the tiers
     run: list[str] = []
@@ -281,6 +309,10 @@ def _fr(x: float) -> Fraction:
 
 def _float_parts(A, D, W, X, sel) -> Bounds | None:
     """Float64 mid-radius enclosures (round-to-nearest plus outward steps; ballmat)."""
+    p, (m, N) = X.shape[0], A.shape
+    workbound.charge((workbound.float_product(p, m, N) + workbound.float_product(p, N, p)
+                      + workbound.float_product(p, p, m) if sel is None else 0)
+                     + workbound.float_product(p, p, p), "the float64 tier")
     with np.errstate(all="ignore"):
         Xb = Ball.exact(X)
         if sel is None:
@@ -320,6 +352,11 @@ def _arb_max_row_abs(M: arb_mat) -> tuple[Fraction, Fraction] | None:
 
 def _arb_parts(A, D, W, X, sel, prec: int) -> Bounds | None:
     p = X.shape[0]
+    m, N = A.shape
+    workbound.charge((workbound.arb_product(p, m, N, prec) + workbound.arb_product(p, N, p, prec)
+                      + workbound.arb_product(p, p, m, prec) if sel is None else 0)
+                     + workbound.arb_product(p, p, p, prec) + 3000 * p * (p + m),
+                     f"the arb tier at {prec} bits")
     with arbutil.precision(prec):
         Xa = arbutil.matrix(X)
         if sel is None:
@@ -347,6 +384,16 @@ def _exact_max_row_abs(M: fmpz_mat, e: int) -> Fraction:
 
 def _exact_parts(A, D, W, X, sel) -> Bounds:
     p = X.shape[0]
+    if sel is None:  # D A W, X D and X (D A W), exactly
+        bm = workbound.product_bits(workbound.product_bits(
+            workbound.bits(D), workbound.bits(A), A.shape[0]), workbound.bits(W), A.shape[1])
+        price = (workbound.exact_chain(D, A, W) + workbound.exact_chain(X, D)
+                 + workbound.exact_product(p, p, p, workbound.bits(X), bm)
+                 + workbound.exact_rows(p * p, workbound.product_bits(workbound.bits(X), bm, p)
+                                        + 2200))
+    else:
+        price = workbound.exact_chain(X, A[np.ix_(*sel)])
+    workbound.charge(price, "the exact tier")
     MX, ex = dyadic.to_int_matrix(X)
     if sel is None:
         MD, ed = dyadic.to_int_matrix(D)

@@ -21,7 +21,7 @@ from flint import fmpz_mat
 
 from ..arrays import as_index_vector, as_matrix
 from ..errors import InputError
-from ..numerics import arbutil, dyadic, tiers
+from ..numerics import arbutil, dyadic, tiers, workbound
 from ..numerics.ballmat import (
     U_F,
     Ball,
@@ -105,6 +105,9 @@ def check_bernstein(A: np.ndarray, W: np.ndarray, P: np.ndarray, t: Fraction, *,
 
 def _float_parts(A: np.ndarray, W: np.ndarray, P: np.ndarray) -> Bounds | None:
     """Float64 mid-radius enclosures (ballmat): (A W) first, so no N x N intermediate."""
+    (m, N), p = A.shape, W.shape[1]
+    workbound.charge(workbound.float_product(m, N, p) + workbound.float_product(N, m, p),
+                     "the float64 tier")
     with np.errstate(all="ignore"):
         PAW = ball_matmul(Ball.exact(P), ball_matmul(Ball.exact(A), Ball.exact(W)))
         mid = PAW.mid - W
@@ -132,6 +135,9 @@ def _arb_max_row_abs(M) -> tuple[Fraction, Fraction] | None:
 
 
 def _arb_parts(A: np.ndarray, W: np.ndarray, P: np.ndarray, prec: int) -> Bounds | None:
+    (m, N), p = A.shape, W.shape[1]
+    workbound.charge(workbound.arb_product(m, N, p, prec) + workbound.arb_product(N, m, p, prec)
+                     + 3000 * N * (m + p), f"the arb tier at {prec} bits")
     with arbutil.precision(prec):
         Wa = arbutil.matrix(W)
         Pa = arbutil.matrix(P)
@@ -150,6 +156,13 @@ def _exact_max_row_abs(M: fmpz_mat, e: int) -> Fraction:
 
 
 def _exact_parts(A: np.ndarray, W: np.ndarray, P: np.ndarray) -> Bounds:
+    (m, N), p = A.shape, W.shape[1]
+    bw, bp = workbound.bits(W), workbound.bits(P)
+    baw = workbound.product_bits(workbound.bits(A), bw, N)
+    workbound.charge(workbound.exact_product(m, N, p, workbound.bits(A), bw)
+                     + workbound.exact_product(N, m, p, bp, baw)
+                     + workbound.exact_rows(N * p, workbound.product_bits(bp, baw, m) + 2200)
+                     + workbound.exact_rows(N * m, bp), "the exact tier")
     MA, ea = dyadic.to_int_matrix(A)
     MW, ew = dyadic.to_int_matrix(W)
     MP, ep = dyadic.to_int_matrix(P)

@@ -30,7 +30,7 @@ from flint import fmpz_mat
 
 from ..arrays import as_matrix
 from ..errors import InputError
-from ..numerics import arbutil, dyadic, tiers
+from ..numerics import arbutil, dyadic, tiers, workbound
 from ..numerics.ballmat import Ball, ball_matmul
 from ..numerics.rounding import down, up
 from ..numerics.tiers import safe_min_lower, safe_min_upper
@@ -103,6 +103,30 @@ def parse_arrays(arrays: Mapping[str, object], rank: int, m: int, N: int, *,
     return Y, I, F, Z, G
 
 
+def column_scaled(Y: np.ndarray) -> np.ndarray:
+    """Returns Y D with D = diag(2^s_c): each column c whose scaling is exact is moved so
+    that its largest |entry| lies in [1/2, 1); a column whose scaling would round, overflow
+    or underflow keeps s_c = 0.
+
+    The facets of conv(+-Y D) are those of conv(+-Y) with the same point indices: x -> x D
+    is an invertible linear map, a facet normal n of Y becomes D^-1 n, and
+    (D^-1 n) . (y D) = n . y for every point, so every equation n . y = 1, every strict
+    inequality |n . y| < 1 and every singular facet matrix (det(B D) = det(B) det(D)) of
+    :func:`sphere_defect` is the same for both.  Points with one tiny (e.g. subnormal)
+    coordinate then no longer give normals beyond float range or integers of thousands of
+    bits.  (Scaling single points, rows, would change the polytope: it is not done.)
+    """
+    with np.errstate(all="ignore"):
+        top = np.max(np.abs(Y), axis=0)
+        _, ex = np.frexp(top)
+        shift = np.where(top > 0, -ex, 0).astype(np.int64)
+        Ys = np.ldexp(Y, shift[None, :])
+        # exact iff it scales back to Y: scaling up by 2^|s| is exact barring overflow, so a
+        # rounded (or underflowed) scaled entry cannot come back to the stored one
+        ok = np.all(np.isfinite(Ys) & (np.ldexp(Ys, -shift[None, :]) == Y), axis=0)
+    return np.where(ok[None, :], Ys, Y)
+
+
 def sphere_defect(Y: np.ndarray, F: np.ndarray) -> str | None:
     """Returns None when the facets F and their mirrors are exactly the facets of
     P = conv(+-Y), each simplicial (part 1 of the module's statement); otherwise a sentence
@@ -111,9 +135,13 @@ def sphere_defect(Y: np.ndarray, F: np.ndarray) -> str | None:
     Each facet's normal n (n . y = 1 on its points) is solved exactly; n . y for the other
     points is then enclosed in one float64 ball product (n rounded to the nearest float,
     radius one ulp), and only the pairs that enclosure cannot place strictly inside
-    |n . y| < 1 are compared in exact rationals.
+    |n . y| < 1 are compared in exact rationals.  All of it runs on :func:`column_scaled`
+    points (the same facets and defects).  The facet solves, each float64 block and the exact
+    pairs it leaves are priced before they run (``certify.numerics.workbound``): raises
+    ``workbound.WorkLimit`` instead of starting a phase over the current meter's limit.
     """
     k, p = Y.shape
+    Y = column_scaled(Y)  # the same facets and defects (see column_scaled), fewer bits
     full = np.vstack([F, (F + k) % (2 * k)])
     srt = np.sort(full, axis=1).astype(np.int32)
     if len(np.unique(srt, axis=0)) != len(srt):
@@ -129,6 +157,9 @@ def sphere_defect(Y: np.ndarray, F: np.ndarray) -> str | None:
             bad = int(np.flatnonzero(counts != 2)[0])
             return (f"a ridge lies in {int(counts[bad])} facets, not 2: the facets do not "
                     "close up into a sphere")
+    b = workbound.bits(Y)
+    workbound.charge(workbound.solve_facets(len(F), p, b),
+                     f"the exact normals of {len(F)} facets (rank {p}, {b}-bit points)")
     Yz, e = dyadic.to_int_matrix(Y)
     rows = Yz.tolist()
     ones = fmpz_mat(p, 1, [1] * p)
@@ -144,9 +175,14 @@ def sphere_defect(Y: np.ndarray, F: np.ndarray) -> str | None:
         nf = np.array([[float(x) for x in n] for n in normals]).T  # p x f, correctly rounded
     except OverflowError:  # a normal beyond float range: every pair goes to exact rationals
         nf = None
+    # bits of the normals as solved (not the a-priori bound): they price the exact pairs
+    nbits = max(max(x.numerator.bit_length(), x.denominator.bit_length())
+             for n in normals for x in n)
     step = max(1, (1 << 22) // k)  # facets per block: about 4M (point, facet) pairs at a time
     for c0 in range(0, len(F), step):
         cols = np.arange(c0, min(c0 + step, len(F)))
+        workbound.charge(workbound.float_product(k, p, len(cols)),
+                         f"the float64 filter of {k} points against {len(cols)} facets")
         if nf is None:
             inside = np.zeros((k, len(cols)), dtype=bool)
         else:
@@ -156,6 +192,10 @@ def sphere_defect(Y: np.ndarray, F: np.ndarray) -> str | None:
                 V = ball_matmul(Ball.exact(Y), Ball(nb, nr))  # k x block: n_r . Y[j]
                 inside = up(np.abs(V.mid) + V.rad) < 1.0
         inside[F[cols] % k, np.arange(len(cols))[:, None]] = True  # the facet's own points
+        todo = int(np.count_nonzero(~inside))
+        if todo:
+            workbound.charge(workbound.point_facet_pairs(todo, p, nbits),
+                             f"{todo} exact point-facet comparisons (normals of {nbits} bits)")
         for j, c in zip(*np.nonzero(~inside), strict=True):
             r = int(cols[c])
             v = sum((Fraction(float(y)) * n for y, n in zip(Y[j], normals[r], strict=True)),
@@ -222,6 +262,8 @@ def _float_min(A: np.ndarray, Z: np.ndarray, g: np.ndarray, i: np.ndarray,
     """Mid-radius enclosure of Z A^T over the pairs used (ballmat, a-priori rounding bounds);
     multiplying by sigma = +-1 is exact."""
     gu, iu, pos = _pairs(g, i)
+    workbound.charge(workbound.float_product(len(gu), A.shape[1], len(iu)) + 50 * len(pos),
+                     "the float64 tier")
     with np.errstate(all="ignore"):
         Yb = ball_matmul(Ball.exact(np.ascontiguousarray(Z[gu])),
                          Ball.exact(np.ascontiguousarray(A[iu].T)))
@@ -238,6 +280,8 @@ def _float_min(A: np.ndarray, Z: np.ndarray, g: np.ndarray, i: np.ndarray,
 def _arb_min(A: np.ndarray, Z: np.ndarray, g: np.ndarray, i: np.ndarray, sig: np.ndarray,
              prec: int) -> Enclosure | None:
     gu, iu, pos = _pairs(g, i)
+    workbound.charge(workbound.arb_product(len(gu), A.shape[1], len(iu), prec) + 5000 * len(pos),
+                     f"the arb tier at {prec} bits")
     cols = len(iu)
     lo = hi = None
     with arbutil.precision(prec):
@@ -260,6 +304,7 @@ def _arb_min(A: np.ndarray, Z: np.ndarray, g: np.ndarray, i: np.ndarray, sig: np
 def _exact_min(A: np.ndarray, Z: np.ndarray, g: np.ndarray, i: np.ndarray,
                sig: np.ndarray) -> Enclosure:
     gu, iu, pos = _pairs(g, i)
+    workbound.charge(workbound.exact_chain(Z[gu], A[iu].T) + 1000 * len(pos), "the exact tier")
     MZ, ez = dyadic.to_int_matrix(np.ascontiguousarray(Z[gu]))
     MA, ea = dyadic.to_int_matrix(np.ascontiguousarray(A[iu].T))
     ent = (MZ * MA).entries()

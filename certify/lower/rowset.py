@@ -25,7 +25,7 @@ import numpy as np
 
 from ..arrays import as_index_vector, as_matrix
 from ..errors import InputError
-from ..numerics import arbutil, dyadic, tiers
+from ..numerics import arbutil, dyadic, tiers, workbound
 from ..numerics.ballmat import Ball, ball_matmul
 from ..numerics.rounding import down, up
 from ..numerics.tiers import safe_min_lower, safe_min_upper
@@ -84,6 +84,9 @@ def parse_mix_arrays(arrays: Mapping[str, object], rank: int, m: int, N: int, *,
                          "sign vectors and is meant for small ranks", field="lower.rank",
                          source=source)
     D = as_matrix(arrays["D"], "lower.D", source=source, shape=(rank, m))
+    workbound.charge(workbound.exact_product(rank, m, 1, workbound.bits(D), 1)
+                     + workbound.exact_rows(rank * m, workbound.bits(D)),
+                     "the exact row norms of D")
     MD, e = dyadic.to_int_matrix(D)
     cols = MD.ncols()
     ent = [abs(int(v)) for v in MD.entries()]
@@ -152,6 +155,11 @@ def _float_min(D: np.ndarray | None, M: np.ndarray, Z: np.ndarray,
     """Mid-radius enclosure of Z (D M)^T (ballmat, a-priori rounding bounds; D M formed as a
     ball first); multiplying by sigma = +-1 is exact, so the signed entries lie in
     [sigma mid - rad, sigma mid + rad]."""
+    (r, N), q = M.shape, Z.shape[0]
+    p = r if D is None else D.shape[0]
+    workbound.charge(workbound.float_product(q, N, p)
+                     + (0 if D is None else workbound.float_product(p, D.shape[1], N)),
+                     "the float64 tier")
     with np.errstate(all="ignore"):
         if D is None:
             Mt = Ball.exact(np.ascontiguousarray(M.T))
@@ -170,6 +178,11 @@ def _float_min(D: np.ndarray | None, M: np.ndarray, Z: np.ndarray,
 
 def _arb_min(D: np.ndarray | None, M: np.ndarray, Z: np.ndarray, S: np.ndarray,
              prec: int) -> Enclosure | None:
+    q, (r, N) = Z.shape[0], M.shape
+    p = r if D is None else D.shape[0]
+    workbound.charge(workbound.arb_product(q, N, p, prec) + 3000 * q * p
+                     + (0 if D is None else workbound.arb_product(p, D.shape[1], N, prec)),
+                     f"the arb tier at {prec} bits")
     with arbutil.precision(prec):
         if D is None:
             Mt = arbutil.matrix(np.ascontiguousarray(M.T))
@@ -194,6 +207,16 @@ def _arb_min(D: np.ndarray | None, M: np.ndarray, Z: np.ndarray, S: np.ndarray,
 
 def _exact_min(D: np.ndarray | None, M: np.ndarray, Z: np.ndarray,
                S: np.ndarray) -> Enclosure:
+    (r, N), q, bz = M.shape, Z.shape[0], workbound.bits(Z)
+    if D is None:
+        price = workbound.exact_chain(Z, M.T)
+    else:  # D M is formed exactly first: its bits follow from D's and M's
+        p, bd, bm = D.shape[0], workbound.bits(D), workbound.bits(M)
+        bdm = workbound.product_bits(bd, bm, r)
+        price = (workbound.exact_product(p, r, N, bd, bm)
+                 + workbound.exact_product(q, N, p, bz, bdm)
+                 + workbound.exact_rows(q * p, workbound.product_bits(bz, bdm, N)))
+    workbound.charge(price, "the exact tier")
     MZ, ez = dyadic.to_int_matrix(Z)
     if D is None:
         Mt, em = dyadic.to_int_matrix(np.ascontiguousarray(M.T))

@@ -23,7 +23,7 @@ import numpy as np
 from ..arrays import require_all_finite
 from ..rationals import float_down, float_up
 from ..result import Enclosure
-from . import arbutil, dyadic
+from . import arbutil, dyadic, workbound
 from .rounding import (
     ETA,
     gamma_up,
@@ -166,7 +166,8 @@ def decide_max_row_l1(A: np.ndarray, U: np.ndarray, V: np.ndarray, t: Fraction, 
     """Decides whether max_i sum_j |A - U V|_ij <= t.
 
     Returns status ``"holds"`` (proved <= t), ``"fails"`` (proved > t) or ``"undecided"``
-    (only possible when a tier is forced), with an exact enclosure of the maximum.
+    (only possible when a tier is forced), with an exact enclosure of the maximum.  Raises
+    ``workbound.WorkLimit`` before a tier whose price would pass the current meter.
     ``tier="auto"`` starts with float64 and escalates the rows whose enclosures straddle t to
     arb and then to exact; ``"float64"``, ``"arb"``, ``"exact"`` run that tier alone on every row.
     Raises InputError if an array holds NaN or Inf.
@@ -182,6 +183,8 @@ def decide_max_row_l1(A: np.ndarray, U: np.ndarray, V: np.ndarray, t: Fraction, 
 
     if tier in ("auto", "float64"):
         tiers_run.append("float64")
+        workbound.charge(workbound.float_product(m, U.shape[1], A.shape[1]),
+                         "the float64 tier")
         sums = float_row_sums(A, U, V)
         if sums is None:
             require_all_finite(source, A=A, U=U, V=V)
@@ -224,6 +227,8 @@ def decide_max_row_l1(A: np.ndarray, U: np.ndarray, V: np.ndarray, t: Fraction, 
             tiers_run.append("arb")
             escalated[f"arb{prec}"] = len(pending)
             prec_used = prec
+            workbound.charge(workbound.arb_product(len(pending), U.shape[1], A.shape[1], prec),
+                             f"the arb tier at {prec} bits on {len(pending)} rows")
             encl = arb_row_enclosures(A[pending], U[pending], V, prec)
             for i, e in zip(pending, encl, strict=True):
                 if e is not None:
@@ -238,11 +243,25 @@ def decide_max_row_l1(A: np.ndarray, U: np.ndarray, V: np.ndarray, t: Fraction, 
 
     tiers_run.append("exact")
     escalated["exact"] = len(pending)
+    _charge_exact(A[pending], U[pending], V)
     exact = exact_row_l1(A[pending], U[pending], V)
     for i, v in zip(pending, exact, strict=True):
         lo[i] = hi[i] = v
     status = "fails" if any(lo[i] > t for i in pending) else "holds"
     return _finish(status, _max_enclosure(lo, hi), tiers_run, prec_used, escalated)
+
+
+def _charge_exact(A: np.ndarray, U: np.ndarray, V: np.ndarray) -> None:
+    """Prices :func:`exact_row_l1` on these rows from their sizes and bit sizes."""
+    r, N = A.shape
+    k = U.shape[1]
+    bu, bv, ba = workbound.bits(U), workbound.bits(V), workbound.bits(A)
+    price = (workbound.exact_product(r, k, N, bu, bv)
+             + workbound.exact_product(r, 1, N, ba, 1)  # A's rows converted and aligned
+             # aligning A with U V to one exponent adds at most the gap of two exponents
+             + workbound.exact_rows(r * N, max(ba, workbound.product_bits(bu, bv, k)) + 2200))
+    workbound.charge(price, f"the exact tier on {r} rows ({r} x {k} x {N}, "
+                            f"{max(ba, bu, bv)}-bit entries)")
 
 
 @lru_cache(maxsize=256)

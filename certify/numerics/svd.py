@@ -37,7 +37,7 @@ from ..arrays import as_matrix
 from ..errors import InputError
 from ..rationals import float_down, float_up
 from ..result import Enclosure, check_tier
-from . import arbutil, dyadic
+from . import arbutil, dyadic, workbound
 from .ballmat import (
     frob_upper,
     gram_residual_frob_upper,
@@ -163,8 +163,26 @@ def enclose(A: np.ndarray, tier: str, cache: dict | None = None) -> SingularValu
             return sv
         tier = "arb"
     if tier == "arb":
+        workbound.charge(_residual_price(fac, ARB_PREC), "the arb residuals of the SVD")
         return _from_residuals(A, As, k, fac, *_arb_residuals(fac, ARB_PREC), "arb")
+    workbound.charge(_residual_price(fac, None), "the exact residuals of the SVD")
     return _from_residuals(A, As, k, fac, *_exact_residuals(fac), "exact")
+
+
+def _residual_price(fac: _Factors, prec: int | None) -> int:
+    """Prices the arb (``prec``) or exact (None) residuals: U S V^T - B (m x p x p, then
+    m x p x n), V^T V - I and U^T U - I, from the factors' shapes and bits."""
+    (m, p), n = fac.U.shape, fac.Vt.shape[1]
+    if prec is not None:
+        return (workbound.arb_product(m, p, p, prec) + workbound.arb_product(m, p, n, prec)
+                + workbound.arb_product(p, n, p, prec) + workbound.arb_product(p, m, p, prec)
+                + 3000 * (m * n + 2 * p * p))
+    bu, bs, bv = workbound.bits(fac.U), workbound.bits(fac.s), workbound.bits(fac.Vt)
+    bus = workbound.product_bits(bu, bs, p)
+    return (workbound.exact_product(m, p, p, bu, bs) + workbound.exact_product(m, p, n, bus, bv)
+            + workbound.exact_product(p, n, p, bv, bv) + workbound.exact_product(p, m, p, bu, bu)
+            + workbound.exact_rows(m * n, max(workbound.bits(fac.B),
+                                              workbound.product_bits(bus, bv, p)) + 2200))
 
 
 def approximate_factors(A: np.ndarray) -> _Factors | None:
@@ -355,6 +373,8 @@ def frobenius_sq_enclosure(A: np.ndarray) -> Enclosure:
     if nz.size == 0:
         return Enclosure(Fraction(0), Fraction(0))
     if nz.min() < 2.0**-450 or nz.max() > 2.0**500:
+        workbound.charge(workbound.exact_rows(A.size, 2 * workbound.bits(A) + 64),
+                         "the exact Frobenius norm")
         q = frobenius_sq_exact(A)
         return Enclosure(q, q)
     t = x * _VELTKAMP

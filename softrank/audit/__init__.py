@@ -86,7 +86,8 @@ def sample_size(n: int) -> int:
 
 def _check_into(journal: Journal, executor: Any, reader: Any, store_ref: tuple[str, str],
                 todo: list[str], sample: list[str], tier: str, total: int, progress: bool,
-                on_record: Callable[[dict[str, Any]], None] | None) -> list[str]:
+                on_record: Callable[[dict[str, Any]], None] | None,
+                max_work: int | None = None) -> list[str]:
     """Checks ``todo`` (journaling each record) and ``sample`` (comparing each with its
     journaled record); returns the sampled ids whose recheck differs."""
     from tqdm import tqdm
@@ -98,7 +99,7 @@ def _check_into(journal: Journal, executor: Any, reader: Any, store_ref: tuple[s
               disable=not progress, desc="audit") as bar:
         # closing(): on an error, stop the executor (cancel queued chunks) now,
         # not when the generator is garbage-collected
-        with closing(executor.run(store_ref, chunks, tier)) as results:
+        with closing(executor.run(store_ref, chunks, tier, max_work)) as results:
             for rec in results:
                 if rec["bracket"] in wanted:
                     if normalize(rec) != journal.records.get(rec["bracket"]):
@@ -122,7 +123,8 @@ def run_audit(store: str | Path, out: str | Path, *, jobs: int = 1,
               on_record: Callable[[dict[str, Any]], None] | None = None,
               bootstrap_seed: int = DEFAULT_SEED,
               bootstrap_resamples: int = DEFAULT_RESAMPLES,
-              recheck: bool = False, recheck_seed: int | None = None) -> dict[str, Any]:
+              recheck: bool = False, recheck_seed: int | None = None,
+              max_work: int | None = None) -> dict[str, Any]:
     """Checks every bracket of ``store`` not yet in ``out``'s journal and writes the report.
 
     Returns the report.json document.  ``scheduler`` (a Dask scheduler address or Client)
@@ -136,7 +138,9 @@ def run_audit(store: str | Path, out: str | Path, *, jobs: int = 1,
     belongs to another store/tier (unless ``restart``).  A kernel exception propagates; every
     record journaled before it is kept.  With ``figures`` and no matplotlib it raises
     InputError before checking anything.  ``bootstrap_seed`` and ``bootstrap_resamples`` fix
-    the intervals (both stated in the report).
+    the intervals (both stated in the report).  ``max_work`` bounds each record's work
+    (``certify.numerics.workbound``; None: the kernel's default); a journal written under another
+    limit is not reused.
     """
     started, t0 = _now(), time.monotonic()
     tier = check_tier(tier)
@@ -151,7 +155,9 @@ def run_audit(store: str | Path, out: str | Path, *, jobs: int = 1,
         require_figures()
     reader = open_store(store)
     ids = [b.id for b in reader.brackets]
-    key = journal_key(store, tier, provenance.this_version())
+    # a journal written under another work limit holds other verdicts: a different key
+    key = journal_key(store, tier if max_work is None else f"{tier}; max_work={int(max_work)}",
+                      provenance.this_version())
     store_ref = (key["store"], key["store_sha256"])
     executor_name, workers = "none", 0
     seed = secrets.randbits(64) if recheck_seed is None else int(recheck_seed)
@@ -177,7 +183,7 @@ def run_audit(store: str | Path, out: str | Path, *, jobs: int = 1,
                     executor_name, workers = executor.name, executor.workers
                     runner = executor
                 bad = _check_into(journal, runner, reader, store_ref, todo, sample, tier,
-                                  len(ids), progress, on_record)
+                                  len(ids), progress, on_record, max_work)
             else:
                 bad = []
             if not bad:

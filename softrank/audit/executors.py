@@ -51,14 +51,23 @@ def _reader(store: StoreRef) -> tuple[StoreReader, dict[str, Any]]:
     return _READERS[store]
 
 
-def check_chunk(store: StoreRef, ids: Sequence[str], tier: str) -> list[dict[str, Any]]:
+def check_chunk(store: StoreRef, ids: Sequence[str], tier: str,
+                max_work: int | None = None) -> list[dict[str, Any]]:
     """Worker entry point: returns the check records of brackets ``ids`` of the store
-    ``store`` = (path, sha256 digest of its record files, see ``journal.store_digest``).
+    ``store`` = (path, sha256 digest of its record files, see ``journal.store_digest``),
+    each record's work bounded by ``max_work`` (None: the kernel's default).
     """
     with _CHECK_LOCK:
         reader, by_id = _reader(store)
         cache = _OperatorCache(reader)
-        return [check_record(reader, by_id[i], cache, tier=tier) for i in ids]
+        return [check_record(reader, by_id[i], cache, tier=tier, max_work=max_work)
+                for i in ids]
+
+
+def _extra(max_work: int | None) -> tuple[int, ...]:
+    """The optional last argument of ``check_chunk``: none for the default limit, so a
+    chunk call reads as before when no limit was given."""
+    return () if max_work is None else (int(max_work),)
 
 
 def plan_chunks(reader: StoreReader, ids: Sequence[str], workers: int,
@@ -77,8 +86,8 @@ class Executor(Protocol):
     name: str
     workers: int
 
-    def run(self, store: StoreRef, chunks: list[list[str]], tier: str
-            ) -> Iterator[dict[str, Any]]: ...
+    def run(self, store: StoreRef, chunks: list[list[str]], tier: str,
+            max_work: int | None = None) -> Iterator[dict[str, Any]]: ...
 
 
 class SerialExecutor:
@@ -87,10 +96,10 @@ class SerialExecutor:
     name = "serial"
     workers = 1
 
-    def run(self, store: StoreRef, chunks: list[list[str]], tier: str
-            ) -> Iterator[dict[str, Any]]:
+    def run(self, store: StoreRef, chunks: list[list[str]], tier: str,
+            max_work: int | None = None) -> Iterator[dict[str, Any]]:
         for c in chunks:
-            yield from check_chunk(store, c, tier)
+            yield from check_chunk(store, c, tier, *_extra(max_work))
 
 
 class ProcessExecutor:
@@ -101,8 +110,8 @@ class ProcessExecutor:
     def __init__(self, workers: int):
         self.workers = workers
 
-    def run(self, store: StoreRef, chunks: list[list[str]], tier: str
-            ) -> Iterator[dict[str, Any]]:
+    def run(self, store: StoreRef, chunks: list[list[str]], tier: str,
+            max_work: int | None = None) -> Iterator[dict[str, Any]]:
         pool = ProcessPoolExecutor(max_workers=self.workers, initializer=init_worker,
                                    initargs=(os.getpid(),))
         try:
@@ -112,13 +121,13 @@ class ProcessExecutor:
             # cores the workers run on); a few chunks per worker keep every worker busy.
             todo = iter(chunks)
             window = WINDOW_PER_WORKER * self.workers
-            pending = {pool.submit(check_chunk, store, c, tier)
+            pending = {pool.submit(check_chunk, store, c, tier, *_extra(max_work))
                        for c in itertools.islice(todo, window)}
             while pending:
                 done, pending = wait(pending, return_when=FIRST_COMPLETED)
                 for fut in done:
                     for c in itertools.islice(todo, 1):
-                        pending.add(pool.submit(check_chunk, store, c, tier))
+                        pending.add(pool.submit(check_chunk, store, c, tier, *_extra(max_work)))
                     yield from fut.result()
         finally:
             # on an error or an interrupt, drop queued chunks instead of finishing them
@@ -153,11 +162,12 @@ class DaskExecutor:
         self.address = str(self.client.scheduler.address)
         self.workers = max(1, sum(self.client.nthreads().values()))
 
-    def run(self, store: StoreRef, chunks: list[list[str]], tier: str
-            ) -> Iterator[dict[str, Any]]:
+    def run(self, store: StoreRef, chunks: list[list[str]], tier: str,
+            max_work: int | None = None) -> Iterator[dict[str, Any]]:
         from distributed import as_completed
 
-        futures = [self.client.submit(check_chunk, store, c, tier, pure=False)
+        futures = [self.client.submit(check_chunk, store, c, tier, *_extra(max_work),
+                                      pure=False)
                    for c in chunks]
         try:
             for fut in as_completed(futures):

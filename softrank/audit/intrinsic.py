@@ -55,12 +55,12 @@ def build_rows(results: list[dict[str, Any]], pairs: list[dict[str, Any]]
 
 
 def write_intrinsic(store: str | Path, out: str | Path, pairs: list[dict[str, Any]], *,
-                    figures: bool = True) -> dict[str, Any] | None:
+                    figures: bool = True, max_work: int | None = None) -> dict[str, Any] | None:
     """Checks the store's intrinsic records and writes intrinsic.json / intrinsic.md (and the
     figure); returns the summary, or None when the store has no intrinsic.jsonl."""
     if not (Path(store) / INTRINSIC_FILE).is_file():
         return None
-    results = list(iter_intrinsic_checks(open_store(store)))
+    results = list(iter_intrinsic_checks(open_store(store), max_work))
     rows = build_rows(results, pairs)
     summary = summarize_intrinsic(results)
     native = [r for r in results if r.get("kind") == "native" and "error" not in r]

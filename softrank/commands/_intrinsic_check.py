@@ -17,6 +17,7 @@ import numpy as np
 
 from softrank.certify import intrinsic as K
 from softrank.certify.errors import InputError
+from softrank.certify.numerics import workbound
 from softrank.terminal import shown
 from softrank.witnesses.intrinsic_store import IntrinsicRecord, read_intrinsic
 from softrank.witnesses.store import StoreReader
@@ -60,8 +61,26 @@ class _Operators:
         return self._C[op_id]
 
 
-def check_record(rec: IntrinsicRecord, ops: _Operators, eps: list[Fraction]) -> dict[str, Any]:
-    """Returns the proved brackets of one intrinsic record (raises InputError on bad input)."""
+def _within_limit(rec: IntrinsicRecord, src: str, m: int, n: int, r: int,
+                  arrays: list[np.ndarray], max_work: int | None) -> None:
+    """Prices the record (``workbound.intrinsic_record``, from its sizes and the bits of its
+    arrays) before any kernel work; raises InputError naming the record when the price is
+    over ``max_work`` (default ``workbound.DEFAULT_MAX_WORK``): an intrinsic record has no
+    undecided state, so one over the limit is refused (exit 2) instead of run."""
+    limit = workbound.DEFAULT_MAX_WORK if max_work is None else int(max_work)
+    try:
+        workbound.Meter(limit).charge(
+            workbound.intrinsic_record(m, n, r, *[np.asarray(a, dtype=np.float64)
+                                                   for a in arrays if a is not None]),
+            f"intrinsic record {rec.id} ({m} x {n}, width {r})")
+    except workbound.WorkLimit as err:
+        raise InputError(str(err), field=rec.id, source=src) from None
+
+
+def check_record(rec: IntrinsicRecord, ops: _Operators, eps: list[Fraction],
+                 max_work: int | None = None) -> dict[str, Any]:
+    """Returns the proved brackets of one intrinsic record (raises InputError on bad input,
+    and on a record priced over ``max_work``, see :func:`_within_limit`)."""
     t0 = time.monotonic()
     out: dict[str, Any] = {"id": rec.id, "operator": rec.operator, "kind": rec.kind,
                            "rank": rec.rank, "shape": list(rec.shape)}
@@ -72,6 +91,8 @@ def check_record(rec: IntrinsicRecord, ops: _Operators, eps: list[Fraction]) -> 
             raise InputError("a native record needs Q and K in its operator record",
                              field=f"{rec.id}.operator", source=str(op.path))
         w = rec.load(d=int(arrs["Q"].shape[1]))
+        _within_limit(rec, str(rec.path), arrs["Q"].shape[0], arrs["K"].shape[0],
+                      int(arrs["Q"].shape[1]), [arrs["Q"], arrs["K"]], max_work)
         beta = op.beta if op.beta is not None else 1
         try:
             g = K.native_size(arrs["Q"], arrs["K"], beta, centre_q=w.get("centre_q"),
@@ -81,9 +102,13 @@ def check_record(rec: IntrinsicRecord, ops: _Operators, eps: list[Fraction]) -> 
             raise err.at(source=str(rec.path), field_prefix=rec.id) from None
         out["Gamma"] = g.to_json()
     else:
-        C = ops.interaction(rec.operator)
         w = rec.load()
         r = int(rec.rank)  # type: ignore[arg-type]
+        arrs = ops.arrays(rec.operator)
+        A = arrs.get("logits", arrs.get("block", arrs["A"]))
+        _within_limit(rec, str(rec.path), A.shape[0], A.shape[1], r,
+                      [np.where(np.isfinite(A), A, 0.0), w["X"], w["Y"]], max_work)
+        C = ops.interaction(rec.operator)
         try:
             # r: factors whose width differs from the record's rank are refused, not checked
             tr = K.tau_bracket(C, w["X"], w["Y"], b=w.get("b"), cycle=w.get("cycle"),
@@ -98,15 +123,17 @@ def check_record(rec: IntrinsicRecord, ops: _Operators, eps: list[Fraction]) -> 
     return out
 
 
-def iter_intrinsic_checks(reader: StoreReader) -> Iterator[dict[str, Any]]:
+def iter_intrinsic_checks(reader: StoreReader, max_work: int | None = None
+                          ) -> Iterator[dict[str, Any]]:
     """Yields one result per intrinsic record of the store (none when it has no
-    intrinsic.jsonl); input errors are yielded as {"id", "operator", "error"}."""
+    intrinsic.jsonl); input errors (and records priced over ``max_work``) are yielded as
+    {"id", "operator", "error"}."""
     records = read_intrinsic(reader)
     ops = _Operators(reader)
     eps = _eps_of(reader)
     for rec in sorted(records, key=lambda r: (r.operator, r.kind, r.rank or 0)):
         try:
-            yield check_record(rec, ops, eps.get(rec.operator, []))
+            yield check_record(rec, ops, eps.get(rec.operator, []), max_work)
         except InputError as err:
             yield {"id": rec.id, "operator": rec.operator, "kind": rec.kind,
                    "rank": rec.rank, "error": str(err)}

@@ -6,6 +6,7 @@ import argparse
 import shlex
 import sys
 
+from softrank.certify.numerics import workbound
 from softrank.witnesses import jsonexact
 
 from ..audit import DEFAULT_RESAMPLES, DEFAULT_SEED, parse_budgets, run_audit
@@ -39,6 +40,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                        help="run on a Dask cluster (extra [dask]); workers must see STORE at the "
                             "same path and run one check at a time per process (start them with "
                             "--nthreads 1 and several --nworkers)")
+    p.add_argument("--max-work", metavar="W", default=None,
+                   help="work limit per record, in work units of about 1 ns (default "
+                        "6e10, about 60 s); a record over it ends undecided "
+                        "('work limit')")
     p.add_argument("--restart", action="store_true",
                    help="discard DIR's journal instead of resuming from it")
     p.add_argument("--recheck", action="store_true",
@@ -66,6 +71,8 @@ def _command_line(args: argparse.Namespace, budgets: list[int]) -> str:
     if args.no_figures:
         argv.append("--no-figures")
     argv += ["--seed", str(args.seed), "--resamples", str(args.resamples)]
+    if args.max_work is not None:
+        argv += ["--max-work", str(workbound.parse_max_work(args.max_work))]
     return " ".join(shlex.quote(a) for a in argv)
 
 
@@ -74,6 +81,7 @@ def run(args: argparse.Namespace) -> int:
         print("softrank-certify audit: error: --jobs must be >= 1", file=sys.stderr)
         return 2
     budgets = parse_budgets(args.budgets)
+    max_work = None if args.max_work is None else workbound.parse_max_work(args.max_work)
     command = _command_line(args, budgets)
     report = run_audit(args.store, args.out, jobs=args.jobs, budgets=budgets, tier=args.tier,
                        scheduler=args.scheduler, restart=args.restart,
@@ -81,12 +89,13 @@ def run(args: argparse.Namespace) -> int:
                        progress=not (args.no_progress or args.quiet or args.json)
                        and sys.stderr.isatty(),
                        figures=not args.no_figures, command=command,
-                       bootstrap_seed=args.seed, bootstrap_resamples=args.resamples)
+                       bootstrap_seed=args.seed, bootstrap_resamples=args.resamples,
+                       max_work=max_work)
     s = report["summary"]
     from ..audit.intrinsic import write_intrinsic
 
     intrinsic = write_intrinsic(args.store, args.out, report["pairs"],
-                                figures=not args.no_figures)
+                                figures=not args.no_figures, max_work=max_work)
     if args.json:
         print(jsonexact.dumps({"out": str(args.out), "summary": s,
                                "assumptions": report["assumptions"], "run": report["run"]},

@@ -9,6 +9,7 @@ from typing import Any
 
 from tqdm import tqdm
 
+from softrank.certify.numerics import workbound
 from softrank.witnesses import jsonexact, open_store
 
 from ..assumptions import assumptions
@@ -43,6 +44,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                             f"{default_jobs()})")
     p.add_argument("--tier", choices=["auto", "float64", "arb", "exact"], default="auto",
                    help="force one arithmetic tier (default: auto, escalating only where thin)")
+    p.add_argument("--max-work", metavar="W", default=None,
+                   help="work limit per record, in work units of about 1 ns (default "
+                        "6e10, about 60 s); a record over it ends undecided "
+                        "('work limit')")
     p.add_argument("--export", metavar="BUNDLE", default=None,
                    help="also write a replay bundle (see the export command) from this run")
     where.add_argument("--scheduler", metavar="ADDRESS", default=None,
@@ -65,6 +70,7 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
     out["resolved"] = sum(bool(r.get("resolved")) for r in records if "error" not in r)
     out["chi_positive"] = sum(r.get("chi", "0") != "0" for r in records if "error" not in r)
     out["chi_changed"] = sum(bool(r.get("chi_changed")) for r in records)
+    out["work_limited"] = sum(work_limited(r) for r in records)
     return out
 
 
@@ -80,10 +86,18 @@ def format_line(r: dict[str, Any], tier: str | None = None) -> str:
     return "\n".join([line, *reasons])
 
 
+def work_limited(r: dict[str, Any]) -> bool:
+    """True when a check of the record stopped at the work limit (certify.numerics.workbound)."""
+    return any(str((r.get(c) or {}).get("reason", "")).startswith(workbound.WORK_LIMIT)
+               for c in ("upper_check", "lower_check", "nonzero_check"))
+
+
 def _record_line(r: dict[str, Any]) -> str:
     head = f"{shown(r['bracket']):<12} {shown(r['operator']):<14} eps={shown(r['eps']):<8}"
     if "error" in r:
         return f"{head} INPUT ERROR: {shown(r['error'])}"
+    if work_limited(r):
+        head = f"{head} [work limit]"
     up = r.get("upper_check") or {}
     lo = r.get("lower_check") or {}
     claim = "none" if r["lower_claim"] is None else r["lower_claim"]
@@ -107,6 +121,7 @@ def run(args: argparse.Namespace) -> int:
         raise SystemExit(_usage("--jobs must be >= 1"))
     if args.export:
         check_bundle_target(args.export, "--export")  # before the run, not after it
+    max_work = None if args.max_work is None else workbound.parse_max_work(args.max_work)
     reader = open_store(args.store)  # validates records before any work starts
     total = len(reader.brackets)
     records: list[dict[str, Any]] = []
@@ -115,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
     if args.verbose and not args.json:
         print(LEGEND)
     for rec in iter_checks(args.store, jobs=args.jobs, tier=args.tier,
-                           scheduler=args.scheduler):
+                           scheduler=args.scheduler, max_work=max_work):
         records.append(rec)
         bar.update(1)
         if args.verbose and not args.json:
@@ -124,7 +139,7 @@ def run(args: argparse.Namespace) -> int:
     records.sort(key=lambda r: r["bracket"])
     summary = summarize(records)
     # intrinsic witnesses (intrinsic.jsonl), when the store has them
-    intrinsic = list(iter_intrinsic_checks(reader))
+    intrinsic = list(iter_intrinsic_checks(reader, max_work))
     for res in intrinsic:
         if not args.json and not args.quiet:
             print(format_result(res))
@@ -188,6 +203,8 @@ def _summary_text(s: dict[str, Any], records: list[dict[str, Any]],
         f"{closed} closed (L = U)",
         f"  operator slack chi > 0 on {s['chi_positive']} records, changing "
         f"{s['chi_changed']} outcomes; input errors: {s['errors']}",
+        *([f"  {s['work_limited']} records stopped at the work limit (undecided; raise it "
+           "with --max-work)"] if s.get("work_limited") else []),
         "result: " + ("every claim proved (exit 0)" if proved else
                       "some claim not proved or unreadable (exit "
                       f"{2 if errors else 1}); rerun with -v for one line per record "
