@@ -6,9 +6,10 @@ Usage (per sequence length: about 2.5 CPU seconds per head to produce, under a s
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/intrinsic_fullrank.py --tokens 128 \
         --out /tmp/fullrank [--producer-rev REV]
 
-runs ``softrank-certify produce OUT --model minilm --texts benchmarks/intrinsic_heldout_text.txt
---tokens T --intrinsic-ranks 32 --producers tsvd nonzero --eps 0.25`` (with the intrinsic producer of
-``REV`` swapped in when given: ``git show REV:witnesses/producers/intrinsic.py``), then
+runs ``softrank-certify produce OUT --model minilm --texts
+benchmarks/intrinsic_heldout_text.txt --tokens T --intrinsic-ranks 32 --producers tsvd nonzero
+--eps 0.25`` (with the intrinsic producer of ``REV`` swapped in when given: ``git show
+REV:witnesses/producers/intrinsic.py``), then
 ``softrank-certify check OUT --json``, and prints median / p90 / max of the proved kappa
 hi / lo at r = 32 and the producer's CPU seconds per head (from the records' claims).
 With ``--no-check`` the producer's own float claims are summarised instead (for a slow
@@ -36,7 +37,8 @@ def swap_producer(rev: str) -> None:
     """Replaces the functions of the intrinsic producer module by those of revision ``rev``."""
     from softrank.witnesses.producers import intrinsic as P
 
-    src = subprocess.run(["git", "-C", str(ROOT), "show", f"{rev}:witnesses/producers/intrinsic.py"],
+    src = subprocess.run(["git", "-C", str(ROOT), "show",
+                          f"{rev}:witnesses/producers/intrinsic.py"],
                          check=True, capture_output=True, text=True).stdout
     exec(compile(src, f"{rev}:intrinsic.py", "exec"), P.__dict__)  # noqa: S102
 

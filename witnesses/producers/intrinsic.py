@@ -8,23 +8,27 @@ module finds
   w(j, l) = max_i (E_ij - E_il), q(E) = min_b max_{j,l} (w(j,l) - b_j + b_l) is the maximum
   cycle mean of w (Karp 1978); b are longest-path potentials of w - q (Bellman-Ford) and the
   cycle is read off the tight edges;
-* a gauge ``G`` with ball centres ``a``, ``c`` for the upper bound kappa <= rad(XG) rad(YG^-T):
-  BFGS over G on log rad(XG) + log rad(YG^-T) from G = I, the radii and their gradients from
-  exact-style minimum enclosing balls (``intrinsic_meb``; the gradient of rad^2 in the points
-  is 2 l_i (P_i - c) with the ball's support weights l);
-* a zero-margin PSD dual (``M``, ``D1``, ``D2``) for the lower bound: for probability weights l
-  on rows and u on columns with weighted covariances Sx, Sy of X and Y,
+* dual weights ``lam``, ``mu`` (rows of X, rows of Y) and a gauge ``G`` with ball centres
+  ``a``, ``c``: exponentiated-gradient ascent (``eg_saddle``) on the concave dual
+  F(l, u) = ||Sx(l)^1/2 Sy(u)^1/2||_* (Sx, Sy the weighted covariances of X and Y; F is their
+  fidelity), whose gradient is the squared distance of each row from the weighted mean in the
+  metric P = Sx^-1 # Sy (matrix geometric mean) of the current weights; the gauge G = P^1/2 of
+  the weights gives the upper bound kappa <= rad(XG) rad(YG^-T) (centres from exact-style
+  minimum enclosing balls, ``intrinsic_meb``). At a saddle point the two bounds meet.  When
+  the covariances are singular (X or Y of deficient column rank) the older search runs
+  instead: BFGS over G on log rad(XG) + log rad(YG^-T), then pairwise Frank-Wolfe on (l, u);
+* a zero-margin PSD dual (``M``, ``D1``, ``D2``) from the weights: for probability weights l
+  on rows and u on columns,
   M = diag(l) X~ W Y~^T diag(u) with W = Sx^+1/2 Z Sy^+1/2 (Z from the SVD of Sx^1/2 Sy^1/2)
-  has zero margins, [[diag l, -M], [-M^T, diag u]] is PSD and <M, T> = ||Sx^1/2 Sy^1/2||_*.
-  Taking l, u from the balls at the optimal gauge closes the gap (the balanced-covariance
-  condition is the gauge's stationarity condition);
+  has zero margins, [[diag l, -M], [-M^T, diag u]] is PSD and <M, T> = ||Sx^1/2 Sy^1/2||_*;
 * the best rectangle |T_ij - T_il - T_kj + T_kl| / 4 (the 2 x 2 special case);
 * ball centres and support weights of the rows of Q and K for Gamma = beta rad(Q) rad(K).
 
 Nothing here is trusted: ``certify`` proves the bounds from these arrays.  Time budget (CPU
 seconds of this process, so that a busy machine does not change the result): the
-gauge search stops after ``budget`` seconds per (head, r) (default 2 s); every other step is
-a fixed number of O(m n^2) or O(n^3) array operations.
+kappa search stops after ``budget`` seconds per (head, r) (default 2 s), or earlier once its
+float upper and lower bounds agree to 1e-7 relative; every other step is a fixed number of
+O(m n^2) or O(n^3) array operations.
 """
 
 from __future__ import annotations
