@@ -458,7 +458,7 @@ def _gauge_upper(X: np.ndarray, Y: np.ndarray, G: np.ndarray) -> float:
 
 
 def eg_saddle(X: np.ndarray, Y: np.ndarray, *, deadline: float, tol: float = 1e-7,
-              every: int = 25) -> dict[str, Any] | None:
+              every: int = 25, max_iters: int | None = None) -> dict[str, Any] | None:
     """Exponentiated-gradient ascent on the concave dual max_{l, u} ||Sx(l)^1/2 Sy(u)^1/2||_*
     (fidelity of the two weighted covariances, concave in (l, u)), with the gauge
     G = (Sx^-1 # Sy)^1/2 of the current weights tried for the upper bound every ``every``
@@ -472,7 +472,8 @@ def eg_saddle(X: np.ndarray, Y: np.ndarray, *, deadline: float, tol: float = 1e-
     ball of the saddle gauge to zero; eta grows by 1.2 after an ascent step and halves after a
     rejected one.  Returns {"l", "u", "lower", "G", "upper", "iters"} with the best dual
     weights and the best gauge found, or None when the starting covariances are singular;
-    stops at ``deadline`` (time.process_time) or when upper / lower - 1 < tol.
+    stops at ``deadline`` (time.process_time), after ``max_iters`` steps when given (a
+    machine-independent stop for tests), or when upper / lower - 1 < tol.
     """
     m, n = X.shape[0], Y.shape[0]
     lw, uw = np.full(m, 1.0 / m), np.full(n, 1.0 / n)
@@ -484,6 +485,8 @@ def eg_saddle(X: np.ndarray, Y: np.ndarray, *, deadline: float, tol: float = 1e-
     best = {"l": lw, "u": uw, "lower": F, "G": G, "upper": _gauge_upper(X, Y, G), "iters": 0}
     eta, it = 0.5, 0
     while time.process_time() < deadline and best["upper"] > best["lower"] * (1 + tol):
+        if max_iters is not None and it >= max_iters:
+            break
         it += 1
         # exponents are bounded above by eta (gx <= ... is not assumed: shift by the max)
         ex = eta * (2.0 * gx / F - 1.0)
