@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from scipy.optimize import minimize
 
-from softrank.certify.intrinsic_kappa import kappa_bracket, kappa_lower_variance, kappa_upper
+from softrank.certify.intrinsic.kappa import kappa_bracket, kappa_lower_variance, kappa_upper
 from softrank.witnesses.producers import intrinsic as P
 from softrank.witnesses.producers.intrinsic_meb import min_ball
 
