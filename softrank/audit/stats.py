@@ -238,15 +238,23 @@ def per_head_rows(pairs: list[dict[str, Any]], records: list[dict[str, Any]]
     """Returns one row per (operator, eps) pair, sorted by family, operator id (digit runs
     as numbers) and eps: operator, family, eps, lower, upper, gap = U - L (exact ints) and
     the kinds of the certificates that gave each end (``end_kind`` of the pair's
-    ``upper_from`` / ``lower_from`` record)."""
+    ``upper_from`` / ``lower_from`` record); for a pair with ``tightened``
+    (``tightening.attach``) also tight_lower, tight_upper, tight_lower_from, tight_upper_from
+    (citations: bracket, eps, kind, fallback) and tight_consistent."""
     by_id = {r["bracket"]: r for r in records if ok(r)}
     rows = []
     for p in pairs:
-        rows.append({"operator": p["operator"], "family": p["family"], "eps": p["eps"],
-                     "lower": p["lower"], "upper": p["upper"],
-                     "gap": p["upper"] - p["lower"],
-                     "upper_kind": end_kind(by_id[p["upper_from"]], "upper"),
-                     "lower_kind": end_kind(by_id[p["lower_from"]], "lower")})
+        row = {"operator": p["operator"], "family": p["family"], "eps": p["eps"],
+               "lower": p["lower"], "upper": p["upper"],
+               "gap": p["upper"] - p["lower"],
+               "upper_kind": end_kind(by_id[p["upper_from"]], "upper"),
+               "lower_kind": end_kind(by_id[p["lower_from"]], "lower")}
+        t = p.get("tightened")
+        if t is not None:
+            row.update(tight_lower=t["lower"], tight_upper=t["upper"],
+                       tight_lower_from=t["lower_from"], tight_upper_from=t["upper_from"],
+                       tight_consistent=t["consistent"])
+        rows.append(row)
     rows.sort(key=lambda r: (r["family"], _natural(r["operator"]), eps_key(r["eps"])))
     return rows
 

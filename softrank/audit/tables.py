@@ -197,8 +197,17 @@ def summarize_groups(pairs: list[dict[str, Any]], records: list[dict[str, Any]],
     Keys: family, eps, shapes, operators (pairs), resolved (count), resolved_share, median_lower,
     median_upper, median_ratio (exact strings; ratio None = infinite or no pairs), records,
     errors, claims {upper: {outcome: count}, lower: {...}}, budgets {k: {verdict: count}},
-    inconsistent (pairs with L > U).
+    inconsistent (pairs with L > U), and ``tightened``: the counts of ``tightening.counts``
+    on the brackets tightened across eps (the pairs' ``tightened``, computed here when absent)
+    with the exact medians of the tightened L and U (None when some tightened bracket is
+    inconsistent: it is no bracket).
     """
+    from .tightening import counts as tight_counts
+    from .tightening import tightened_brackets
+
+    if any("tightened" not in p for p in pairs):  # without changing the caller's pairs
+        tight = tightened_brackets(pairs, records, budgets)
+        pairs = [{**p, "tightened": tight[(p["operator"], p["eps"])]} for p in pairs]
     out = []
     for fam, eps in _family_eps_keys(pairs, records):
         ps = _select(pairs, fam, eps)
@@ -242,6 +251,12 @@ def summarize_groups(pairs: list[dict[str, Any]], records: list[dict[str, Any]],
         for k in budgets:
             c = Counter(p["budgets"][str(k)] for p in ps)
             row["budgets"][str(k)] = {v: c.get(v, 0) for v in VERDICTS}
+        t = tight_counts(ps, budgets)
+        ts = [p["tightened"] for p in ps]
+        sound = bool(ts) and all(x["consistent"] for x in ts)
+        t["median_lower"] = _q(median([Fraction(x["lower"]) for x in ts])) if sound else None
+        t["median_upper"] = _q(median([Fraction(x["upper"]) for x in ts])) if sound else None
+        row["tightened"] = t
         out.append(row)
     return out
 
@@ -310,6 +325,16 @@ def fmt_eps(eps: str) -> str:
     return fmt_decimal(q, places).rstrip("0").rstrip(".") if places > 1 else fmt_decimal(q, 1)
 
 
+def fmt_citation(cite: dict[str, Any] | None) -> str:
+    """Returns where a tightened end comes from as text, ``b12 at eps 0.35 (submatrix)``, a
+    fallback named as such (``nonzero fallback``); store text, so every renderer escapes it
+    (display only: the exact eps and the kind are in report.json)."""
+    if cite is None:
+        return "-"
+    kind = f"{cite['kind']} fallback" if cite.get("fallback") else cite["kind"]
+    return f"{cite['bracket']} at eps {fmt_eps(cite['eps'])} ({kind})"
+
+
 def fmt_median(q: str | None) -> str:
     if q is None:
         return "-"
@@ -332,6 +357,39 @@ CRITERION_NOTE = ("Within criterion: the pair's bracket meets the study's criter
                   "or U - L <= 2, or U - L <= min(m, N)/10. Closed: L = U.")
 VERDICT_NOTE = ("Verdict at budget k: feasible (k >= U), impossible (k < L), unresolved "
                 "(L <= k < U); a pair is resolved at k when feasible or impossible.")
+
+
+TIGHTENED_NOTE = ("Tightened across eps: the approximation rank is non-increasing in eps, so "
+                  "the largest L "
+                  "proved at any eps' >= eps and the smallest U proved at any eps' <= eps "
+                  "(same operator) bound r_eps too.")
+
+
+def tightened_table(groups: list[dict[str, Any]]) -> dict[str, Any]:
+    """Returns the table comparing the per-eps brackets with the brackets tightened across
+    eps, per family and eps, from ``summarize_groups`` output (display only)."""
+    def med(t: dict[str, Any], key: str) -> str:
+        return "-" if t["inconsistent"] else fmt_median(t[key])
+
+    return {
+        "title": "Brackets tightened across eps per family and eps ((operator, eps) pairs): "
+                 "within criterion and closed, per eps and tightened",
+        "note": TIGHTENED_NOTE + " " + CRITERION_NOTE + " Tightened: pairs whose bracket "
+                "the ends of other eps narrow.",
+        "columns": ["Family", "eps", "Operators", "Narrowed", "Within criterion per eps",
+                    "Within criterion tightened", "Closed per eps", "Closed tightened",
+                    "Median L tightened", "Median U tightened"], "left": 2,
+        "tex_columns": ["Family", "eps", "Operators", "Narrowed", "per eps", "tightened",
+                        "per eps", "tightened", "Median L", "Median U"],
+        "column_groups": [["Within criterion", 4, 6], ["Closed", 6, 8],
+                          ["Tightened", 8, 10]],
+        "rows": [[family_cell(g["family"]), fmt_eps(g["eps"]), str(g["operators"]),
+                  str(g["tightened"]["changed"]), str(g["tightened"]["resolved_per_eps"]),
+                  str(g["tightened"]["resolved"]), str(g["tightened"]["closed_per_eps"]),
+                  str(g["tightened"]["closed"]), med(g["tightened"], "median_lower"),
+                  med(g["tightened"], "median_upper")] for g in groups],
+        "aggregate_rows": aggregate_rows(groups),
+    }
 
 
 def _ratio_cell(row: dict[str, Any]) -> str:
@@ -384,19 +442,23 @@ def build_tables(groups: list[dict[str, Any]], budgets: Sequence[int],
         for k in budgets:
             if g["family"] is ALL_FAMILIES:
                 budget_aggregates.append(len(budget_rows))
-            c = g["budgets"][str(k)]
+            # verdicts on the brackets tightened across eps (per-eps ones: groups[].budgets)
+            c = (g.get("tightened") or g)["budgets"][str(k)]
             n = g["operators"]
             budget_rows.append([family_cell(g["family"]), fmt_eps(g["eps"]), str(k), str(n),
                                 *(fmt_share(_q(Fraction(c[v], n)) if n else None)
                                   for v in VERDICTS)])
     budget = {
-        "title": "Rank budgets: share of (operator, eps) pairs feasible / impossible / unresolved",
-        "note": VERDICT_NOTE,
+        "title": "Rank budgets on the brackets tightened across eps: share of (operator, eps) "
+                 "pairs feasible / impossible / unresolved",
+        "note": VERDICT_NOTE + " " + TIGHTENED_NOTE,
         "columns": ["Family", "eps", "Budget k", "Operators", "Feasible", "Impossible",
                     "Unresolved"], "left": 2,
         "rows": budget_rows, "aggregate_rows": budget_aggregates,
     }
     out = {"brackets": brackets, "claims": claims, "budgets": budget}
+    if all("tightened" in g for g in groups):
+        out["tightened"] = tightened_table(groups)
     if producers is not None:
         out["producers"] = {
             "title": "Float64 claims per producer (records, all families and eps)",
@@ -639,12 +701,15 @@ def summarize_block_widths(records: list[dict[str, Any]], budgets: Sequence[int]
     """Returns one exact row per (family, eps, block width N) over the (operator, eps) pairs
     of ``block`` records (common-prefix blocks of causal heads; N = the block's key count).
 
-    Keys: family, eps, width, shapes, operators (pairs), budgets {k: {verdict: count}}.  Rows
+    Keys: family, eps, width, shapes, operators (pairs), budgets {k: {verdict: count}} (on the
+    brackets tightened across eps; an operator's records are all block records).  Rows
     are sorted by (family, eps, width).
     """
+    from .tightening import attach
+
     blocks = [r for r in records if r.get("record_kind") == "block"]
     groups: dict[tuple[str, str, int], list[dict[str, Any]]] = defaultdict(list)
-    for p in group_pairs(blocks, budgets):
+    for p in attach(group_pairs(blocks, budgets), blocks, budgets):
         groups[(p["family"], p["eps"], int(p["shape"][1]))].append(p)
     rows = []
     for (fam, eps, width), ps in sorted(groups.items(),
@@ -653,8 +718,8 @@ def summarize_block_widths(records: list[dict[str, Any]], budgets: Sequence[int]
                                "shapes": [list(s) for s in sorted({tuple(p["shape"])
                                                                    for p in ps})],
                                "budgets": {}}
-        for k in budgets:
-            c = Counter(p["budgets"][str(k)] for p in ps)
+        for k in budgets:  # verdicts on the brackets tightened across eps
+            c = Counter(p["tightened"]["budgets"][str(k)] for p in ps)
             row["budgets"][str(k)] = {v: c.get(v, 0) for v in VERDICTS}
         rows.append(row)
     return rows
@@ -676,8 +741,8 @@ def block_tables(records: list[dict[str, Any]], budgets: Sequence[int]) -> dict[
                           *(fmt_share(_q(Fraction(c[v], n))) for v in VERDICTS)])
     return {"block_widths": {
         "title": "Common-prefix blocks by width N: share of (operator, eps) pairs feasible / "
-                 "impossible / unresolved at each budget",
-        "note": VERDICT_NOTE,
+                 "impossible / unresolved at each budget (brackets tightened across eps)",
+        "note": VERDICT_NOTE + " " + TIGHTENED_NOTE,
         "columns": ["Family", "eps", "Width N", "Shape", "Budget k", "Operators", "Feasible",
                     "Impossible", "Unresolved"], "left": 2,
         "rows": cells,
@@ -695,15 +760,31 @@ def per_head_table(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "title": "Validated bracket of every (operator, eps) pair, with the kinds of the "
                  "certificates that gave U and L",
         "note": "Gap: U - L (0: closed). A kind 'trivial' is U = min(m, N) (B = A), "
-                "'nonzero' is L = 1 (A is not within eps of 0), 'none' is L = 0.",
-        "columns": ["Operator", "Family", "eps", "L", "U", "Gap", "U kind", "L kind"],
+                "'nonzero' is L = 1 (A is not within eps of 0), 'none' is L = 0 (a fallback "
+                "proved on the spot is named as such). L* and U*: the bracket tightened "
+                "across eps, each end with the bracket and eps it comes from. "
+                + TIGHTENED_NOTE,
+        "columns": ["Operator", "Family", "eps", "L", "U", "Gap", "U kind", "L kind",
+                    "L*", "U*", "L* from", "U* from"],
         "csv_columns": ["operator", "family", "eps", "L", "U", "gap", "upper_kind",
-                        "lower_kind"],
-        "left": 3, "align": "lllrrrll", "text_columns": [0, 1, 6, 7],
+                        "lower_kind", "tight_L", "tight_U", "tight_L_from", "tight_U_from"],
+        "left": 3, "align": "lllrrrllrrll", "text_columns": [0, 1, 6, 7, 10, 11],
         "rows": [[r["operator"], r["family"], fmt_eps(r["eps"]), str(r["lower"]),
-                  str(r["upper"]), str(r["gap"]), r["upper_kind"], r["lower_kind"]]
-                 for r in rows],
+                  str(r["upper"]), str(r["gap"]), r["upper_kind"], r["lower_kind"],
+                  *_tight_cells(r)] for r in rows],
     }
+
+
+def _tight_cells(r: dict[str, Any]) -> list[str]:
+    """The per-head cells of the tightened bracket: L*, U*, and where each comes from; ends
+    that contradict are shown as an internal error, never as a bracket."""
+    if "tight_lower" not in r:
+        return ["-", "-", "-", "-"]
+    if not r["tight_consistent"]:
+        return ["internal error", "internal error", fmt_citation(r["tight_lower_from"]),
+                fmt_citation(r["tight_upper_from"])]
+    return [str(r["tight_lower"]), str(r["tight_upper"]), fmt_citation(r["tight_lower_from"]),
+            fmt_citation(r["tight_upper_from"])]
 
 
 def csv_text(table: dict[str, Any]) -> str:
