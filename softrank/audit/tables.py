@@ -367,27 +367,24 @@ TIGHTENED_NOTE = ("Tightened across eps: the approximation rank is non-increasin
 
 def tightened_table(groups: list[dict[str, Any]]) -> dict[str, Any]:
     """Returns the table comparing the per-eps brackets with the brackets tightened across
-    eps, per family and eps, from ``summarize_groups`` output (display only)."""
-    def med(t: dict[str, Any], key: str) -> str:
-        return "-" if t["inconsistent"] else fmt_median(t[key])
-
+    eps, per family and eps, from ``summarize_groups`` output (display only; the medians of
+    the tightened ends are in report.json, ``groups[].tightened``)."""
     return {
         "title": "Brackets tightened across eps per family and eps ((operator, eps) pairs): "
                  "within criterion and closed, per eps and tightened",
-        "note": TIGHTENED_NOTE + " " + CRITERION_NOTE + " Tightened: pairs whose bracket "
-                "the ends of other eps narrow.",
+        "note": TIGHTENED_NOTE + " " + CRITERION_NOTE + " Narrowed: pairs whose bracket "
+                "the ends proved at other eps narrow.",
         "columns": ["Family", "eps", "Operators", "Narrowed", "Within criterion per eps",
-                    "Within criterion tightened", "Closed per eps", "Closed tightened",
-                    "Median L tightened", "Median U tightened"], "left": 2,
+                    "Within criterion tightened", "Closed per eps", "Closed tightened"],
+        "left": 2,
+        # LaTeX only: grouped, abbreviated headers so the table fits one column
         "tex_columns": ["Family", "eps", "Operators", "Narrowed", "per eps", "tightened",
-                        "per eps", "tightened", "Median L", "Median U"],
-        "column_groups": [["Within criterion", 4, 6], ["Closed", 6, 8],
-                          ["Tightened", 8, 10]],
+                        "per eps", "tightened"],
+        "column_groups": [["Within criterion", 4, 6], ["Closed", 6, 8]],
         "rows": [[family_cell(g["family"]), fmt_eps(g["eps"]), str(g["operators"]),
                   str(g["tightened"]["changed"]), str(g["tightened"]["resolved_per_eps"]),
                   str(g["tightened"]["resolved"]), str(g["tightened"]["closed_per_eps"]),
-                  str(g["tightened"]["closed"]), med(g["tightened"], "median_lower"),
-                  med(g["tightened"], "median_upper")] for g in groups],
+                  str(g["tightened"]["closed"])] for g in groups],
         "aggregate_rows": aggregate_rows(groups),
     }
 
@@ -772,19 +769,29 @@ def per_head_table(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "rows": [[r["operator"], r["family"], fmt_eps(r["eps"]), str(r["lower"]),
                   str(r["upper"]), str(r["gap"]), r["upper_kind"], r["lower_kind"],
                   *_tight_cells(r)] for r in rows],
+        # the longtable must fit one page width: it names the eps each tightened end comes
+        # from (same operator), the bracket ids and kinds stay in the CSV and report.json
+        "tex_columns": ["Operator", "Family", "eps", "L", "U", "Gap", "U kind", "L kind",
+                        "L*", "U*", "L* at eps", "U* at eps"],
+        "tex_rows": [[r["operator"], r["family"], fmt_eps(r["eps"]), str(r["lower"]),
+                      str(r["upper"]), str(r["gap"]), r["upper_kind"], r["lower_kind"],
+                      *_tight_cells(r, short=True)] for r in rows],
     }
 
 
-def _tight_cells(r: dict[str, Any]) -> list[str]:
-    """The per-head cells of the tightened bracket: L*, U*, and where each comes from; ends
-    that contradict are shown as an internal error, never as a bracket."""
+def _tight_cells(r: dict[str, Any], short: bool = False) -> list[str]:
+    """The per-head cells of the tightened bracket: L*, U*, and where each comes from (the
+    citation, or with ``short`` only its eps); ends that contradict are shown as an internal
+    error, never as a bracket."""
     if "tight_lower" not in r:
         return ["-", "-", "-", "-"]
-    if not r["tight_consistent"]:
-        return ["internal error", "internal error", fmt_citation(r["tight_lower_from"]),
-                fmt_citation(r["tight_upper_from"])]
-    return [str(r["tight_lower"]), str(r["tight_upper"]), fmt_citation(r["tight_lower_from"]),
-            fmt_citation(r["tight_upper_from"])]
+
+    def cite(c: dict[str, Any] | None) -> str:
+        return ("-" if c is None else fmt_eps(c["eps"])) if short else fmt_citation(c)
+
+    ends = ([str(r["tight_lower"]), str(r["tight_upper"])] if r["tight_consistent"] else
+            ["internal error", "internal error"])
+    return [*ends, cite(r["tight_lower_from"]), cite(r["tight_upper_from"])]
 
 
 def csv_text(table: dict[str, Any]) -> str:
@@ -807,8 +814,9 @@ def csv_text(table: dict[str, Any]) -> str:
 def latex_longtable(table: dict[str, Any], label: str) -> str:
     """Returns the table as a booktabs ``longtable`` (needs \\usepackage{booktabs,longtable};
     one-column layouts only, as longtable itself) breaking across pages with its header
-    repeated, every cell escaped (escape.tex)."""
-    cols = table["columns"]
+    repeated, every cell escaped (escape.tex); ``tex_columns`` / ``tex_rows``, when present,
+    replace the columns and rows (a narrower layout of the same table)."""
+    cols = table.get("tex_columns") or table["columns"]
     left = int(table.get("left", 2))
     spec = table.get("align") or "l" * left + "r" * (len(cols) - left)
     header = " & ".join(_tex_header_cell(c) for c in cols) + r" \\"
@@ -821,7 +829,7 @@ def latex_longtable(table: dict[str, Any], label: str) -> str:
              r"\bottomrule", r"\endlastfoot"]
     group = int(table.get("group_column", 0))
     prev = None
-    for row in table["rows"]:
+    for row in table.get("tex_rows") or table["rows"]:
         if prev is not None and row[group] != prev:
             lines.append(r"\addlinespace[2pt]")
         prev = row[group]

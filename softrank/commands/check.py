@@ -238,9 +238,9 @@ LEGEND = (
     "checked quantity (rounded outward to 4 digits) against its threshold, the tier, and "
     "for undecided the cause.\n"
     "At the end of a line, where it differs from [L, U]: the bracket of the record's "
-    "(operator, eps) tightened across eps (r_eps is non-increasing in eps: an L proved at "
-    "eps' >= eps and a U proved at eps' <= eps hold at eps), each changed end with the "
-    "bracket and eps it comes from and its kind (a fallback named as such)."
+    "OPERATOR and EPS tightened across eps (r_eps is non-increasing in eps: an L valid at "
+    "eps' >= eps and a U valid at eps' <= eps hold at eps), each changed end with the "
+    "BRACKET and EPS it comes from and its kind (a fallback named as such)."
 )
 
 
