@@ -92,7 +92,7 @@ def test_check_json_has_tightened_ends_citations_and_counts(store, capsys):
     # the single pair of "one" cites itself, its L as the nonzero fallback
     assert recs[ONE]["tightened"]["lower_from"] == {"bracket": ONE, "eps": "1/4",
                                                     "kind": "nonzero", "fallback": True}
-    c = doc["summary"]["tightening"]
+    c = doc["summary"]["tightened"]
     assert (c["pairs"], c["closed_per_eps"], c["closed"], c["changed"], c["inconsistent"]) \
         == (4, 1, 4, 3, 0)
     # within criterion (U <= 2L, U - L <= 2 or 10 (U - L) <= 6): per eps [3,6], [1,3], [1,1]
@@ -111,7 +111,7 @@ def test_check_verbose_shows_tightened_brackets_only_where_they_differ(store, ca
     assert lines[MID].endswith(f"tightened [3, 3] (L from {LO} at eps 0.35 (submatrix), "
                                f"U from {UP} at eps 0.15 (factors))")
     assert "tightened" not in lines[ONE]
-    assert "closed (L = U): 1 per eps, 4 after tightening across eps" in out
+    assert "closed (L = U): 1 per eps, 4 after tightening across eps (3 pairs narrowed" in out
     assert "3 of 4 resolved per eps, 4 after tightening across eps" in out
 
 
@@ -137,7 +137,7 @@ def test_check_reports_contradicting_tightened_ends_as_internal_error(store, cap
     assert f"L = 5 from {LO} at eps 0.35 (submatrix) > U = 3 from {UP}" in cap.err
     assert main(["check", str(store), "--json"]) == 3
     doc = json.loads(capsys.readouterr().out)
-    assert doc["summary"]["tightening"]["inconsistent"] == 3  # the three eps of blk
+    assert doc["summary"]["tightened"]["inconsistent"] == 3  # the three eps of blk
     assert {x["eps"] for x in doc["internal_errors"]} == {"3/20", "1/4", "7/20"}
 
 

@@ -188,7 +188,7 @@ def run(args: argparse.Namespace) -> int:
     records.sort(key=lambda r: r["bracket"])
     records, pairs = tighten_records(records)
     summary = summarize(records)
-    summary["tightening"] = tightening.counts(pairs)
+    summary["tightened"] = tightening.counts(pairs)
     internal = internal_error_lines(pairs)
     # intrinsic witnesses (intrinsic.jsonl), when the store has them
     intrinsic = list(iter_intrinsic_checks(reader))
@@ -249,7 +249,7 @@ def _summary_text(s: dict[str, Any], records: list[dict[str, Any]],
     def counts(d: dict[str, int]) -> str:
         return ", ".join(f"{v} {word(k)}" for k, v in sorted(d.items())) or "none"
 
-    t = s.get("tightening") or tightening.counts(
+    t = s.get("tightened") or tightening.counts(
         tightening.attach(group_pairs(records, ()), records))
     internal = list(internal or [])
     errors = s["errors"] + intrinsic_errors
@@ -262,7 +262,7 @@ def _summary_text(s: dict[str, Any], records: list[dict[str, Any]],
         f"  validated pairs L <= r_eps <= U: {t['resolved_per_eps']} of {t['pairs']} "
         f"resolved per eps, {t['resolved']} after tightening across eps",
         f"  closed (L = U): {t['closed_per_eps']} per eps, {t['closed']} after tightening "
-        f"across eps ({t['changed']} pairs tightened by ends proved at other eps)",
+        f"across eps ({t['changed']} pairs narrowed by ends proved at other eps)",
         f"  operator slack chi > 0 on {s['chi_positive']} records, changing "
         f"{s['chi_changed']} outcomes; input errors: {s['errors']}",
         *(f"  INTERNAL ERROR: {line}" for line in internal),
