@@ -310,7 +310,7 @@ def tightened_markdown(rep: dict[str, Any]) -> list[str]:
                              tables.fmt_citation(r["tight_lower_from"]),
                              tables.fmt_citation(r["tight_upper_from"])]
                             for r in rows[:MAX_LISTED]]}
-        out.append(tables.markdown_table(listing, left=3))
+        out.append(tables.markdown_table(listing, left=len(listing["columns"])))
         if len(rows) > MAX_LISTED:
             out.append(f"\n... and {len(rows) - MAX_LISTED} more in {PER_HEAD_CSV} and "
                        "report.json (`pairs[].tightened`).")
