@@ -161,6 +161,12 @@ def expected_pairs(truth: dict[str, dict]) -> dict[tuple[str, Fraction], dict]:
                                    "full": t["full"], "L": 0, "U": t["full"]})
         p["L"] = max(p["L"], t["L"])
         p["U"] = min(p["U"], t["U"])
+    # tightened across eps: the largest L proved at any eps' >= eps, the smallest U at any
+    # eps' <= eps, over the same operator's records
+    for (op, eps), p in pairs.items():
+        same = [t for t in truth.values() if not t.get("error") and t["operator"] == op]
+        p["L*"] = max(t["L"] for t in same if t["eps"] >= eps)
+        p["U*"] = min(t["U"] for t in same if t["eps"] <= eps)
     return pairs
 
 
@@ -191,9 +197,11 @@ def expected_rows(truth: dict[str, dict]) -> dict[str, list[list[str]]]:
                        str(uo["does_not_hold"]), "0", str(uo["refuted"]), str(lo["proved"]),
                        str(lo["does_not_hold"]), "0", str(lo["refuted"]), str(lo["absent"]),
                        str(len(ts) - len(ok))])
+        # the budget table counts verdicts on the brackets tightened across eps
+        tight = [(p["L*"], p["U*"]) for p in ps]
         for k in BUDGETS:
-            v = Counter("feasible" if k >= p["U"] else "impossible" if k < p["L"] else
-                        "unresolved" for p in ps)
+            v = Counter("feasible" if k >= U else "impossible" if k < L else
+                        "unresolved" for L, U in tight)
             budgets.append([cell, fmt_eps(eps), str(k), str(n)] +
                            [dec(Fraction(100 * v[x], n), 1) + "%"
                             for x in ("feasible", "impossible", "unresolved")])
@@ -603,6 +611,24 @@ def test_worker_refuses_a_store_that_changed_after_the_audit_started(known):
         check_chunk((store, "0" * 64), ids, "auto")
 
 
+def _tightened_truth(truth: dict[str, dict], op: str, eps: str) -> list:
+    """[L*, U*, L* from, U* from] of (op, eps) from the truth: the largest L proved at any
+    eps' >= eps and the smallest U proved at any eps' <= eps, ties to the nearest eps and
+    then the first bracket id, each cited as "<bracket> at eps <eps> (<kind>)"."""
+    q = Fraction(eps)
+    ts = sorted((bid, t) for bid, t in truth.items()
+                if not t.get("error") and t["operator"] == op)
+    lows = [(bid, t) for bid, t in ts if t["eps"] >= q]
+    ups = [(bid, t) for bid, t in ts if t["eps"] <= q]
+    lbid, lt = max(lows, key=lambda bt: (bt[1]["L"], q - bt[1]["eps"]))
+    ubid, ut = min(ups, key=lambda bt: (bt[1]["U"], q - bt[1]["eps"]))
+    lkind = (lt["lower_kind"] if lt["lower_true"] else
+             "nonzero fallback" if lt["L"] >= 1 else "none fallback")
+    ukind = "factors" if ut["upper_true"] else "trivial fallback"
+    return [lt["L"], ut["U"], f"{lbid} at eps {fmt_eps(lt['eps'])} ({lkind})",
+            f"{ubid} at eps {fmt_eps(ut['eps'])} ({ukind})"]
+
+
 def test_per_head_csv_matches_the_truth(known):
     """per_head.csv: one row per (operator, eps) pair with the validated L and U, the gap and
     the kinds of the certificates behind each end, all recomputed here from the truth."""
@@ -619,14 +645,15 @@ def test_per_head_csv_matches_the_truth(known):
         lkind = (lt["lower_kind"] if lt["lower_true"] else
                  "nonzero" if lt["L"] >= 1 else "none")
         want[(op, eps)] = [op, ut["family"], str(Fraction(eps)), lt["L"], ut["U"],
-                           ut["U"] - lt["L"], ukind, lkind]
+                           ut["U"] - lt["L"], ukind, lkind, *_tightened_truth(truth, op, eps)]
     rows = list(csv.reader((out / "per_head.csv").read_text().splitlines()))
     assert rows[0] == ["operator", "family", "eps", "L", "U", "gap", "upper_kind",
-                       "lower_kind"]
+                       "lower_kind", "tight_L", "tight_U", "tight_L_from", "tight_U_from"]
     got = {}
     for r in rows[1:]:
         eps = str(Fraction(Decimal(r[2])) if "/" not in r[2] else Fraction(r[2]))
-        got[(r[0], eps)] = [r[0], r[1], eps, int(r[3]), int(r[4]), int(r[5]), r[6], r[7]]
+        got[(r[0], eps)] = [r[0], r[1], eps, int(r[3]), int(r[4]), int(r[5]), r[6], r[7],
+                            int(r[8]), int(r[9]), r[10], r[11]]
     assert got == want
     assert {k[1] for k in want} and any(v[7] == "none" or v[6] == "trivial"
                                          for v in want.values())  # fallbacks are exercised

@@ -18,7 +18,7 @@ from softrank.witnesses import jsonexact
 
 from ..assumptions import assumptions, assumptions_markdown
 from ..words import end_reason, end_result, word
-from . import stats, tables
+from . import stats, tables, tightening
 from .escape import md, md_code, tex_comment
 from .provenance import methods_text
 
@@ -34,7 +34,20 @@ DEFINITIONS = {
                 "(operator, eps) pairs, claim tables count records",
     "within_criterion": "a pair's bracket is within the study's criterion when U <= 2 L, or "
                         "U - L <= 2, or U - L <= min(m, N) / 10 (exact integers; the JSON "
-                        "keys pairs[].resolved and summary.resolved_pairs hold it)",
+                        "keys pairs[].resolved and summary.resolved_pairs hold it on the "
+                        "per-eps brackets, as the published study counts it; "
+                        "pairs[].tightened.resolved and summary.tightened.resolved on the "
+                        "brackets tightened across eps)",
+    "tightened": "r_eps is non-increasing in eps, so an L proved at eps' >= eps and a U "
+                 "proved at eps' <= eps (same operator) bound r_eps at eps too; the "
+                 "tightened bracket of a pair is [largest such L, smallest such U] over every "
+                 "checked record of its operator (fallbacks included and cited as such: "
+                 "nonzero L = 1, trivial U = min(m, N)), each end citing the bracket and eps "
+                 "it comes from (pairs[].tightened, records[].tightened, per_head); budget "
+                 "verdicts in the tables and summary.tightened are on tightened brackets, the "
+                 "medians, intervals, per-layer table and figures on per-eps brackets; "
+                 "tightened ends that contradict (L > U) are an internal error, never a "
+                 "bracket",
     "verdict": "at budget k: feasible if k >= U, impossible if k < L, else unresolved",
     "resolved": "at budget k, a pair is resolved when its verdict is feasible or impossible "
                 "(the reports use the word for nothing else)",
@@ -62,7 +75,10 @@ DEFINITIONS = {
 
 def exit_code(records: list[dict[str, Any]], pairs: list[dict[str, Any]]) -> int:
     """0 every claim proved, 1 some claim not proved (does not hold, undecided, refuted),
-    2 an input error."""
+    2 an input error, 3 an internal error: proved ends that contradict, per eps or tightened
+    across eps (``pairs`` with ``tightened``)."""
+    if any(not p.get("tightened", p)["consistent"] or not p["consistent"] for p in pairs):
+        return 3
     if any(not tables.ok(r) for r in records):
         return 2
     if not tables.all_proved(records) or not all(p["consistent"] for p in pairs):
@@ -92,7 +108,9 @@ def build_report(records: list[dict[str, Any]], *, store: dict[str, Any], tier: 
     layer (from the store's operator meta) for the per-layer table.
     """
     records = sorted(records, key=lambda r: r["bracket"])
-    pairs = tables.group_pairs(records, budgets)
+    pairs = tightening.attach(tables.group_pairs(records, budgets), records, budgets)
+    # copies: the caller's records (a journal's) stay as checked
+    records = tightening.attach_to_records(records, pairs)
     groups = tables.summarize_groups(pairs, records, budgets)
     checked = [r for r in records if tables.ok(r)]
     changed = [_why(r, end, tier) for r in checked for end in ("upper", "lower")
@@ -107,6 +125,8 @@ def build_report(records: list[dict[str, Any]], *, store: dict[str, Any], tier: 
         "claims_not_proved": len(changed),
         "claims_not_confirmed": len(changed),  # the older key (deprecated)
         "closed_pairs": sum(stats.is_closed(p) for p in pairs),
+        "tightened": tightening.counts(pairs, budgets),
+        "internal_errors": tightening.inconsistencies(pairs),
         "all_proved": tables.all_proved(records),
         "all_confirmed": tables.all_proved(records),  # the older key (deprecated)
         "exit_code": exit_code(records, pairs),
@@ -117,6 +137,11 @@ def build_report(records: list[dict[str, Any]], *, store: dict[str, Any], tier: 
     per_layer = stats.layer_rows(pairs, layers or {})
     per_head = stats.per_head_rows(pairs, records)
     table_set = tables.build_tables(groups, budgets, tables.summarize_producers(records))
+    # the comparison of per-eps and tightened brackets after the producers' table (the
+    # numbering of the earlier tables stays)
+    tight_table = table_set.pop("tightened", None)
+    if tight_table is not None:
+        table_set["tightened"] = tight_table
     table_set.update(tables.block_tables(records, budgets))
     table_set.update(tables.interval_tables(intervals, settings))
     if per_layer:
@@ -183,6 +208,8 @@ def report_markdown(rep: dict[str, Any]) -> str:
     if s["inconsistent_pairs"]:
         out += [f"**WARNING:** {s['inconsistent_pairs']} pairs have validated L > U, which no "
                 "sound check can produce; report this as a bug.", ""]
+    for x in s.get("internal_errors", []):
+        out += [f"**INTERNAL ERROR:** {internal_error_text(x, md)}", ""]
     for i, t in enumerate(rep["tables"].values(), start=1):
         out += [f"## Table {i}. {t['title']}", "", tables.markdown_table(t), ""]
         if t.get("note"):
@@ -195,6 +222,7 @@ def report_markdown(rep: dict[str, Any]) -> str:
     out += ["## Definitions", ""]
     out += [f"- {k.replace('_', ' ')}: {v}" for k, v in rep["definitions"].items()]
     out += [""]
+    out += tightened_markdown(rep)
     changed = rep.get("not_proved", rep.get("not_confirmed", []))
     out += ["## Claims not proved as stated", ""]
     if not changed:
@@ -234,7 +262,8 @@ def report_markdown(rep: dict[str, Any]) -> str:
             "layouts only); `tables/<name>.tex`: each tabular alone "
             f"({', '.join(f'`{n}`' for n in rep['tables'])})",
             f"- `{PER_HEAD_CSV}`: the validated bracket of each of the {s['pairs']} "
-            "(operator, eps) pairs with the kinds of the certificates behind U and L",
+            "(operator, eps) pairs with the kinds of the certificates behind U and L, and "
+            "its bracket tightened across eps with the bracket and eps of each end",
             *([f"- `figures/`: {', '.join(f'`{f[8:]}`' for f in rep['figures'])}"]
               if rep["figures"] else ["- no figures were drawn"]),
             "- `journal.jsonl`: one line per checked bracket; rerunning the same command "
@@ -262,6 +291,43 @@ def report_markdown(rep: dict[str, Any]) -> str:
     return "\n".join(out) + "\n"
 
 
+def tightened_markdown(rep: dict[str, Any]) -> list[str]:
+    """The section of report.md listing the pairs whose bracket the ends of other eps
+    tighten: per-eps [L, U], tightened [L*, U*] and where each tightened end comes from (from
+    the per-head rows; cells escaped by ``markdown_table``).  Contradicting ends are listed as
+    internal errors above, never here."""
+    rows = [r for r in rep.get("per_head", []) if "tight_lower" in r and r["tight_consistent"]
+            and (r["tight_lower"], r["tight_upper"]) != (r["lower"], r["upper"])]
+    out = ["## Brackets tightened across eps", "",
+           tables.TIGHTENED_NOTE + " Pairs whose bracket this narrows: "
+           f"{len(rows)} of {len(rep.get('per_head', []))}.", ""]
+    if rows:
+        listing = {"columns": ["Operator", "Family", "eps", "Per eps [L, U]", "Tightened",
+                               "L* from", "U* from"],
+                   "rows": [[r["operator"], r["family"], tables.fmt_eps(r["eps"]),
+                             f"[{r['lower']}, {r['upper']}]",
+                             f"[{r['tight_lower']}, {r['tight_upper']}]",
+                             tables.fmt_citation(r["tight_lower_from"]),
+                             tables.fmt_citation(r["tight_upper_from"])]
+                            for r in rows[:MAX_LISTED]]}
+        out.append(tables.markdown_table(listing, left=len(listing["columns"])))
+        if len(rows) > MAX_LISTED:
+            out.append(f"\n... and {len(rows) - MAX_LISTED} more in {PER_HEAD_CSV} and "
+                       "report.json (`pairs[].tightened`).")
+        out.append("")
+    return out
+
+
+def internal_error_text(x: dict[str, Any], esc: Any) -> str:
+    """The words of one internal error of ``tightening.inconsistencies``, store text passed
+    through ``esc`` (the target format's escaping): never rendered as a bracket."""
+    return (f"proved ends of operator {esc(x['operator'])} at eps "
+            f"{tables.fmt_eps(x['eps'])} contradict after tightening across eps: L = "
+            f"{x['lower']} from {esc(tables.fmt_citation(x['lower_from']))} exceeds U = "
+            f"{x['upper']} from {esc(tables.fmt_citation(x['upper_from']))}; no sound check "
+            "can produce this (exit 3), report it as a bug")
+
+
 def result_line(s: dict[str, Any], run: dict[str, Any]) -> str:
     """Returns the report's one Result line, from the summary counts and the run's journal
     use alone (no store text)."""
@@ -277,12 +343,18 @@ def result_line(s: dict[str, Any], run: dict[str, Any]) -> str:
                    f"signed journal of an earlier run, not checked again in this run "
                    f"({sampled} of them rechecked as a random sample, all agreeing; "
                    "`--recheck` checks everything).")
+    t = s.get("tightened")
+    within = (f" ({t['resolved']} after tightening across eps)" if t else "")
+    closed = (f" per eps, {t['closed']} after tightening across eps" if t else "")
+    if t and t.get("inconsistent"):
+        verdict = (f"INTERNAL ERROR, {t['inconsistent']} pairs with proved ends that "
+                   f"contradict (report.json: summary.internal_errors); {verdict}")
     return (f"**Result:** {verdict}; {s['resolved_pairs']} of {s['pairs']} pairs have a "
-            "bracket within the study's criterion."
+            f"bracket within the study's criterion{within}."
             f"{journal} Every L and U below is a theorem about the exact stored numbers and "
             "the operator of record (rounding errors, residuals and the slack chi charged), "
             "under the assumptions stated below; no other float64 qualifier applies. "
-            f"{s['closed_pairs']} pairs are closed exactly (L = U).")
+            f"{s['closed_pairs']} pairs are closed exactly (L = U){closed}.")
 
 
 PER_HEAD_CSV = "per_head.csv"
@@ -423,6 +495,9 @@ def report_latex(rep: dict[str, Any]) -> str:
         r"\section*{Audit report}",
         f"\\noindent\\textbf{{Result:}} {tables.tex_escape(result)}",
         "",
+        *(f"\\noindent\\textbf{{Internal error:}} "
+          f"{internal_error_text(x, tables.tex_escape)}\n"
+          for x in s.get("internal_errors", [])),
         f"\\noindent Store: \\texttt{{{tables.tex_escape(st['path'])}}}; {s['brackets']} "
         f"stored brackets ({s['checked']} checked, {s['input_errors']} input errors) over "
         f"{s['pairs']} (operator, $\\varepsilon$) pairs; families: "

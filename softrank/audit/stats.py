@@ -24,6 +24,12 @@ from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any
 
+from .records import (  # noqa: F401  (the kinds stay importable from here)
+    LOWER_NONE_KIND,
+    LOWER_NONZERO_KIND,
+    UPPER_FALLBACK_KIND,
+    end_kind,
+)
 from .tables import ALL_FAMILIES, _family_eps_keys, _q, eps_key, median, ok
 
 DEFAULT_SEED = 20240601
@@ -206,27 +212,6 @@ def layer_rows(pairs: list[dict[str, Any]], layers: dict[str, Any]) -> list[dict
 # ---------------------------------------------------------------------------- per head
 
 # the kind shown for an end that no claim gave (the fallback proved on the spot)
-UPPER_FALLBACK_KIND = "trivial"  # U = min(m, N): B = A
-LOWER_NONZERO_KIND = "nonzero"   # L = 1: ||A||_row1 > eps + chi proved
-LOWER_NONE_KIND = "none"         # L = 0: nothing proved
-
-
-def end_kind(record: dict[str, Any], end: str) -> str:
-    """Returns the certificate kind behind ``record``'s validated ``end``: its check's kind
-    when the claim was confirmed, else the fallback's (UPPER_FALLBACK_KIND, LOWER_NONZERO_KIND
-    or LOWER_NONE_KIND).  Store-derived text: renderers escape it."""
-    check = record.get(f"{end}_check")
-    kind = check.get("kind") if isinstance(check, dict) else None
-    if record.get(f"{end}_outcome") == "confirmed":
-        if kind is None and end == "lower":
-            kind = record.get("lower_kind")
-        if kind is not None:
-            return str(kind)
-    if end == "upper":
-        return UPPER_FALLBACK_KIND
-    return LOWER_NONZERO_KIND if int(record.get("lower") or 0) >= 1 else LOWER_NONE_KIND
-
-
 def _natural(s: str) -> tuple[Any, ...]:
     """Sort key reading digit runs as numbers (H2 before H10)."""
     return tuple((0, int(t), "") if t.isdigit() else (1, 0, t)
@@ -238,15 +223,23 @@ def per_head_rows(pairs: list[dict[str, Any]], records: list[dict[str, Any]]
     """Returns one row per (operator, eps) pair, sorted by family, operator id (digit runs
     as numbers) and eps: operator, family, eps, lower, upper, gap = U - L (exact ints) and
     the kinds of the certificates that gave each end (``end_kind`` of the pair's
-    ``upper_from`` / ``lower_from`` record)."""
+    ``upper_from`` / ``lower_from`` record); for a pair with ``tightened``
+    (``tightening.attach``) also tight_lower, tight_upper, tight_lower_from, tight_upper_from
+    (citations: bracket, eps, kind, fallback) and tight_consistent."""
     by_id = {r["bracket"]: r for r in records if ok(r)}
     rows = []
     for p in pairs:
-        rows.append({"operator": p["operator"], "family": p["family"], "eps": p["eps"],
-                     "lower": p["lower"], "upper": p["upper"],
-                     "gap": p["upper"] - p["lower"],
-                     "upper_kind": end_kind(by_id[p["upper_from"]], "upper"),
-                     "lower_kind": end_kind(by_id[p["lower_from"]], "lower")})
+        row = {"operator": p["operator"], "family": p["family"], "eps": p["eps"],
+               "lower": p["lower"], "upper": p["upper"],
+               "gap": p["upper"] - p["lower"],
+               "upper_kind": end_kind(by_id[p["upper_from"]], "upper"),
+               "lower_kind": end_kind(by_id[p["lower_from"]], "lower")}
+        t = p.get("tightened")
+        if t is not None:
+            row.update(tight_lower=t["lower"], tight_upper=t["upper"],
+                       tight_lower_from=t["lower_from"], tight_upper_from=t["upper_from"],
+                       tight_consistent=t["consistent"])
+        rows.append(row)
     rows.sort(key=lambda r: (r["family"], _natural(r["operator"]), eps_key(r["eps"])))
     return rows
 

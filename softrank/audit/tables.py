@@ -26,8 +26,9 @@ from typing import Any
 
 from .. import numfmt
 from ..numfmt import Rounding
-from ..words import RESULTS, end_result, word
+from ..words import RESULTS, all_proved, end_result, word
 from . import escape
+from .records import _full_rank, _validated_ends, is_resolved, ok, verdict
 
 # the older words, kept under the older keys of report.json (deprecated): there "refuted"
 # meant only that a check's inequality is false; RESULTS (softrank/words.py) says what is proved
@@ -54,51 +55,7 @@ def aggregate_rows(groups: Sequence[dict[str, Any]]) -> list[int]:
 # ---------------------------------------------------------------------------- predicates
 
 
-def is_resolved(upper: int, lower: int, full_rank: int) -> bool:
-    """True when [lower, upper] is within the study's criterion: U <= 2L, or U - L <= 2, or
-    10 (U - L) <= full rank (the JSON calls it ``resolved``; reports say "within criterion")."""
-    gap = upper - lower
-    return upper <= 2 * lower or gap <= 2 or 10 * gap <= full_rank
-
-
-def verdict(k: int, upper: int, lower: int) -> str:
-    """Returns "feasible" (k >= U), "impossible" (k < L) or "unresolved" for budget k."""
-    if k >= upper:
-        return "feasible"
-    if k < lower:
-        return "impossible"
-    return "unresolved"
-
-
-def ok(record: dict[str, Any]) -> bool:
-    """True when the record carries validated ends (it is not an input-error record)."""
-    return "error" not in record
-
-
-def all_proved(records: Iterable[dict[str, Any]]) -> bool:
-    """True when every record was checked and every present float64 claim proved."""
-    return all(ok(r) and end_result(r, "upper") == "proved"
-               and end_result(r, "lower") in ("proved", "absent") for r in records)
-
-
 all_confirmed = all_proved  # the older name
-
-
-def _full_rank(shape: Sequence[int]) -> int:
-    return min(int(shape[0]), int(shape[1]))
-
-
-def _validated_ends(r: dict[str, Any]) -> tuple[int, int]:
-    """Returns (L, U) of a checked record.
-
-    A missing validated lower end means no lower bound was proved (L = 0); a missing upper end
-    falls back to the trivial r_eps <= min(m, N) (B = A itself), which holds for any operator.
-    """
-    lo = r.get("lower")
-    up = r.get("upper")
-    L = 0 if lo is None else int(lo)
-    U = _full_rank(r["shape"]) if up is None else int(up)
-    return L, U
 
 
 # ---------------------------------------------------------------------------- grouping
@@ -197,8 +154,17 @@ def summarize_groups(pairs: list[dict[str, Any]], records: list[dict[str, Any]],
     Keys: family, eps, shapes, operators (pairs), resolved (count), resolved_share, median_lower,
     median_upper, median_ratio (exact strings; ratio None = infinite or no pairs), records,
     errors, claims {upper: {outcome: count}, lower: {...}}, budgets {k: {verdict: count}},
-    inconsistent (pairs with L > U).
+    inconsistent (pairs with L > U), and ``tightened``: the counts of ``tightening.counts``
+    on the brackets tightened across eps (the pairs' ``tightened``, computed here when absent)
+    with the exact medians of the tightened L and U (None when some tightened bracket is
+    inconsistent: it is no bracket).
     """
+    from .tightening import counts as tight_counts
+    from .tightening import tightened_brackets
+
+    if any("tightened" not in p for p in pairs):  # without changing the caller's pairs
+        tight = tightened_brackets(pairs, records, budgets)
+        pairs = [{**p, "tightened": tight[(p["operator"], p["eps"])]} for p in pairs]
     out = []
     for fam, eps in _family_eps_keys(pairs, records):
         ps = _select(pairs, fam, eps)
@@ -242,6 +208,12 @@ def summarize_groups(pairs: list[dict[str, Any]], records: list[dict[str, Any]],
         for k in budgets:
             c = Counter(p["budgets"][str(k)] for p in ps)
             row["budgets"][str(k)] = {v: c.get(v, 0) for v in VERDICTS}
+        t = tight_counts(ps, budgets)
+        ts = [p["tightened"] for p in ps]
+        sound = bool(ts) and all(x["consistent"] for x in ts)
+        t["median_lower"] = _q(median([Fraction(x["lower"]) for x in ts])) if sound else None
+        t["median_upper"] = _q(median([Fraction(x["upper"]) for x in ts])) if sound else None
+        row["tightened"] = t
         out.append(row)
     return out
 
@@ -310,6 +282,16 @@ def fmt_eps(eps: str) -> str:
     return fmt_decimal(q, places).rstrip("0").rstrip(".") if places > 1 else fmt_decimal(q, 1)
 
 
+def fmt_citation(cite: dict[str, Any] | None) -> str:
+    """Returns where a tightened end comes from as text, ``b12 at eps 0.35 (submatrix)``, a
+    fallback named as such (``nonzero fallback``); store text, so every renderer escapes it
+    (display only: the exact eps and the kind are in report.json)."""
+    if cite is None:
+        return "-"
+    kind = f"{cite['kind']} fallback" if cite.get("fallback") else cite["kind"]
+    return f"{cite['bracket']} at eps {fmt_eps(cite['eps'])} ({kind})"
+
+
 def fmt_median(q: str | None) -> str:
     if q is None:
         return "-"
@@ -332,6 +314,36 @@ CRITERION_NOTE = ("Within criterion: the pair's bracket meets the study's criter
                   "or U - L <= 2, or U - L <= min(m, N)/10. Closed: L = U.")
 VERDICT_NOTE = ("Verdict at budget k: feasible (k >= U), impossible (k < L), unresolved "
                 "(L <= k < U); a pair is resolved at k when feasible or impossible.")
+
+
+TIGHTENED_NOTE = ("Tightened across eps: the approximation rank is non-increasing in eps, so "
+                  "the largest L "
+                  "proved at any eps' >= eps and the smallest U proved at any eps' <= eps "
+                  "(same operator) bound r_eps too.")
+
+
+def tightened_table(groups: list[dict[str, Any]]) -> dict[str, Any]:
+    """Returns the table comparing the per-eps brackets with the brackets tightened across
+    eps, per family and eps, from ``summarize_groups`` output (display only; the medians of
+    the tightened ends are in report.json, ``groups[].tightened``)."""
+    return {
+        "title": "Brackets tightened across eps per family and eps ((operator, eps) pairs): "
+                 "within criterion and closed, per eps and tightened",
+        "note": TIGHTENED_NOTE + " " + CRITERION_NOTE + " Narrowed: pairs whose bracket "
+                "the ends proved at other eps narrow.",
+        "columns": ["Family", "eps", "Operators", "Narrowed", "Within criterion per eps",
+                    "Within criterion tightened", "Closed per eps", "Closed tightened"],
+        "left": 2,
+        # LaTeX only: grouped, abbreviated headers so the table fits one column
+        "tex_columns": ["Family", "eps", "Operators", "Narrowed", "per eps", "tightened",
+                        "per eps", "tightened"],
+        "column_groups": [["Within criterion", 4, 6], ["Closed", 6, 8]],
+        "rows": [[family_cell(g["family"]), fmt_eps(g["eps"]), str(g["operators"]),
+                  str(g["tightened"]["changed"]), str(g["tightened"]["resolved_per_eps"]),
+                  str(g["tightened"]["resolved"]), str(g["tightened"]["closed_per_eps"]),
+                  str(g["tightened"]["closed"])] for g in groups],
+        "aggregate_rows": aggregate_rows(groups),
+    }
 
 
 def _ratio_cell(row: dict[str, Any]) -> str:
@@ -384,19 +396,23 @@ def build_tables(groups: list[dict[str, Any]], budgets: Sequence[int],
         for k in budgets:
             if g["family"] is ALL_FAMILIES:
                 budget_aggregates.append(len(budget_rows))
-            c = g["budgets"][str(k)]
+            # verdicts on the brackets tightened across eps (per-eps ones: groups[].budgets)
+            c = (g.get("tightened") or g)["budgets"][str(k)]
             n = g["operators"]
             budget_rows.append([family_cell(g["family"]), fmt_eps(g["eps"]), str(k), str(n),
                                 *(fmt_share(_q(Fraction(c[v], n)) if n else None)
                                   for v in VERDICTS)])
     budget = {
-        "title": "Rank budgets: share of (operator, eps) pairs feasible / impossible / unresolved",
-        "note": VERDICT_NOTE,
+        "title": "Rank budgets on the brackets tightened across eps: share of (operator, eps) "
+                 "pairs feasible / impossible / unresolved",
+        "note": VERDICT_NOTE + " " + TIGHTENED_NOTE,
         "columns": ["Family", "eps", "Budget k", "Operators", "Feasible", "Impossible",
                     "Unresolved"], "left": 2,
         "rows": budget_rows, "aggregate_rows": budget_aggregates,
     }
     out = {"brackets": brackets, "claims": claims, "budgets": budget}
+    if all("tightened" in g for g in groups):
+        out["tightened"] = tightened_table(groups)
     if producers is not None:
         out["producers"] = {
             "title": "Float64 claims per producer (records, all families and eps)",
@@ -639,12 +655,15 @@ def summarize_block_widths(records: list[dict[str, Any]], budgets: Sequence[int]
     """Returns one exact row per (family, eps, block width N) over the (operator, eps) pairs
     of ``block`` records (common-prefix blocks of causal heads; N = the block's key count).
 
-    Keys: family, eps, width, shapes, operators (pairs), budgets {k: {verdict: count}}.  Rows
+    Keys: family, eps, width, shapes, operators (pairs), budgets {k: {verdict: count}} (on the
+    brackets tightened across eps; an operator's records are all block records).  Rows
     are sorted by (family, eps, width).
     """
+    from .tightening import attach
+
     blocks = [r for r in records if r.get("record_kind") == "block"]
     groups: dict[tuple[str, str, int], list[dict[str, Any]]] = defaultdict(list)
-    for p in group_pairs(blocks, budgets):
+    for p in attach(group_pairs(blocks, budgets), blocks, budgets):
         groups[(p["family"], p["eps"], int(p["shape"][1]))].append(p)
     rows = []
     for (fam, eps, width), ps in sorted(groups.items(),
@@ -653,8 +672,8 @@ def summarize_block_widths(records: list[dict[str, Any]], budgets: Sequence[int]
                                "shapes": [list(s) for s in sorted({tuple(p["shape"])
                                                                    for p in ps})],
                                "budgets": {}}
-        for k in budgets:
-            c = Counter(p["budgets"][str(k)] for p in ps)
+        for k in budgets:  # verdicts on the brackets tightened across eps
+            c = Counter(p["tightened"]["budgets"][str(k)] for p in ps)
             row["budgets"][str(k)] = {v: c.get(v, 0) for v in VERDICTS}
         rows.append(row)
     return rows
@@ -676,8 +695,8 @@ def block_tables(records: list[dict[str, Any]], budgets: Sequence[int]) -> dict[
                           *(fmt_share(_q(Fraction(c[v], n))) for v in VERDICTS)])
     return {"block_widths": {
         "title": "Common-prefix blocks by width N: share of (operator, eps) pairs feasible / "
-                 "impossible / unresolved at each budget",
-        "note": VERDICT_NOTE,
+                 "impossible / unresolved at each budget (brackets tightened across eps)",
+        "note": VERDICT_NOTE + " " + TIGHTENED_NOTE,
         "columns": ["Family", "eps", "Width N", "Shape", "Budget k", "Operators", "Feasible",
                     "Impossible", "Unresolved"], "left": 2,
         "rows": cells,
@@ -695,15 +714,41 @@ def per_head_table(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "title": "Validated bracket of every (operator, eps) pair, with the kinds of the "
                  "certificates that gave U and L",
         "note": "Gap: U - L (0: closed). A kind 'trivial' is U = min(m, N) (B = A), "
-                "'nonzero' is L = 1 (A is not within eps of 0), 'none' is L = 0.",
-        "columns": ["Operator", "Family", "eps", "L", "U", "Gap", "U kind", "L kind"],
+                "'nonzero' is L = 1 (A is not within eps of 0), 'none' is L = 0 (a fallback "
+                "proved on the spot is named as such). L* and U*: the bracket tightened "
+                "across eps, each end with the bracket and eps it comes from. "
+                + TIGHTENED_NOTE,
+        "columns": ["Operator", "Family", "eps", "L", "U", "Gap", "U kind", "L kind",
+                    "L*", "U*", "L* from", "U* from"],
         "csv_columns": ["operator", "family", "eps", "L", "U", "gap", "upper_kind",
-                        "lower_kind"],
-        "left": 3, "align": "lllrrrll", "text_columns": [0, 1, 6, 7],
+                        "lower_kind", "tight_L", "tight_U", "tight_L_from", "tight_U_from"],
+        "left": 3, "align": "lllrrrllrrll", "text_columns": [0, 1, 6, 7, 10, 11],
         "rows": [[r["operator"], r["family"], fmt_eps(r["eps"]), str(r["lower"]),
-                  str(r["upper"]), str(r["gap"]), r["upper_kind"], r["lower_kind"]]
-                 for r in rows],
+                  str(r["upper"]), str(r["gap"]), r["upper_kind"], r["lower_kind"],
+                  *_tight_cells(r)] for r in rows],
+        # the longtable must fit one page width: it names the eps each tightened end comes
+        # from (same operator), the bracket ids and kinds stay in the CSV and report.json
+        "tex_columns": ["Operator", "Family", "eps", "L", "U", "Gap", "U kind", "L kind",
+                        "L*", "U*", "L* at eps", "U* at eps"],
+        "tex_rows": [[r["operator"], r["family"], fmt_eps(r["eps"]), str(r["lower"]),
+                      str(r["upper"]), str(r["gap"]), r["upper_kind"], r["lower_kind"],
+                      *_tight_cells(r, short=True)] for r in rows],
     }
+
+
+def _tight_cells(r: dict[str, Any], short: bool = False) -> list[str]:
+    """The per-head cells of the tightened bracket: L*, U*, and where each comes from (the
+    citation, or with ``short`` only its eps); ends that contradict are shown as an internal
+    error, never as a bracket."""
+    if "tight_lower" not in r:
+        return ["-", "-", "-", "-"]
+
+    def cite(c: dict[str, Any] | None) -> str:
+        return ("-" if c is None else fmt_eps(c["eps"])) if short else fmt_citation(c)
+
+    ends = ([str(r["tight_lower"]), str(r["tight_upper"])] if r["tight_consistent"] else
+            ["internal error", "internal error"])
+    return [*ends, cite(r["tight_lower_from"]), cite(r["tight_upper_from"])]
 
 
 def csv_text(table: dict[str, Any]) -> str:
@@ -726,8 +771,9 @@ def csv_text(table: dict[str, Any]) -> str:
 def latex_longtable(table: dict[str, Any], label: str) -> str:
     """Returns the table as a booktabs ``longtable`` (needs \\usepackage{booktabs,longtable};
     one-column layouts only, as longtable itself) breaking across pages with its header
-    repeated, every cell escaped (escape.tex)."""
-    cols = table["columns"]
+    repeated, every cell escaped (escape.tex); ``tex_columns`` / ``tex_rows``, when present,
+    replace the columns and rows (a narrower layout of the same table)."""
+    cols = table.get("tex_columns") or table["columns"]
     left = int(table.get("left", 2))
     spec = table.get("align") or "l" * left + "r" * (len(cols) - left)
     header = " & ".join(_tex_header_cell(c) for c in cols) + r" \\"
@@ -740,7 +786,7 @@ def latex_longtable(table: dict[str, Any], label: str) -> str:
              r"\bottomrule", r"\endlastfoot"]
     group = int(table.get("group_column", 0))
     prev = None
-    for row in table["rows"]:
+    for row in table.get("tex_rows") or table["rows"]:
         if prev is not None and row[group] != prev:
             lines.append(r"\addlinespace[2pt]")
         prev = row[group]

@@ -10,6 +10,7 @@ from softrank.certify.numerics import workbound
 from softrank.witnesses import jsonexact
 
 from ..audit import DEFAULT_RESAMPLES, DEFAULT_SEED, parse_budgets, run_audit
+from ..audit.report import internal_error_text
 from ..runner import default_jobs
 from ..terminal import shown
 
@@ -101,8 +102,11 @@ def run(args: argparse.Namespace) -> int:
                                "assumptions": report["assumptions"], "run": report["run"]},
                               indent=1))
     else:
+        t = s["tightened"]
         print(f"{s['brackets']} brackets, {s['pairs']} (operator, eps) pairs, "
-              f"{s['resolved_pairs']} within the study's criterion; claims not proved: "
+              f"{s['resolved_pairs']} within the study's criterion ({t['resolved']} after "
+              f"tightening across eps); closed (L = U): {t['closed_per_eps']} per eps, "
+              f"{t['closed']} after tightening across eps; claims not proved: "
               f"{s['claims_not_proved']}; input errors: {s['input_errors']}")
         also = "report.tex, report.json" + (", figures/" if report["figures"] else "")
         print(f"report written to {args.out}/report.md (also {also})")
@@ -111,6 +115,9 @@ def run(args: argparse.Namespace) -> int:
                   f"input errors): {args.out}/intrinsic.md")
     for e in report["errors"]:
         print(f"softrank-certify: input error: {shown(e['error'])}", file=sys.stderr)
+    for x in s["internal_errors"]:
+        print(shown(f"softrank-certify: internal error: {internal_error_text(x, str)}"),
+              file=sys.stderr)
     if intrinsic is not None and intrinsic["errors"] and int(s["exit_code"]) < 2:
         return 2
     return int(s["exit_code"])

@@ -13,7 +13,8 @@ from softrank.certify.numerics import workbound
 from softrank.witnesses import jsonexact, open_store
 
 from ..assumptions import assumptions
-from ..audit.tables import group_pairs
+from ..audit import tightening
+from ..audit.tables import fmt_citation, fmt_eps, group_pairs
 from ..export import check_bundle_target
 from ..numfmt import sci
 from ..runner import default_jobs, iter_checks
@@ -77,7 +78,10 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
 def format_line(r: dict[str, Any], tier: str | None = None) -> str:
     """Returns the record's line and, under it, one indented reason line per claimed end
     that is not proved (``tier``: the tier the run forced, named as the cause of an
-    undecided end)."""
+    undecided end).  A record carrying ``tightened`` (``tightening.record_view``) that
+    differs from its own [L, U] shows it at the end of its line, each changed end with the
+    bracket and eps it comes from; tightened ends that contradict are never shown as a
+    bracket (``tightened_text``)."""
     line = _record_line(r)
     if "error" in r:
         return line
@@ -107,7 +111,48 @@ def _record_line(r: dict[str, Any]) -> str:
              f"[{up.get('tier')}]")
     chi = "" if r.get("chi") in (None, "0") else f" chi<={sci(_q(r['chi']), rounding='up')}"
     res = "resolved" if r.get("resolved") else "unresolved"
-    return f"{head} {lower:<37} {upper:<37} [{r['lower']}, {r['upper']}] {res}{chi}"
+    tight = tightened_text(r)
+    return (f"{head} {lower:<37} {upper:<37} [{r['lower']}, {r['upper']}] {res}{chi}"
+            + (f" {tight}" if tight else ""))
+
+
+def tightened_text(r: dict[str, Any]) -> str:
+    """Returns ``tightened [4, 6] (L from b12 at eps 0.35 (submatrix))`` when the record's
+    tightened bracket differs from its own [L, U] (only the changed ends are cited), the
+    words of an internal error when the tightened ends contradict, else "".  Store ids are
+    made visible (``shown``)."""
+    t = r.get("tightened")
+    if not isinstance(t, dict):
+        return ""
+    if not t.get("consistent", True):
+        return "INTERNAL ERROR: tightened ends contradict (see the summary)"
+    if not t.get("changed"):
+        return ""
+    own = (r.get("lower"), r.get("upper"))
+    cites = [f"{name} from {fmt_citation(t[f'{end}_from'])}"
+             for name, end, mine in (("L", "lower", own[0]), ("U", "upper", own[1]))
+             if t[end] != mine]
+    return shown(f"tightened [{t['lower']}, {t['upper']}] ({', '.join(cites)})")
+
+
+def internal_error_lines(pairs: list[dict[str, Any]]) -> list[str]:
+    """Returns one line per (operator, eps) whose tightened ends contradict (L > U): proved
+    ends cannot, so each is an internal error (a kernel or bookkeeping bug), never a
+    bracket.  Store ids are made visible."""
+    return [shown(f"internal error: proved ends of operator {x['operator']} at eps "
+                  f"{fmt_eps(x['eps'])} contradict: L = {x['lower']} from "
+                  f"{fmt_citation(x['lower_from'])} > U = {x['upper']} from "
+                  f"{fmt_citation(x['upper_from'])}")
+            for x in tightening.inconsistencies(pairs)]
+
+
+def tighten_records(records: list[dict[str, Any]]
+                    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Returns (the records, each checked one with ``tightened``, and the pairs of
+    ``group_pairs`` with ``tightened``): every validated end of an operator's records
+    combined across its eps (``tightening``)."""
+    pairs = tightening.attach(group_pairs(records, ()), records)
+    return tightening.attach_to_records(records, pairs), pairs
 
 
 def _q(s: str) -> Any:
@@ -129,15 +174,31 @@ def run(args: argparse.Namespace) -> int:
                or not sys.stderr.isatty(), file=sys.stderr)
     if args.verbose and not args.json:
         print(LEGEND)
+    # a record's line shows its bracket tightened across eps, which needs every record of
+    # its operator: lines are held until the operator's last record has arrived
+    left = Counter(b.operator for b in reader.brackets)
+    held: dict[str, list[dict[str, Any]]] = {}
     for rec in iter_checks(args.store, jobs=args.jobs, tier=args.tier,
                            scheduler=args.scheduler, max_work=max_work):
         records.append(rec)
         bar.update(1)
         if args.verbose and not args.json:
-            tqdm.write(format_line(rec, args.tier), file=sys.stdout)
+            held.setdefault(rec["operator"], []).append(rec)
+            left[rec["operator"]] -= 1
+            if left[rec["operator"]] <= 0:
+                done, _ = tighten_records(sorted(held.pop(rec["operator"]),
+                                                 key=lambda r: r["bracket"]))
+                for r in done:
+                    tqdm.write(format_line(r, args.tier), file=sys.stdout)
     bar.close()
+    for rest in held.values():  # pragma: no cover - every operator's records arrive
+        for r in tighten_records(rest)[0]:
+            tqdm.write(format_line(r, args.tier), file=sys.stdout)
     records.sort(key=lambda r: r["bracket"])
+    records, pairs = tighten_records(records)
     summary = summarize(records)
+    summary["tightened"] = tightening.counts(pairs)
+    internal = internal_error_lines(pairs)
     # intrinsic witnesses (intrinsic.jsonl), when the store has them
     intrinsic = list(iter_intrinsic_checks(reader, max_work))
     for res in intrinsic:
@@ -146,12 +207,12 @@ def run(args: argparse.Namespace) -> int:
     isum = summarize_intrinsic(intrinsic) if intrinsic else None
     if args.json:
         doc = {"store": str(args.store), "summary": summary, "assumptions": assumptions(),
-               "records": records}
+               "records": records, "internal_errors": tightening.inconsistencies(pairs)}
         if isum is not None:
             doc.update(intrinsic_summary=isum, intrinsic=intrinsic)
         print(jsonexact.dumps(doc, indent=1))
     else:
-        print(_summary_text(summary, records, isum["errors"] if isum else 0))
+        print(_summary_text(summary, records, isum["errors"] if isum else 0, internal))
         if isum is not None:
             print(f"{isum['records']} intrinsic records checked; input errors {isum['errors']}")
     if args.export:
@@ -162,8 +223,12 @@ def run(args: argparse.Namespace) -> int:
         for res in intrinsic:
             if "error" in res:
                 print(f"softrank-certify: input error: {shown(res['error'])}", file=sys.stderr)
-        if not summary["errors"]:
+        if not summary["errors"] and not internal:
             return 2
+    if internal:  # proved ends cannot contradict: a bug, whatever else went wrong
+        for line in internal:
+            print(f"softrank-certify: {line}", file=sys.stderr)
+        return 3
     if summary["errors"]:
         for r in records:
             if "error" in r:
@@ -180,32 +245,41 @@ LEGEND = (
     f"OUTCOME: {LEGEND_WORDS}. [TIER]: the arithmetic that decided.\n"
     "Under a line, one indented line per end that is not proved: the enclosure of the "
     "checked quantity (rounded outward to 4 digits) against its threshold, the tier, and "
-    "for undecided the cause."
+    "for undecided the cause.\n"
+    "At the end of a line, where it differs from [L, U]: the bracket of the record's "
+    "OPERATOR and EPS tightened across eps (r_eps is non-increasing in eps: an L valid at "
+    "eps' >= eps and a U valid at eps' <= eps hold at eps), each changed end with the "
+    "BRACKET and EPS it comes from and its kind (a fallback named as such)."
 )
 
 
 def _summary_text(s: dict[str, Any], records: list[dict[str, Any]],
-                  intrinsic_errors: int = 0) -> str:
+                  intrinsic_errors: int = 0, internal: list[str] | None = None) -> str:
     def counts(d: dict[str, int]) -> str:
         return ", ".join(f"{v} {word(k)}" for k, v in sorted(d.items())) or "none"
 
-    pairs = group_pairs(records, ())
-    resolved = sum(p["resolved"] for p in pairs)
-    closed = sum(p["lower"] == p["upper"] for p in pairs)
+    t = s.get("tightened") or tightening.counts(
+        tightening.attach(group_pairs(records, ()), records))
+    internal = list(internal or [])
     errors = s["errors"] + intrinsic_errors
-    proved = all_proved(records) and not errors
+    proved = all_proved(records) and not errors and not internal
     lines = [
-        f"checked {s['brackets']} stored brackets (records) of {len(pairs)} (operator, eps) "
+        f"checked {s['brackets']} stored brackets (records) of {t['pairs']} (operator, eps) "
         "pairs",
         f"  upper claims (r_eps <= k by factors U V): {counts(s['upper_results'])}",
         f"  lower claims (r_eps >= L by a certificate): {counts(s['lower_results'])}",
-        f"  validated pairs L <= r_eps <= U: {resolved} of {len(pairs)} resolved, "
-        f"{closed} closed (L = U)",
+        f"  validated pairs L <= r_eps <= U: {t['resolved_per_eps']} of {t['pairs']} "
+        f"resolved per eps, {t['resolved']} after tightening across eps",
+        f"  closed (L = U): {t['closed_per_eps']} per eps, {t['closed']} after tightening "
+        f"across eps ({t['changed']} pairs narrowed by ends proved at other eps)",
         f"  operator slack chi > 0 on {s['chi_positive']} records, changing "
         f"{s['chi_changed']} outcomes; input errors: {s['errors']}",
         *([f"  {s['work_limited']} records stopped at the work limit (undecided; raise it "
            "with --max-work)"] if s.get("work_limited") else []),
+        *(f"  INTERNAL ERROR: {line}" for line in internal),
         "result: " + ("every claim proved (exit 0)" if proved else
+                      f"internal error: {len(internal)} pairs with proved ends that contradict "
+                      "(exit 3); report this as a bug" if internal else
                       "some claim not proved or unreadable (exit "
                       f"{2 if errors else 1}); rerun with -v for one line per record "
                       "and the reason of each end not proved"),
