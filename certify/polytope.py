@@ -16,8 +16,11 @@ are all of P's boundary, a (p - 1)-sphere, and the witnesses give an odd map of 
 {w : ||A w||_inf > t ||w||_inf}; by Borsuk-Ulam B vanishes somewhere on its image.  The
 ``bernstein`` and ``rowset`` kinds are special cases (Y = A W, and the cross-polytope).
 
-Part 1 is decided in exact integer arithmetic only (a determinant and one solve per facet);
-part 2 runs the float64 -> arb -> exact tiers of the other kinds.
+Part 1 is proved whatever tier is asked for: the counts on integer arrays, each facet's
+normal by a verified float solve (an a-posteriori bound that also proves the facet
+nonsingular) or, where that cannot decide, an exact solve, and each |n . y| < 1 by float
+enclosures or, where they cannot decide, exact rationals; every defect is found exactly.
+Part 2 runs the float64 -> arb -> exact tiers of the other kinds.
 """
 
 from __future__ import annotations
