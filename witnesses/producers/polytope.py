@@ -242,6 +242,8 @@ def star_cover(A: np.ndarray, I: np.ndarray, F: np.ndarray, Z: np.ndarray, goal:
     rng = np.random.default_rng(SEED)
     pool = np.arange(f) if f <= POOL else np.sort(rng.choice(f, POOL, replace=False))
     C = np.vstack([Zs, Z[pool]])
+    if len(C) * f > 1 << 27:  # the table of who serves whom would pass 128 MB: keep the cover
+        return Zs, G
     ok = np.zeros((len(C), f), dtype=bool)
     Vc = C @ AI.T
     step = max(1, (1 << 23) // (len(C) * F.shape[1]))
