@@ -8,7 +8,10 @@ n||_inf). Prints the median wall time of the plain evaluation (facet normals by 
 float solve, the other points' |n . y| against 1, and min sigma (A z_F)_i: the same
 computation without any bound or exact step), of the kernel's float64 tier and of its exact
 tier (the sphere part is exact in both), the ratios to the plain time and the facet count.
-Run: ``.venv/bin/python benchmarks/bench_polytope.py [--reps N] [--sizes ...]``.
+``--large`` adds a lift of the size met on real heads: n = 256, p = 8, the leading singular
+vectors mixed with a random subspace (qhull then finds about 85 hull vertices and 35,000
+facets; about 10 s to build).
+Run: ``.venv/bin/python benchmarks/bench_polytope.py [--reps N] [--sizes ...] [--large]``.
 """
 
 from __future__ import annotations
@@ -21,8 +24,8 @@ from bench_lower import tier_table  # run as a script: its folder is on sys.path
 from softrank.witnesses.producers.polytope import subspace_certificate
 
 
-def certificate(A: np.ndarray, p: int) -> dict:
-    Y, I, F, Z = subspace_certificate(A, np.linalg.svd(A)[2][:p].T)
+def certificate(A: np.ndarray, p: int, W: np.ndarray | None = None) -> dict:
+    Y, I, F, Z = subspace_certificate(A, np.linalg.svd(A)[2][:p].T if W is None else W)
     return {"kind": "polytope", "rank": p, "Y": Y, "I": I, "F": F, "Z": Z,
             "G": np.arange(len(F))}
 
@@ -45,6 +48,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--sizes", type=int, nargs="*", default=[128, 256])
+    ap.add_argument("--large", action="store_true", help="add the 35,000-facet p = 8 case")
     args = ap.parse_args()
     rng = np.random.default_rng(0)
 
@@ -58,6 +62,16 @@ def main() -> None:
                 c = certificate(A, p)
                 print(f"n = {n}, p = {p}: {len(c['I'])} points, {len(c['F'])} facets")
                 yield n, p, A, c, plain_of(A, c)
+        if args.large:
+            n, p, r2 = 256, 8, np.random.default_rng(1)
+            S = 4.0 * r2.standard_normal((n, 24)) @ r2.standard_normal((24, n)) / np.sqrt(24)
+            A = np.exp(S - S.max(axis=1, keepdims=True))
+            A /= A.sum(axis=1, keepdims=True)
+            W = np.linalg.svd(A)[2][:p].T + 8.0 * r2.standard_normal((n, p)) / np.sqrt(n)
+            c = certificate(A, p, np.linalg.qr(W)[0])
+            print(f"n = {n}, p = {p} (mixed subspace): {len(c['I'])} points, "
+                  f"{len(c['F'])} facets")
+            yield n, p, A, c, plain_of(A, c)
 
     tier_table(cases(), args.reps, 0.01)
 

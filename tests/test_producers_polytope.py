@@ -121,3 +121,86 @@ def test_the_producer_lifts_only_the_rank_it_missed(monkeypatch):
     monkeypatch.setattr(bern, "search", far)
     c = bern.Bernstein(budget=5.0).produce(A, eps)
     assert c is not None and c.kind == "bernstein" and c.rank == 2
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_star_cover_serves_every_facet_with_fewer_witnesses(seed):
+    """The star cover on a real lift: every facet's witness keeps its labelled values above
+    the goal, witnesses are no more than the greedy pool's, and the kernel agrees exactly."""
+    A = attention(24, 6, 3.0, 10 + seed)
+    W = svd_subspace(A, 4) + 0.3 * np.random.default_rng(seed).standard_normal((24, 4))
+    Y, I, F, Z = poly.subspace_certificate(A, W)
+    k = len(I)
+    AI = A[I]
+    for r in range(len(F)):  # the lift's per-facet LP witnesses
+        Z[r] = poly.best_witness(A, I, F[r], k)[0]
+    goal = 0.999 * float(poly.facet_values(Z, AI, F).min(axis=1).min())
+    Zs, G = poly.star_cover(A, I, F, Z, goal, clock() + 60)
+    assert G.shape == (len(F),) and G.min() >= 0 and G.max() < len(Zs)
+    assert poly.facet_values(Zs, AI, F, G).min() > goal
+    Zg, _ = poly.share_witnesses(AI, F, Z, goal)
+    assert len(Zs) <= len(Zg) and len(Zs) < len(F)
+    cert = {"kind": "polytope", "rank": 4, "Y": Y, "I": I, "F": F, "Z": Zs, "G": G}
+    assert check_lower(A, cert, Fraction(goal).limit_denominator(10**9) * Fraction(999, 1000),
+                       tier="exact").status == "holds"
+
+
+def test_rounded_witnesses_are_float32_and_keep_the_goal():
+    rng = np.random.default_rng(5)
+    k, f, p, N = 10, 30, 3, 12
+    AI = np.abs(rng.standard_normal((k, N)))
+    AI /= AI.sum(axis=1, keepdims=True)
+    F = np.stack([rng.choice(2 * k, p, replace=False) for _ in range(f)])
+    sig = np.where(F < k, 1.0, -1.0)
+    Z = np.sign((AI[F % k] * sig[:, :, None]).sum(axis=1)) * rng.uniform(0.3, 1.0, (f, N))
+    G = np.arange(f)
+    own = poly.facet_values(Z, AI, F).min(axis=1)
+    goal = float(own.min()) - 0.05  # every witness has room for a grid of 2^-4
+    Zr = poly.round_witnesses(Z, AI, F, G, goal)
+    assert Zr.dtype == np.float32 and np.all(np.abs(Zr) <= 1)
+    assert poly.facet_values(Zr.astype(np.float64), AI, F, G).min() > goal
+    assert np.all(Zr.astype(np.float64) * 2.0**24 == np.round(Zr.astype(np.float64) * 2.0**24))
+    assert len(np.unique(Zr)) < len(np.unique(Z))  # coarse grids: fewer distinct values
+    # z = (2^-26, 2^-26) on the labels e1, e2: every grid (2^-24 at the finest) rounds it to
+    # 0, below a goal of 2^-27, so the witness stays float64, unrounded; z = (0.9, 0.9) at
+    # goal 1/2: the coarsest grid 2^-3 already serves (7/8)
+    AI2, F2, G2 = np.eye(2), np.array([[0, 1]]), np.zeros(1, dtype=np.int64)
+    Z2 = np.full((1, 2), 2.0**-26)
+    Zt = poly.round_witnesses(Z2, AI2, F2, G2, 2.0**-27)
+    assert Zt.dtype == np.float64 and np.array_equal(Zt, Z2)
+    Zc = poly.round_witnesses(np.full((1, 2), 0.9), AI2, F2, G2, 0.5)
+    assert Zc.dtype == np.float32 and np.array_equal(Zc, [[0.875, 0.875]])
+
+
+def test_small_int_keeps_the_values():
+    X = np.array([[0, 8191], [5, 7]])
+    assert poly.small_int(X, 8192).dtype == np.int16
+    assert poly.small_int(X, 40000).dtype == np.int32
+    assert poly.small_int(X, 2**40).dtype == np.int64
+    assert all(np.array_equal(poly.small_int(X, b), X) for b in (8192, 40000, 2**40))
+
+
+def test_a_compact_lift_survives_the_store_and_the_bundle(tmp_path):
+    """int16 indices and float32 witnesses: stored, read back, checked and replayed."""
+    from replay import replay as rp
+    from softrank.export import write_bundle
+    from softrank.runner import iter_checks
+    from softrank.witnesses import Store
+
+    A = attention(16, 5, 3.0, 6)
+    W = svd_subspace(A, 3)
+    eps = Fraction(bernstein_limit(A, W) * 1.05).limit_denominator(10**6)
+    arrays, _ = poly.lift(A, W, float(eps), clock() + 30)
+    assert arrays["F"].dtype == np.int16 and arrays["Z"].dtype == np.float32
+    U, s, Vt = np.linalg.svd(A)
+    with Store.create(tmp_path / "st", description="compact polytope") as st:
+        st.add_operator(A, family="t", id="op")
+        st.add_bracket("op", eps, {"kind": "factors", "rank": 16, "U": U * s, "V": Vt},
+                       {"kind": "polytope", "rank": 3, **arrays}, id="b")
+    records = list(iter_checks(tmp_path / "st"))
+    assert [r["lower_check"]["status"] for r in records] == ["holds"]
+    write_bundle(tmp_path / "st", records, tmp_path / "b.zip")
+    s = rp.replay(str(tmp_path / "b.zip"))
+    got = [r for r in s["results"] if r["kind"] == "polytope"]
+    assert [(r["replay"], r["agrees"]) for r in got] == [("holds", True)]
+    assert s["disagreements"] == 0

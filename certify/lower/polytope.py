@@ -16,8 +16,11 @@ are all of P's boundary, a (p - 1)-sphere, and the witnesses give an odd map of 
 {w : ||A w||_inf > t ||w||_inf}; by Borsuk-Ulam B vanishes somewhere on its image.  The
 ``bernstein`` and ``rowset`` kinds are special cases (Y = A W, and the cross-polytope).
 
-Part 1 is decided in exact integer arithmetic only (a determinant and one solve per facet);
-part 2 runs the float64 -> arb -> exact tiers of the other kinds.
+Part 1 is proved whatever tier is asked for: the counts on integer arrays, each facet's
+normal by a verified float solve (an a-posteriori bound that also proves the facet
+nonsingular) or, where that cannot decide, an exact solve, and each |n . y| < 1 by float
+enclosures or, where they cannot decide, exact rationals; every defect is found exactly.
+Part 2 runs the float64 -> arb -> exact tiers of the other kinds.
 """
 
 from __future__ import annotations
@@ -31,8 +34,15 @@ from flint import fmpz_mat
 from ..arrays import as_matrix
 from ..errors import InputError
 from ..numerics import arbutil, dyadic, tiers, workbound
-from ..numerics.ballmat import Ball, ball_matmul
-from ..numerics.rounding import down, up
+from ..numerics.ballmat import Ball, abs_row_sums_upper, ball_matmul, n_eta_up
+from ..numerics.rounding import (
+    dot_error_upper,
+    down,
+    gamma_up,
+    inv_one_minus_gamma_up,
+    nonneg_sum_upper,
+    up,
+)
 from ..numerics.tiers import safe_min_lower, safe_min_upper
 from ..result import Check, Enclosure
 
@@ -127,24 +137,95 @@ def column_scaled(Y: np.ndarray) -> np.ndarray:
     return np.where(ok[None, :], Ys, Y)
 
 
-def sphere_defect(Y: np.ndarray, F: np.ndarray) -> str | None:
+def _row_keys(S: np.ndarray, base: int) -> list[np.ndarray]:
+    """Returns int64 words that identify every row of S (entries in [0, base), rows of
+    equal length): two rows are equal iff all their words are.  Each word packs as many
+    entries as fit in 62 bits, so the packing is injective and never overflows."""
+    bits = max(1, (base - 1).bit_length())
+    per = max(1, 62 // bits)
+    words = []
+    for c0 in range(0, S.shape[1], per):
+        w = np.zeros(len(S), dtype=np.int64)
+        for c in range(c0, min(c0 + per, S.shape[1])):
+            w = (w << bits) | S[:, c].astype(np.int64)
+        words.append(w)
+    return words
+
+
+def _run_lengths(words: list[np.ndarray]) -> np.ndarray:
+    """Returns, in sorted order, how often each distinct row (given by its words) occurs."""
+    order = np.lexsort(words[::-1]) if len(words) > 1 else np.argsort(words[0])
+    W = np.stack([w[order] for w in words], axis=1)
+    starts = np.flatnonzero(np.r_[True, np.any(W[1:] != W[:-1], axis=1)])
+    return np.diff(np.r_[starts, len(W)])
+
+
+def _normal_balls(P: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For f facets' p x p point matrices P (f x p x p, rows the facet's signed points)
+    returns (nt, e): floats nt (f x p) and radii e (f) with B_r nonsingular and
+    ||B_r^{-1} 1 - nt_r||_inf <= e_r wherever e_r is finite; e_r = inf where this float
+    a-posteriori bound cannot prove it (the caller then solves that facet exactly).
+
+    With X ~ B^-1: delta = ||I - X B||_inf < 1 proves X B, hence B, nonsingular, and
+    n - nt = B^-1 r = (I - (I - X B))^-1 X r with r = 1 - B nt, so
+    ||n - nt||_inf <= || |X| |r| ||_inf / (1 - delta).  Every product is bounded by the
+    a-priori lemma (gamma_p, p eta), every other operation moved outward by one ulp.
+    """
+    f, p = P.shape[0], P.shape[1]
+    with np.errstate(all="ignore"):
+        try:
+            X = np.linalg.inv(P)
+        except np.linalg.LinAlgError:  # some facet singular in float: invert one by one
+            X = np.full_like(P, np.nan)
+            for r in range(f):
+                try:
+                    X[r] = np.linalg.inv(P[r])
+                except np.linalg.LinAlgError:
+                    pass
+        nt = X.sum(axis=2)  # X 1, the approximate normal (any float vector will do)
+        # |r| = |1 - B nt| <= |fl(1 - s)| + |s - B nt| with s = fl(B nt)
+        s = np.matmul(P, nt[:, :, None])[:, :, 0]
+        err_s = dot_error_upper(np.matmul(np.abs(P), np.abs(nt)[:, :, None])[:, :, 0], p)
+        r_up = up(up(np.abs(1.0 - s)) + err_s)
+        # row sums of |I - X B| <= those of |fl(I - M)| (1 + u) (one RN op per entry, no
+        # underflow in a subtraction) plus those of |M - X B| <= gamma_p |X| |B| + p eta,
+        # where the row sums of |X| |B| are |X| (|B| 1) exactly: only vectors are bounded
+        M = np.matmul(X, P)
+        a1 = up(nonneg_sum_upper(np.abs(np.eye(p) - M).sum(axis=2), p) * (1.0 + 2.0 ** -52))
+        b1 = nonneg_sum_upper(np.abs(P).sum(axis=2), p)  # >= |B| 1
+        c1 = np.matmul(np.abs(X), b1[:, :, None])[:, :, 0]
+        c1 = up(up(c1 + n_eta_up(p)) * inv_one_minus_gamma_up(p))  # >= |X| |B| 1
+        delta = up(a1 + up(up(gamma_up(p) * c1) + n_eta_up(p * p))).max(axis=1)
+        # |X| |r| bounded above: nonnegative products, fl within gamma_p plus p eta
+        xr = np.matmul(np.abs(X), r_up[:, :, None])[:, :, 0]
+        xr = up(up(xr + n_eta_up(p)) * inv_one_minus_gamma_up(p)).max(axis=1)
+        e = up(xr / down(1.0 - delta))
+        ok = (delta < 1.0) & np.isfinite(e) & np.all(np.isfinite(nt), axis=1)
+    return np.where(ok[:, None], nt, 0.0), np.where(ok, e, np.inf)
+
+
+def sphere_defect(Y: np.ndarray, F: np.ndarray, *, exact_normals: bool = False
+                  ) -> str | None:
     """Returns None when the facets F and their mirrors are exactly the facets of
     P = conv(+-Y), each simplicial (part 1 of the module's statement); otherwise a sentence
     naming the first defect found.
 
-    Each facet's normal n (n . y = 1 on its points) is solved exactly; n . y for the other
-    points is then enclosed in one float64 ball product (n rounded to the nearest float,
-    radius one ulp), and only the pairs that enclosure cannot place strictly inside
-    |n . y| < 1 are compared in exact rationals.  All of it runs on :func:`column_scaled`
-    points (the same facets and defects).  The facet solves, each float64 block and the exact
-    pairs it leaves are priced before they run (``certify.numerics.workbound``): raises
+    Each facet's normal n (B n = 1 on its p points B) is enclosed in a float64 ball, by a
+    verified float solve (:func:`_normal_balls`) or, where that cannot prove B nonsingular
+    (or when ``exact_normals``), by an exact solve rounded to the nearest floats (radius one
+    ulp).  n . y for the other points is then enclosed in one float64 ball product, and only
+    the pairs that enclosure cannot place strictly inside |n . y| < 1 are compared in exact
+    rationals (with the exact normal).  So a float only ever spares exact work where it
+    proves the strict inequality (or nonsingularity).  All of it runs on :func:`column_scaled`
+    points (the same facets and defects).  The float normal solves, the exact solves, each
+    float64 block and the exact pairs it leaves are priced before they run (``certify.numerics.workbound``): raises
     ``workbound.WorkLimit`` instead of starting a phase over the current meter's limit.
     """
     k, p = Y.shape
     Y = column_scaled(Y)  # the same facets and defects (see column_scaled), fewer bits
     full = np.vstack([F, (F + k) % (2 * k)])
-    srt = np.sort(full, axis=1).astype(np.int32)
-    if len(np.unique(srt, axis=0)) != len(srt):
+    srt = np.sort(full, axis=1)
+    if np.any(_run_lengths(_row_keys(srt, 2 * k)) != 1):
         return "two facets (counting mirrors) have the same points"
     if p == 1:
         if len(full) != 2:  # S^0 is two points: one facet and its mirror
@@ -152,57 +233,102 @@ def sphere_defect(Y: np.ndarray, F: np.ndarray) -> str | None:
     else:
         # every (p - 1)-subset of a facet: drop one column of the sorted facet at a time
         ridges = np.vstack([np.delete(srt, c, axis=1) for c in range(p)])
-        _, counts = np.unique(ridges, axis=0, return_counts=True)
+        counts = _run_lengths(_row_keys(ridges, 2 * k))
         if np.any(counts != 2):
             bad = int(np.flatnonzero(counts != 2)[0])
             return (f"a ridge lies in {int(counts[bad])} facets, not 2: the facets do not "
                     "close up into a sphere")
+    P = np.where(F[:, :, None] < k, Y[F % k], -Y[F % k])  # f x p x p, exact (sign flips)
+    # inverse, residual and error products of the verified float solves
+    workbound.charge(6 * workbound.float_product(len(F) * p, p, p),
+                     f"the float64 normals of {len(F)} facets (rank {p})")
+    if exact_normals:
+        nt, e = np.zeros((len(F), p)), np.full(len(F), np.inf)
+    else:
+        nt, e = _normal_balls(P)
     b = workbound.bits(Y)
-    workbound.charge(workbound.solve_facets(len(F), p, b),
-                     f"the exact normals of {len(F)} facets (rank {p}, {b}-bit points)")
-    Yz, e = dyadic.to_int_matrix(Y)
+    n_exact = int(np.count_nonzero(~np.isfinite(e)))
+    if n_exact:
+        workbound.charge(workbound.solve_facets(n_exact, p, b),
+                         f"the exact normals of {n_exact} facets (rank {p}, {b}-bit points)")
+    Yz, ex = dyadic.to_int_matrix(Y)
     rows = Yz.tolist()
     ones = fmpz_mat(p, 1, [1] * p)
-    scale = dyadic.pow2(-e)  # Y = Yz 2^e, so n for Y is n for Yz times 2^-e
-    normals: list[list[Fraction]] = []
-    for r, facet in enumerate(F.tolist()):
-        B = fmpz_mat([[(x if j < k else -x) for x in rows[j % k]] for j in facet])
-        if B.det() == 0:
+    scale = dyadic.pow2(-ex)  # Y = Yz 2^ex, so n for Y is n for Yz times 2^-ex
+    normals: dict[int, list[Fraction]] = {}
+
+    def exact_normal(r: int) -> list[Fraction] | None:
+        """The exact normal of facet r (cached), None when its points are singular."""
+        if r not in normals:
+            B = fmpz_mat([[(x if j < k else -x) for x in rows[j % k]]
+                          for j in F[r].tolist()])
+            if B.det() == 0:
+                return None
+            sol = B.solve(ones)
+            normals[r] = [Fraction(int(x.p), int(x.q)) * scale for x in sol.entries()]
+        return normals[r]
+
+    nr = np.zeros((len(F), p))
+    for r in np.flatnonzero(~np.isfinite(e)).tolist():  # in facet order: first defect first
+        n = exact_normal(r)
+        if n is None:
             return f"facet {r}: its points do not span a hyperplane missing 0"
-        sol = B.solve(ones)
-        normals.append([Fraction(int(x.p), int(x.q)) * scale for x in sol.entries()])
-    try:
-        nf = np.array([[float(x) for x in n] for n in normals]).T  # p x f, correctly rounded
-    except OverflowError:  # a normal beyond float range: every pair goes to exact rationals
-        nf = None
-    # bits of the normals as solved (not the a-priori bound): they price the exact pairs
-    nbits = max(max(x.numerator.bit_length(), x.denominator.bit_length())
-             for n in normals for x in n)
+        try:
+            nt[r] = [float(x) for x in n]  # correctly rounded
+            # |n - fl(n)| <= 2^-52 |fl(n)| + 2^-1074, moved up one ulp
+            nr[r] = up(np.abs(nt[r]) * 2.0 ** -52 + 2.0 ** -1074)
+        except OverflowError:  # beyond float range: its pairs go to exact rationals
+            nt[r], nr[r] = 0.0, np.inf
+    fin = np.isfinite(e)
+    nr[fin] = e[fin, None]
+    # crude prefilter, two passes per pair: |n . y| <= |fl(nt . y)| + gamma_p |y| . |nt|
+    # + p eta + |y| . |n - nt| <= |C| + a (gamma_p ||nt||_inf + max rad) + p eta with
+    # a >= max_j ||Y[j]||_1; |C| below (a float <=) 1 minus that proves |n . y| < 1
+    a = float(abs_row_sums_upper(Y).max())
+    g, p_eta = gamma_up(p), n_eta_up(p)
     step = max(1, (1 << 22) // k)  # facets per block: about 4M (point, facet) pairs at a time
     for c0 in range(0, len(F), step):
         cols = np.arange(c0, min(c0 + step, len(F)))
-        workbound.charge(workbound.float_product(k, p, len(cols)),
+        workbound.charge(2 * workbound.float_product(k, p, len(cols)),
                          f"the float64 filter of {k} points against {len(cols)} facets")
-        if nf is None:
-            inside = np.zeros((k, len(cols)), dtype=bool)
-        else:
-            with np.errstate(all="ignore"):
-                nb = nf[:, cols]
-                nr = up(np.abs(nb) * 2.0 ** -52 + 2.0 ** -1074)  # |n - fl(n)| <= ulp
-                V = ball_matmul(Ball.exact(Y), Ball(nb, nr))  # k x block: n_r . Y[j]
-                inside = up(np.abs(V.mid) + V.rad) < 1.0
-        inside[F[cols] % k, np.arange(len(cols))[:, None]] = True  # the facet's own points
-        todo = int(np.count_nonzero(~inside))
-        if todo:
-            workbound.charge(workbound.point_facet_pairs(todo, p, nbits),
-                             f"{todo} exact point-facet comparisons (normals of {nbits} bits)")
-        for j, c in zip(*np.nonzero(~inside), strict=True):
+        with np.errstate(all="ignore"):
+            nb, rb = nt[cols].T, nr[cols].T
+            T = up(up(a * up(up(g * np.abs(nb).max(axis=0)) + rb.max(axis=0))) + p_eta)
+            inside = np.abs(Y @ nb) < down(1.0 - T)[None, :]  # NaN / inf never inside
+            inside[F[cols] % k, np.arange(len(cols))[:, None]] = True  # the facet's points
+            redo = np.flatnonzero(~inside.all(axis=0))
+            if redo.size:  # the sharper ball product on the facets the prefilter left
+                V = ball_matmul(Ball.exact(Y), Ball(nb[:, redo], rb[:, redo]))
+                inside[:, redo] |= up(np.abs(V.mid) + V.rad) < 1.0
+        bad_j, bad_c = np.nonzero(~inside)
+        if bad_j.size:
+            fresh = [int(cols[c]) for c in np.unique(bad_c).tolist()
+                     if int(cols[c]) not in normals]
+            if fresh:
+                workbound.charge(workbound.solve_facets(len(fresh), p, b),
+                                 f"the exact normals of {len(fresh)} facets (rank {p}, "
+                                 f"{b}-bit points)")
+            for r in fresh:
+                if exact_normal(r) is None:  # cannot happen: a finite e proved B_r nonsingular
+                    return f"facet {r}: its points do not span a hyperplane missing 0"
+            # bits of the normals as solved (not the a-priori bound): they price the pairs
+            nbits = max(max(x.numerator.bit_length(), x.denominator.bit_length())
+                        for c in np.unique(bad_c).tolist() for x in normals[int(cols[c])])
+            workbound.charge(workbound.point_facet_pairs(int(bad_j.size), p, nbits),
+                             f"{int(bad_j.size)} exact point-facet comparisons (normals of "
+                             f"{nbits} bits)")
+        for c in np.unique(bad_c).tolist():  # facet order, then point order
             r = int(cols[c])
-            v = sum((Fraction(float(y)) * n for y, n in zip(Y[j], normals[r], strict=True)),
-                    Fraction(0))
-            if abs(v) >= 1:
-                return (f"facet {r}: point {int(j)} (or its mirror) is not strictly inside "
-                        "the facet's hyperplane: not a simplicial facet of conv(+-Y)")
+            n = exact_normal(r)
+            if n is None:  # cannot happen: a finite e proved B_r nonsingular
+                return f"facet {r}: its points do not span a hyperplane missing 0"
+            for j in bad_j[bad_c == c].tolist():
+                v = sum((Fraction(float(y)) * x for y, x in zip(Y[j], n, strict=True)),
+                        Fraction(0))
+                if abs(v) >= 1:
+                    return (f"facet {r}: point {int(j)} (or its mirror) is not strictly "
+                            "inside the facet's hyperplane: not a simplicial facet of "
+                            "conv(+-Y)")
     return None
 
 
@@ -259,15 +385,24 @@ def _pairs(g: np.ndarray, i: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.nda
 
 def _float_min(A: np.ndarray, Z: np.ndarray, g: np.ndarray, i: np.ndarray,
                sig: np.ndarray) -> Enclosure | None:
-    """Mid-radius enclosure of Z A^T over the pairs used (ballmat, a-priori rounding bounds);
-    multiplying by sigma = +-1 is exact."""
+    """Returns an interval containing min sigma (Z A^T) over the pairs used, or None when
+    the float64 enclosure overflows.  One float64 product Z A^T; its rounding is charged
+    a priori through |z| <= 1 (every entry of Z has been checked to lie in [-1, 1]; the
+    bound uses the measured max |Z| all the same): |fl(z . a) - z . a| <= gamma_N |z| . |a|
+    + N eta <= gamma_N max|Z| ||a||_1 + N eta, one radius per row a of A.  Multiplying by
+    sigma = +-1 is exact."""
     gu, iu, pos = _pairs(g, i)
-    workbound.charge(workbound.float_product(len(gu), A.shape[1], len(iu)) + 50 * len(pos),
+    N = A.shape[1]
+    workbound.charge(workbound.float_product(len(gu), N, len(iu)) + 50 * len(pos),
                      "the float64 tier")
     with np.errstate(all="ignore"):
-        Yb = ball_matmul(Ball.exact(np.ascontiguousarray(Z[gu])),
-                         Ball.exact(np.ascontiguousarray(A[iu].T)))
-        mid, rad = Yb.mid.ravel()[pos], Yb.rad.ravel()[pos]
+        Zg = Z if len(gu) == len(Z) else np.ascontiguousarray(Z[gu])
+        Ai = np.ascontiguousarray(A[iu])
+        mid = (Zg @ Ai.T).ravel()[pos]
+        zmax = float(np.abs(Zg).max()) if Zg.size else 0.0
+        rad_i = up(up(gamma_up(max(N, 1)) * up(zmax * abs_row_sums_upper(Ai)))
+                   + n_eta_up(N))
+        rad = rad_i[pos % len(iu)]
         signed = sig * mid
         # a NaN entry (overflow met inf - inf) leaves the minimum without a lower bound
         lo = safe_min_lower(down(signed - rad))
@@ -280,8 +415,8 @@ def _float_min(A: np.ndarray, Z: np.ndarray, g: np.ndarray, i: np.ndarray,
 def _arb_min(A: np.ndarray, Z: np.ndarray, g: np.ndarray, i: np.ndarray, sig: np.ndarray,
              prec: int) -> Enclosure | None:
     gu, iu, pos = _pairs(g, i)
-    workbound.charge(workbound.arb_product(len(gu), A.shape[1], len(iu), prec) + 5000 * len(pos),
-                     f"the arb tier at {prec} bits")
+    workbound.charge(workbound.arb_product(len(gu), A.shape[1], len(iu), prec)
+                     + 5000 * len(pos), f"the arb tier at {prec} bits")
     cols = len(iu)
     lo = hi = None
     with arbutil.precision(prec):

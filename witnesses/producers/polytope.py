@@ -53,7 +53,8 @@ def hull_facets(Y: np.ndarray, seed: int = SEED) -> tuple[np.ndarray, np.ndarray
 def best_witness(A: np.ndarray, I: np.ndarray, facet: np.ndarray, k: int
                  ) -> tuple[np.ndarray, float] | None:
     """Returns (z, tau): a z in the unit cube maximising tau = min over the facet's labels of
-    sigma (A z)_i (an LP with N + 1 unknowns and p constraints), or None when it fails."""
+    sigma (A z)_i (an LP with N + 1 unknowns and one constraint per label; ``facet`` may
+    list any signed points, e.g. the union of several facets), or None when it fails."""
     N = A.shape[1]
     rows = A[I[facet % k]] * np.where(facet < k, 1.0, -1.0)[:, None]
     c = np.zeros(N + 1)
@@ -122,9 +123,13 @@ def lift(A: np.ndarray, W: np.ndarray, eps: float, deadline: float
         if got is None or not got[1] > goal:
             return None
         Z[r], tau[r] = got
-    Zs, G = share_witnesses(AI, F, Z, goal)
-    arrays = {"Y": np.ascontiguousarray(Y), "I": I, "F": F, "Z": Zs, "G": G}
+    Zs, G = star_cover(A, I, F, Z, goal, deadline)
+    Zs = round_witnesses(Zs, AI, F, G, goal)
     tau = facet_values(Zs, AI, F, G).min(axis=1)
+    if not tau.min() > goal:  # cannot happen (every step keeps it): never emit a weak lift
+        return None
+    arrays = {"Y": np.ascontiguousarray(Y), "I": small_int(I, A.shape[0]),
+              "F": small_int(F, 2 * k), "Z": Zs, "G": small_int(G, len(Zs))}
     return arrays, float(target(eps) / tau.min())
 
 
@@ -170,3 +175,121 @@ def share_witnesses(AI: np.ndarray, F: np.ndarray, Z: np.ndarray, goal: float, *
     index = np.full(f, -1, dtype=np.int64)
     index[keep] = np.arange(len(keep))
     return np.ascontiguousarray(Z[keep]), index[G]
+
+
+def small_int(X: np.ndarray, bound: int) -> np.ndarray:
+    """Returns X (entries in [0, bound)) as the narrowest of int16, int32, int64 holding
+    them: the kernel widens any integer array, and a store file shrinks."""
+    for dt in (np.int16, np.int32):
+        if bound <= np.iinfo(dt).max:
+            return np.ascontiguousarray(X, dtype=dt)
+    return np.ascontiguousarray(X, dtype=np.int64)
+
+
+def star_cover(A: np.ndarray, I: np.ndarray, F: np.ndarray, Z: np.ndarray, goal: float,
+               deadline: float) -> tuple[np.ndarray, np.ndarray]:
+    """Returns (Zs, G): few witnesses and every facet's index into them, each facet's
+    witness keeping all its labelled values above ``goal`` (``Z``: one witness per facet that
+    does).  Greedy over stars: the signed point x in the most uncovered facets; one LP for a
+    witness of all their labels at once, and while that misses the goal, the facets are
+    narrowed to those also containing the most frequent other point (down to a single
+    facet, whose LP witness exists); the witness then serves every uncovered facet it can.
+    Stars stop at ``deadline`` (``_common.clock()``); the facets left then share witnesses
+    greedily (:func:`share_witnesses`)."""
+    f = len(F)
+    k = len(I)
+    AI = np.ascontiguousarray(A[I])
+    sig = np.where(F < k, 1.0, -1.0)
+    G = np.full(f, -1, dtype=np.int64)
+    found: list[np.ndarray] = []
+    while clock() < deadline:
+        open_ = G < 0
+        if open_.sum() <= 1:
+            break
+        counts = np.bincount(F[open_].ravel(), minlength=2 * k)
+        x = int(counts.argmax())
+        if counts[x] <= 1:
+            break
+        S = open_ & (F == x).any(axis=1)
+        z = None
+        while S.any():
+            got = best_witness(A, I, np.unique(F[S]), k)
+            if got is not None and got[1] > goal:
+                z = got[0]
+                break
+            if S.sum() == 1 or clock() > deadline:
+                break
+            c = np.bincount(F[S].ravel(), minlength=2 * k)
+            c[c >= S.sum()] = 0  # points in every facet of S (x among them) narrow nothing
+            y = int(c.argmax())
+            S = S & (F == y).any(axis=1)  # a proper, nonempty subset: the loop ends
+        if z is None:  # the LP fails even on one facet: that facet keeps its own witness
+            r = int(np.flatnonzero(S)[0]) if S.any() else int(np.flatnonzero(open_)[0])
+            z = Z[r]
+        served = open_ & ((z @ AI.T)[F % k] * sig > goal).all(axis=1)
+        if not served.any():  # cannot serve even its own facets: give up on stars
+            break
+        G[served] = len(found)
+        found.append(z)
+    rest = np.flatnonzero(G < 0)
+    if rest.size:
+        Zr, Gr = share_witnesses(AI, F[rest], Z[rest], goal)
+        G[rest] = len(found) + Gr
+        found.extend(Zr)
+    Zs = np.array(found, dtype=np.float64).reshape(-1, A.shape[1])
+    # a second greedy pass over the star witnesses and a pool of the facets' own: it may
+    # need fewer (every facet is served by its star witness, so the pass covers them all)
+    rng = np.random.default_rng(SEED)
+    pool = np.arange(f) if f <= POOL else np.sort(rng.choice(f, POOL, replace=False))
+    C = np.vstack([Zs, Z[pool]])
+    if len(C) * f > 1 << 27:  # the table of who serves whom would pass 128 MB: keep the cover
+        return Zs, G
+    ok = np.zeros((len(C), f), dtype=bool)
+    Vc = C @ AI.T
+    step = max(1, (1 << 23) // (len(C) * F.shape[1]))
+    for c0 in range(0, f, step):
+        blk = slice(c0, c0 + step)
+        ok[:, blk] = (Vc[:, F[blk] % k] * sig[blk]).min(axis=2) > goal
+    G2 = np.full(f, -1, dtype=np.int64)
+    chosen: list[int] = []
+    while (G2 < 0).any() and len(chosen) < len(Zs):
+        gain = ok[:, G2 < 0].sum(axis=1)
+        c = int(gain.argmax())
+        G2[ok[c] & (G2 < 0)] = len(chosen)
+        chosen.append(c)
+    if (G2 >= 0).all() and len(chosen) < len(Zs):
+        return np.ascontiguousarray(C[chosen]), G2
+    return Zs, G
+
+
+ROUND_BITS = (3, 4, 5, 6, 8, 10, 12, 16, 20, 24)
+
+
+def round_witnesses(Z: np.ndarray, AI: np.ndarray, F: np.ndarray, G: np.ndarray,
+                    goal: float) -> np.ndarray:
+    """Returns the witnesses Z rounded, each to the coarsest grid 2^-b (b in ROUND_BITS)
+    that keeps every labelled value of the facets it serves above ``goal``, as float32
+    (exact: multiples of 2^-24 in [-1, 1] are float32 numbers); a witness no grid keeps
+    stays as it is, and then the array stays float64.  Rounding moves (A z)_i by at most
+    2^-(b+1) ||A_i||_1, so coarse grids suit witnesses with room above the goal, and the
+    store's compression shrinks them (few distinct values).  Nothing here is trusted: the
+    kernel checks the stored numbers exactly."""
+    k = len(AI)
+    sig = np.where(F < k, 1.0, -1.0)
+    out = Z.copy()
+    exact32 = True
+    for c in range(len(Z)):
+        rows = np.flatnonzero(G == c)
+        if rows.size == 0:
+            continue
+        lab = AI[F[rows] % k] * sig[rows][:, :, None]  # served facets x p x N
+        for b in ROUND_BITS:
+            zq = np.clip(np.round(Z[c] * 2.0 ** b) / 2.0 ** b, -1.0, 1.0)
+            if (lab @ zq).min() > goal:
+                out[c] = zq
+                break
+        else:
+            exact32 = False
+    if exact32:
+        return np.ascontiguousarray(out, dtype=np.float32)
+    return out
