@@ -218,8 +218,9 @@ def sphere_defect(Y: np.ndarray, F: np.ndarray, *, exact_normals: bool = False
     rationals (with the exact normal).  So a float only ever spares exact work where it
     proves the strict inequality (or nonsingularity).  All of it runs on :func:`column_scaled`
     points (the same facets and defects).  The float normal solves, the exact solves, each
-    float64 block and the exact pairs it leaves are priced before they run (``certify.numerics.workbound``): raises
-    ``workbound.WorkLimit`` instead of starting a phase over the current meter's limit.
+    float64 block and the exact pairs it leaves are priced before they run
+    (``certify.numerics.workbound``): raises ``workbound.WorkLimit`` instead of starting a
+    phase over the current meter's limit.
     """
     k, p = Y.shape
     Y = column_scaled(Y)  # the same facets and defects (see column_scaled), fewer bits
