@@ -112,7 +112,7 @@ def test_check_verbose_shows_tightened_brackets_only_where_they_differ(store, ca
                                f"U from {UP} at eps 0.15 (factors))")
     assert "tightened" not in lines[ONE]
     assert "closed (L = U): 1 per eps, 4 after tightening across eps (3 pairs narrowed" in out
-    assert "3 of 4 resolved per eps, 4 after tightening across eps" in out
+    assert "3 of 4 within the study's criterion per eps, 4 after tightening across eps" in out
 
 
 def _contradicting(records: list[dict]) -> list[dict]:

@@ -110,7 +110,7 @@ def _record_line(r: dict[str, Any]) -> str:
     upper = (f"upper {r['upper_claim']}->{r['upper']} {word(end_result(r, 'upper'))} "
              f"[{up.get('tier')}]")
     chi = "" if r.get("chi") in (None, "0") else f" chi<={sci(_q(r['chi']), rounding='up')}"
-    res = "resolved" if r.get("resolved") else "unresolved"
+    res = "within" if r.get("resolved") else "outside"
     tight = tightened_text(r)
     return (f"{head} {lower:<37} {upper:<37} [{r['lower']}, {r['upper']}] {res}{chi}"
             + (f" {tight}" if tight else ""))
@@ -239,9 +239,10 @@ def run(args: argparse.Namespace) -> int:
 
 LEGEND = (
     "Each line: BRACKET OPERATOR eps=EPS  lower CLAIM->PROVED OUTCOME [TIER]  "
-    "upper CLAIM->PROVED OUTCOME [TIER]  [L, U] of this record, resolved or not, "
-    "chi<=SLACK charged.\n"
-    "A pair is resolved when U <= 2L, U - L <= 2 or U - L <= min(m, N)/10.\n"
+    "upper CLAIM->PROVED OUTCOME [TIER]  [L, U] of this record, within or outside the "
+    "criterion, chi<=SLACK charged.\n"
+    "A pair is within the published study's criterion when U <= 2L, U - L <= 2 or "
+    "U - L <= min(m, N)/10.\n"
     f"OUTCOME: {LEGEND_WORDS}. [TIER]: the arithmetic that decided.\n"
     "Under a line, one indented line per end that is not proved: the enclosure of the "
     "checked quantity (rounded outward to 4 digits) against its threshold, the tier, and "
@@ -269,7 +270,7 @@ def _summary_text(s: dict[str, Any], records: list[dict[str, Any]],
         f"  upper claims (r_eps <= k by factors U V): {counts(s['upper_results'])}",
         f"  lower claims (r_eps >= L by a certificate): {counts(s['lower_results'])}",
         f"  validated pairs L <= r_eps <= U: {t['resolved_per_eps']} of {t['pairs']} "
-        f"resolved per eps, {t['resolved']} after tightening across eps",
+        f"within the study's criterion per eps, {t['resolved']} after tightening across eps",
         f"  closed (L = U): {t['closed_per_eps']} per eps, {t['closed']} after tightening "
         f"across eps ({t['changed']} pairs narrowed by ends proved at other eps)",
         f"  operator slack chi > 0 on {s['chi_positive']} records, changing "
