@@ -23,6 +23,7 @@ import os
 import re
 import shutil
 import sys
+import time
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
@@ -467,6 +468,7 @@ def _add_operators(store: Store, root: Path, source: Iterator[Any], eps_list: li
 def _produce(args: argparse.Namespace, store: Store, root: Path, jobs: list[tuple[Any, ...]],
              new_ops: int, seen: set[str], ranks: Any) -> int:
     written, failures = 0, []
+    t0 = time.monotonic()
     bar = tqdm(total=len(jobs), unit="operator",
                disable=args.quiet or args.json or not sys.stderr.isatty(),
                file=sys.stderr, desc="produce")
@@ -482,7 +484,9 @@ def _produce(args: argparse.Namespace, store: Store, root: Path, jobs: list[tupl
         bar.close()
         store.close()
     summary = {"store": str(root), "operators_added": new_ops, "operators_processed":
-               len(jobs), "brackets_written": written, "producer_failures": failures}
+               len(jobs), "brackets_written": written, "producer_failures": failures,
+               # the run's wall time: kept out of the records in work mode (byte identity)
+               "budget_mode": args.budgets.mode, "seconds": round(time.monotonic() - t0, 3)}
     if ranks:
         summary.update(intrinsic_produce.produce_intrinsic(
             root, sorted(seen), ranks, budget=args.intrinsic_budget, jobs=args.jobs))

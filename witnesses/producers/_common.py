@@ -25,13 +25,14 @@ MODES = ("work", "cpu")
 # of the operation only, never on a clock, so a budget of work units buys the same search on
 # every machine and every number of workers.
 IRLS_UNIT = 2e-10    # per m N (k^2 + 4 k) of one alternating-l1 (IRLS) step
-LP_UNIT = 1.6e-6     # per (rows + columns) of one LP solve, ...
-LP_ITER_UNIT = 4e-7  # ... and per (rows + columns) of each of its simplex iterations
+LP_UNIT = 4.8e-7     # per (rows + columns) of one LP solve, ...
+LP_ITER_UNIT = 1.2e-7  # ... and per (rows + columns) of each of its simplex iterations
+KEYSET_UNIT = 2.5e-7  # per p N of scoring one key-set configuration of p queries
 CLOCK_UNIT = 1e-5    # per budget check: every loop that checks a budget ends in work mode
 # what store.json records of the work units (``produce`` provenance): a change of the costs
 # changes what a budget buys, so a store says which costs its brackets were searched under
 WORK_UNITS = {"version": 1, "irls": IRLS_UNIT, "lp": LP_UNIT, "lp_iteration": LP_ITER_UNIT,
-              "clock": CLOCK_UNIT}
+              "keyset": KEYSET_UNIT, "clock": CLOCK_UNIT}
 _STATE = threading.local()
 
 
@@ -100,6 +101,11 @@ def charge_irls(m: int, N: int, k: int) -> None:
 def charge_lp(size: int, iterations: int) -> None:
     """Charges one LP solve with ``size`` rows + columns and ``iterations`` simplex steps."""
     charge((LP_UNIT + LP_ITER_UNIT * max(int(iterations), 0)) * max(int(size), 1))
+
+
+def charge_keyset(p: int, N: int) -> None:
+    """Charges scoring one key-set configuration of p queries over N keys."""
+    charge(KEYSET_UNIT * p * N)
 
 
 def clock() -> float:
