@@ -76,6 +76,21 @@ def test_two_jobs_write_the_same_bytes(serial, npz, tmp_path):
     assert prov[0]["budget_mode"] == "work" and prov[0]["budget_scale"] == 0.05
 
 
+def test_a_resumed_run_writes_the_same_records(serial, npz, tmp_path):
+    # the first run stops after one eps; the rerun skips those brackets and searches the other
+    # eps alone: every record and array file is the one the uninterrupted run wrote
+    out = tmp_path / "s"
+    first = ["produce", str(out), "--npz", str(npz), *ARGS]
+    first[first.index("0.35")] = "0.25"  # --eps 0.25 0.25: the set {1/4}
+    assert main(first) in (0, 1)
+    assert produce(out, npz) in (0, 1)
+    got = snapshot(out)
+    assert got.keys() == serial.keys()
+    lines = sorted(got.pop("brackets.jsonl").splitlines())
+    assert lines == sorted(serial["brackets.jsonl"].splitlines())
+    assert all(got[k] == serial[k] for k in got)
+
+
 def test_cpu_mode_keeps_seconds(npz, tmp_path):
     out = tmp_path / "s"
     assert produce(out, npz, "--budget-mode", "cpu") in (0, 1)
@@ -89,6 +104,13 @@ def test_jobs_and_scheduler_exclude_each_other(npz, tmp_path, capsys):
         produce(tmp_path / "s", npz, "--jobs", "2", "--scheduler", "tcp://127.0.0.1:1")
     assert e.value.code == 2
     assert not (tmp_path / "s").exists()
+
+
+def test_an_unreachable_scheduler_is_a_usage_error_and_writes_nothing(npz, tmp_path):
+    pytest.importorskip("distributed")
+    out = tmp_path / "s"
+    assert produce(out, npz, "--scheduler", "not a scheduler address") == 2
+    assert not out.exists()
 
 
 distributed = pytest.importorskip("distributed")
@@ -126,6 +148,7 @@ def test_killed_worker_is_rescheduled_and_the_bytes_agree(client, serial, npz, t
     def kill_after_first(jobs, scheduler):
         # every task is submitted before the first result comes back: kill a worker then,
         # while the other tasks are queued or running on it
+        assert len(jobs) == 4
         for n, item in enumerate(real(jobs, scheduler)):
             if n == 0:
                 killed.append(pids[0][1])

@@ -365,6 +365,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         return _run(args)
     finally:
+        client = getattr(args, "owned_client", None)
+        if client is not None:
+            client.close()
         if before is None:
             os.environ.pop(SCALE_ENV, None)
         else:
@@ -382,6 +385,15 @@ def _run(args: argparse.Namespace) -> int:
     if len(set(names)) != len(names):
         raise InputError("duplicate producer names", field="producers")
     uppers, lowers = _split_producers(names)
+    if getattr(args, "scheduler", None) is not None:
+        # connect before the store is touched: a bad address leaves nothing behind (exit 2);
+        # a client this run opened is closed by ``run``
+        from softrank.audit.executors import DaskExecutor
+
+        ex = DaskExecutor(args.scheduler)
+        args.scheduler = ex.client
+        if ex._owned:
+            args.owned_client = ex.client
     if args.model is None and (args.texts or args.layers or args.heads or args.text_index
                                or args.images or args.block_widths or args.decoder_tokens
                                or args.tokens is not None
@@ -535,7 +547,7 @@ def _map_dask(jobs: list[tuple[Any, ...]], scheduler: Any
     same brackets in work mode."""
     from softrank.audit.executors import DaskExecutor
 
-    ex = DaskExecutor(scheduler)  # InputError (exit 2) without dask or the scheduler
+    ex = DaskExecutor(scheduler)  # a Client (``_run`` connected): not closed here
     from distributed import as_completed
 
     futures = [ex.client.submit(_work, j, pure=False) for j in jobs]
@@ -551,5 +563,3 @@ def _map_dask(jobs: list[tuple[Any, ...]], scheduler: Any
                 nxt += 1
     finally:
         ex.client.cancel(futures)
-        if ex._owned:
-            ex.client.close()

@@ -88,6 +88,19 @@ def work_done() -> float:
     return float(getattr(_STATE, "work", 0.0))
 
 
+@contextlib.contextmanager
+def fresh_count() -> Iterator[None]:
+    """Within the block the work count starts at 0 (afterwards it is the count before plus the
+    block's work): a search then sees the same clock values whatever ran before it in this
+    thread (a resumed run skips some searches), so its float deadlines compare the same."""
+    outer = work_done()
+    _STATE.work = 0.0
+    try:
+        yield
+    finally:
+        _STATE.work = outer + work_done()
+
+
 def charge(units: float) -> None:
     """Charges ``units`` of work to this thread's count (what a work-mode budget reads)."""
     _STATE.work = getattr(_STATE, "work", 0.0) + float(units)

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from . import Certificate, Witness, get_producer
-from ._common import budget_mode, budget_scale, row_l1, target, work_done
+from ._common import budget_mode, budget_scale, fresh_count, row_l1, target, work_done
 
 ANCHOR = "alt_l1"
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -90,17 +90,24 @@ def _run(name: str, A: np.ndarray, eps: Fraction, logits: np.ndarray | None,
          ) -> tuple[Witness | Certificate | None, float, str | None]:
     """Returns (output, cost, error) of one producer call; cost in the unit of
     ``_cost_key``."""
-    t0, w0 = time.perf_counter(), work_done()
+    t0 = time.perf_counter()
+    spent = 0.0
 
     def cost() -> float:
-        return work_done() - w0 if budget_mode() == "work" else time.perf_counter() - t0
+        return spent if budget_mode() == "work" else time.perf_counter() - t0
 
     try:
-        prod = get_producer(name)
-        if stop_at is not None and _takes_stop_at(prod.produce):
-            out = prod.produce(A, eps, logits=logits, stop_at=stop_at)
-        else:
-            out = prod.produce(A, eps, logits=logits)
+        # each call counts work from 0: the same search whatever ran before it (a resumed
+        # run skips some), so a work-mode bracket does not depend on what else was produced
+        with fresh_count():
+            try:
+                prod = get_producer(name)
+                if stop_at is not None and _takes_stop_at(prod.produce):
+                    out = prod.produce(A, eps, logits=logits, stop_at=stop_at)
+                else:
+                    out = prod.produce(A, eps, logits=logits)
+            finally:
+                spent = work_done()
     except Exception as err:  # untrusted code: report, never crash the run
         tb = traceback.format_exception_only(type(err), err)[-1].strip()
         return None, cost(), f"{name}: {tb}"
