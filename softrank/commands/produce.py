@@ -64,6 +64,7 @@ EXAMPLES = (  # shown under --help
     'softrank-certify produce OUT --npz heads.npz --eps 0.15 0.25 0.35',
     'softrank-certify produce OUT --model ./minilm-dir --texts examples/minilm_texts.txt \\',
     '    --tokens 64 --eps 0.25',
+    'softrank-certify produce OUT --npz heads.npz --scheduler tcp://10.0.0.5:8786',
 )
 
 
