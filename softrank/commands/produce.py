@@ -543,24 +543,38 @@ def _map(jobs: list[tuple[Any, ...]], n: int, scheduler: Any = None
 def _map_dask(jobs: list[tuple[Any, ...]], scheduler: Any
               ) -> Iterator[tuple[str, OperatorResult]]:
     """``_map`` on a Dask cluster: one task per operator (all its eps), results yielded in job
-    order (a finished task waits for the ones before it).  A task of a worker that dies is
-    rescheduled by Dask; the tasks are pure functions of their job, so a rerun returns the
-    same brackets in work mode."""
-    from softrank.audit.executors import DaskExecutor
-
-    ex = DaskExecutor(scheduler)  # a Client (``_run`` connected): not closed here
+    order (a finished task waits for the ones before it).  At most WINDOW_PER_WORKER tasks
+    per worker thread are queued at a time, so the client does not ship a whole corpus's
+    arrays to the scheduler at once.  A task of a worker that dies is rescheduled by Dask;
+    tasks are pure functions of their job, so a rerun returns the same brackets in work
+    mode."""
     from distributed import as_completed
 
-    futures = [ex.client.submit(_work, j, pure=False) for j in jobs]
-    index = {f.key: i for i, f in enumerate(futures)}
+    from softrank.audit.executors import WINDOW_PER_WORKER, DaskExecutor
+
+    ex = DaskExecutor(scheduler)  # a Client (``_run`` connected): not closed here
+    todo = iter(enumerate(jobs))
+    index: dict[str, int] = {}
+    live: dict[str, Any] = {}
+    queue = as_completed()
+
+    def submit(n: int) -> None:
+        for i, job in itertools.islice(todo, n):
+            fut = ex.client.submit(_work, job, pure=False)
+            index[fut.key], live[fut.key] = i, fut
+            queue.add(fut)
+
     done: dict[int, tuple[str, OperatorResult]] = {}
     nxt = 0
     try:
-        for fut in as_completed(futures):
+        submit(WINDOW_PER_WORKER * ex.workers)
+        for fut in queue:
             done[index[fut.key]] = fut.result()
+            del live[fut.key]
             fut.release()  # the client holds the result now; the cluster may drop it
+            submit(1)
             while nxt in done:
                 yield done.pop(nxt)
                 nxt += 1
     finally:
-        ex.client.cancel(futures)
+        ex.client.cancel(list(live.values()))
