@@ -7,6 +7,11 @@ witnesses/capture.py).  ``--block-widths`` adds the common-prefix blocks of caus
 Producers are untrusted: this command only writes what they claim; ``softrank-certify
 check`` decides.  Resumable: an existing store is opened and every (operator, eps, upper
 producer) bracket already in it is skipped.
+
+Where: ``--jobs N`` local processes, or ``--scheduler ADDRESS`` a Dask cluster (one task per
+operator with all its eps; workers return brackets, this process alone writes the store).
+Budgets: ``--budget-mode work`` (default) counts work units, so the same command writes
+byte-identical brackets on any number of workers; ``--budget-mode cpu`` gives CPU seconds.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import os
 import re
 import shutil
 import sys
+import time
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
@@ -35,7 +41,14 @@ from softrank.witnesses import Store, open_store
 from softrank.witnesses.models import softmax64
 from softrank.witnesses.npzsafe import read_npz
 from softrank.witnesses.producers import default_producers, get_producer
-from softrank.witnesses.producers._common import SCALE_ENV, one_blas_thread, parse_budget
+from softrank.witnesses.producers._common import (
+    MODES,
+    SCALE_ENV,
+    WORK_UNITS,
+    budget_settings,
+    one_blas_thread,
+    parse_budget,
+)
 from softrank.witnesses.producers.pipeline import OperatorResult, bracket_id, produce_operator
 
 from . import _intrinsic_produce as intrinsic_produce
@@ -51,6 +64,7 @@ EXAMPLES = (  # shown under --help
     'softrank-certify produce OUT --npz heads.npz --eps 0.15 0.25 0.35',
     'softrank-certify produce OUT --model ./minilm-dir --texts examples/minilm_texts.txt \\',
     '    --tokens 64 --eps 0.25',
+    'softrank-certify produce OUT --npz heads.npz --scheduler tcp://10.0.0.5:8786',
 )
 
 
@@ -98,7 +112,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "rowset, decoder_lp: their defaults or SOFTRANK_*_BUDGET / "
                         "SOFTRANK_ALT_L1_DESCENT) by F > 0; fewer seconds, looser brackets "
                         "(default 1)")
-    p.add_argument("--jobs", type=int, default=1, metavar="N", help="worker processes")
+    p.add_argument("--budget-mode", choices=list(MODES), default="work",
+                   help="work (default): every search budget counts work units (IRLS steps, "
+                        "LP sizes and simplex iterations), so the same command writes "
+                        "byte-identical brackets on any machine with the same libraries and "
+                        "any number of workers; cpu: CPU seconds of the producing process "
+                        "(today's behaviour, brackets vary with machine load)")
+    where = p.add_mutually_exclusive_group()  # local processes or a cluster, not both
+    where.add_argument("--jobs", type=int, default=1, metavar="N",
+                       help="worker processes (default 1)")
+    where.add_argument("--scheduler", metavar="ADDRESS", default=None,
+                       help="produce on a Dask cluster (extra [dask]): one task per operator; "
+                            "the workers need this package, not the store")
     p.add_argument("--family", help="family label for the operators (default: model or file)")
     p.add_argument("--description", default="", help="store description (new stores)")
     p.add_argument("--json", action="store_true", help="print a JSON summary")
@@ -269,10 +294,27 @@ def _blocks(h: Any, oid: str, family: str, widths: list[int]) -> Iterator[Operat
         yield OperatorInput(f"{oid}.N{w}", family, A, None, meta, block=block, Q=Q, K=K)
 
 
+@dataclass(frozen=True)
+class Budgets:
+    """The budget settings a producing task runs under: carried by every job, so a Dask
+    worker (which sees neither this process's environment nor its flags) uses them too."""
+
+    mode: str
+    scale: float | None
+    env: dict[str, str]
+
+    def provenance(self) -> dict[str, Any]:
+        """The record of these settings in store.json's provenance (``produce_budgets``)."""
+        return {"budget_mode": self.mode, "budget_scale": self.scale or 1.0,
+                "budget_variables": dict(sorted(self.env.items())),
+                "work_units": WORK_UNITS if self.mode == "work" else None}
+
+
 def _work(job: tuple[str, np.ndarray, np.ndarray | None, list[Fraction], list[str], list[str],
-                     set[str]]) -> tuple[str, OperatorResult]:
-    op_id, A, logits, eps_list, uppers, lowers, skip = job
-    with one_blas_thread():
+                     set[str], Budgets]) -> tuple[str, OperatorResult]:
+    """Worker entry point: returns (operator id, its brackets) for one job."""
+    op_id, A, logits, eps_list, uppers, lowers, skip, budgets = job
+    with one_blas_thread(), budget_settings(budgets.mode, budgets.scale, budgets.env):
         return op_id, produce_operator(op_id, A, eps_list, uppers, lowers, logits=logits,
                                        skip=skip)
 
@@ -311,6 +353,11 @@ def run(args: argparse.Namespace) -> int:
     scale = args.budget_scale
     if scale is not None and not (np.isfinite(scale) and scale > 0):
         raise InputError(f"must be a positive finite number, got {scale}", field="budget-scale")
+    env = {name: os.environ[name] for name, _ in _budget_variables()
+           if os.environ.get(name) and name != SCALE_ENV}
+    if scale is None:
+        scale = parse_budget(os.environ.get(SCALE_ENV))
+    args.budgets = Budgets(getattr(args, "budget_mode", "work"), scale, env)
     # the producers read their budgets from the environment (worker processes inherit it);
     # restored afterwards so that an in-process caller sees no change
     before = os.environ.get(SCALE_ENV)
@@ -319,6 +366,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         return _run(args)
     finally:
+        client = getattr(args, "owned_client", None)
+        if client is not None:
+            client.close()
         if before is None:
             os.environ.pop(SCALE_ENV, None)
         else:
@@ -336,6 +386,15 @@ def _run(args: argparse.Namespace) -> int:
     if len(set(names)) != len(names):
         raise InputError("duplicate producer names", field="producers")
     uppers, lowers = _split_producers(names)
+    if getattr(args, "scheduler", None) is not None:
+        # connect before the store is touched: a bad address leaves nothing behind (exit 2);
+        # a client this run opened is closed by ``run``
+        from softrank.audit.executors import DaskExecutor
+
+        ex = DaskExecutor(args.scheduler)
+        args.scheduler = ex.client
+        if ex._owned:
+            args.owned_client = ex.client
     if args.model is None and (args.texts or args.layers or args.heads or args.text_index
                                or args.images or args.block_widths or args.decoder_tokens
                                or args.tokens is not None
@@ -366,7 +425,11 @@ def _run(args: argparse.Namespace) -> int:
     store = Store.open(root) if not fresh else Store.create(
         root, description=args.description or "brackets from softrank-certify produce")
     try:
-        jobs, new_ops, seen = _add_operators(store, root, source, eps_list, uppers, lowers)
+        jobs, new_ops, seen = _add_operators(store, root, source, eps_list, uppers, lowers,
+                                             args.budgets)
+        # the budgets brackets were searched under (a resumed run with other budgets adds its
+        # own entry; each work-mode bracket also says budget_mode in its claims)
+        provenance["produce_budgets"] = [args.budgets.provenance()]
         if provenance:
             # the model files' sha256 and the token ids of every text read, in store.json
             store.add_provenance(provenance)
@@ -383,7 +446,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _add_operators(store: Store, root: Path, source: Iterator[Any], eps_list: list[Fraction],
-                   uppers: list[str], lowers: list[str]
+                   uppers: list[str], lowers: list[str], budgets: Budgets
                    ) -> tuple[list[tuple[Any, ...]], int, set[str]]:
     """Adds the new operators to ``store``; returns the producing jobs, the number of
     operators added and the ids seen (raises InputError on a bad input)."""
@@ -410,7 +473,7 @@ def _add_operators(store: Store, root: Path, source: Iterator[Any], eps_list: li
             A, logits = op.A, op.logits
         skip = {bracket_id(op.id, e, u) for e in eps_list for u in uppers} & have
         if len(skip) < len(eps_list) * len(uppers):
-            jobs.append((op.id, A, logits, eps_list, uppers, lowers, skip))
+            jobs.append((op.id, A, logits, eps_list, uppers, lowers, skip, budgets))
     store.flush()
     return jobs, new_ops, seen
 
@@ -418,11 +481,12 @@ def _add_operators(store: Store, root: Path, source: Iterator[Any], eps_list: li
 def _produce(args: argparse.Namespace, store: Store, root: Path, jobs: list[tuple[Any, ...]],
              new_ops: int, seen: set[str], ranks: Any) -> int:
     written, failures = 0, []
+    t0 = time.monotonic()
     bar = tqdm(total=len(jobs), unit="operator",
                disable=args.quiet or args.json or not sys.stderr.isatty(),
                file=sys.stderr, desc="produce")
     try:
-        for op_id, res in _map(jobs, args.jobs):
+        for op_id, res in _map(jobs, args.jobs, getattr(args, "scheduler", None)):
             for b in res.brackets:
                 store.add_bracket(op_id, b.eps, b.upper, b.lower, producer=b.producer,
                                   claims=b.claims, id=b.id)
@@ -433,7 +497,9 @@ def _produce(args: argparse.Namespace, store: Store, root: Path, jobs: list[tupl
         bar.close()
         store.close()
     summary = {"store": str(root), "operators_added": new_ops, "operators_processed":
-               len(jobs), "brackets_written": written, "producer_failures": failures}
+               len(jobs), "brackets_written": written, "producer_failures": failures,
+               # the run's wall time: kept out of the records in work mode (byte identity)
+               "budget_mode": args.budgets.mode, "seconds": round(time.monotonic() - t0, 3)}
     if ranks:
         summary.update(intrinsic_produce.produce_intrinsic(
             root, sorted(seen), ranks, budget=args.intrinsic_budget, jobs=args.jobs))
@@ -451,7 +517,13 @@ def _produce(args: argparse.Namespace, store: Store, root: Path, jobs: list[tupl
     return 1 if failures else 0
 
 
-def _map(jobs: list[tuple[Any, ...]], n: int) -> Iterator[tuple[str, OperatorResult]]:
+def _map(jobs: list[tuple[Any, ...]], n: int, scheduler: Any = None
+         ) -> Iterator[tuple[str, OperatorResult]]:
+    """Yields ``_work(job)`` for every job, in the order of ``jobs`` (so that the store's
+    records come in the same order however the work was spread)."""
+    if scheduler is not None:
+        yield from _map_dask(jobs, scheduler)
+        return
     if n == 1 or len(jobs) <= 1:
         for j in jobs:
             yield _work(j)  # type: ignore[arg-type]
@@ -466,3 +538,43 @@ def _map(jobs: list[tuple[Any, ...]], n: int) -> Iterator[tuple[str, OperatorRes
     with ProcessPoolExecutor(max_workers=n, mp_context=mp.get_context("spawn"),
                              initializer=init_worker, initargs=(os.getpid(),)) as ex:
         yield from ex.map(_work, jobs)
+
+
+def _map_dask(jobs: list[tuple[Any, ...]], scheduler: Any
+              ) -> Iterator[tuple[str, OperatorResult]]:
+    """``_map`` on a Dask cluster: one task per operator (all its eps), results yielded in job
+    order (a finished task waits for the ones before it).  At most WINDOW_PER_WORKER tasks
+    per worker thread are queued at a time, so the client does not ship a whole corpus's
+    arrays to the scheduler at once.  A task of a worker that dies is rescheduled by Dask;
+    tasks are pure functions of their job, so a rerun returns the same brackets in work
+    mode."""
+    from distributed import as_completed
+
+    from softrank.audit.executors import WINDOW_PER_WORKER, DaskExecutor
+
+    ex = DaskExecutor(scheduler)  # a Client (``_run`` connected): not closed here
+    todo = iter(enumerate(jobs))
+    index: dict[str, int] = {}
+    live: dict[str, Any] = {}
+    queue = as_completed()
+
+    def submit(n: int) -> None:
+        for i, job in itertools.islice(todo, n):
+            fut = ex.client.submit(_work, job, pure=False)
+            index[fut.key], live[fut.key] = i, fut
+            queue.add(fut)
+
+    done: dict[int, tuple[str, OperatorResult]] = {}
+    nxt = 0
+    try:
+        submit(WINDOW_PER_WORKER * ex.workers)
+        for fut in queue:
+            done[index[fut.key]] = fut.result()
+            del live[fut.key]
+            fut.release()  # the client holds the result now; the cluster may drop it
+            submit(1)
+            while nxt in done:
+                yield done.pop(nxt)
+                nxt += 1
+    finally:
+        ex.client.cancel(list(live.values()))

@@ -68,7 +68,7 @@ def validated_ranks(store: str, *, progress: bool = False) -> list[dict[str, Any
                          "producer": str(br.producer.get("upper", "?")),
                          "claimed": br.upper.rank, "status": chk.status,
                          "validated": br.upper.rank if chk.holds else full, "full": full,
-                         "seconds": claimed_seconds(br.claims.get("upper_seconds"))})
+                         "seconds": claimed_seconds(_claimed_cost(br.claims, "upper"))})
             bar.update(1)
     bar.close()
     return rows
@@ -82,13 +82,22 @@ def claimed_seconds(v: Any) -> Fraction | None:
     return Fraction(v)
 
 
+def _claimed_cost(claims: dict[str, Any], name: str) -> Any:
+    """Returns the claim ``<name>_seconds``, else ``<name>_work``: a store produced with
+    ``--budget-mode work`` records work units instead of seconds (each about a CPU second
+    on a 128 x 128 head where the units were calibrated), so that its brackets are
+    byte-identical from run to run."""
+    v = claims.get(f"{name}_seconds")
+    return claims.get(f"{name}_work") if v is None else v
+
+
 def lower_times(store: str) -> dict[str, dict[str, Any]]:
     """Returns per lower producer the sum of its claimed seconds over the brackets that record
     the lower producers' times (``lower_producer_seconds``), how many runs that sums, and how
     many claims were unreadable."""
     out: dict[str, dict[str, Any]] = {}
     for br in open_store(store).brackets:
-        times = br.claims.get("lower_producer_seconds")
+        times = _claimed_cost(br.claims, "lower_producer")
         if not isinstance(times, dict):
             continue
         for name, v in times.items():

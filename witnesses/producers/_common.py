@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 
@@ -15,15 +17,151 @@ import numpy as np
 SAFETY = 1e-9
 
 
-def clock() -> float:
-    """Returns the CPU seconds this process has used (``time.process_time``).
+MODE_ENV = "SOFTRANK_BUDGET_MODE"
+MODES = ("work", "cpu")
+# Work units are stated in reference CPU seconds: one unit is about what one second of CPU
+# bought on a 128 x 128 head when the units were calibrated (witnesses/producers/README.md,
+# "Budgets").  The costs below are charged per counted operation; they depend on the sizes
+# of the operation only, never on a clock, so a budget of work units buys the same search on
+# every machine and every number of workers.
+IRLS_UNIT = 2e-10    # per m N (k^2 + 4 k) of one alternating-l1 (IRLS) step
+LP_UNIT = 4.8e-7     # per (rows + columns) of one LP solve, ...
+LP_ITER_UNIT = 1.2e-7  # ... and per (rows + columns) of each of its simplex iterations
+KEYSET_UNIT = 2.5e-7  # per p N of scoring one key-set configuration of p queries
+CLOCK_UNIT = 1e-5    # per budget check: every loop that checks a budget ends in work mode
+# what store.json records of the work units (``produce`` provenance): a change of the costs
+# changes what a budget buys, so a store says which costs its brackets were searched under
+WORK_UNITS = {"version": 1, "irls": IRLS_UNIT, "lp": LP_UNIT, "lp_iteration": LP_ITER_UNIT,
+              "keyset": KEYSET_UNIT, "clock": CLOCK_UNIT}
+_STATE = threading.local()
 
-    Every search budget of the built-in producers is CPU time, not wall time: on a busy
+
+class _Settings:
+    """A thread's budget settings, set by ``budget_settings`` (Dask runs tasks in threads,
+    so they are per thread, not process-wide environment variables)."""
+
+    mode: str | None = None
+    scale: float | None = None
+    env: dict[str, str] | None = None
+
+
+def _settings() -> _Settings:
+    st = getattr(_STATE, "settings", None)
+    if st is None:
+        st = _STATE.settings = _Settings()
+    return st
+
+
+@contextlib.contextmanager
+def budget_settings(mode: str | None = None, scale: float | None = None,
+                    env: dict[str, str] | None = None) -> Iterator[None]:
+    """Within the block, in this thread: budgets in ``mode`` ("work" or "cpu"), times
+    ``scale``, and the budget variables ``env`` ({name: value}) read in place of the process
+    environment; None leaves a setting to the environment.  The work count restarts at 0."""
+    st = _settings()
+    saved = (st.mode, st.scale, st.env, getattr(_STATE, "work", 0.0))
+    st.mode, st.scale, st.env = mode, scale, env
+    _STATE.work = 0.0
+    try:
+        yield
+    finally:
+        st.mode, st.scale, st.env, _STATE.work = saved
+
+
+def env_value(name: str) -> str | None:
+    """Returns the budget variable ``name``: from ``budget_settings`` when it gave an ``env``
+    (absent there means unset), else from the process environment."""
+    env = _settings().env
+    return env.get(name) if env is not None else os.environ.get(name)
+
+
+def budget_mode() -> str:
+    """Returns "work" (budgets count work units) or "cpu" (budgets are CPU seconds): from
+    ``budget_settings``, else environment ``SOFTRANK_BUDGET_MODE``, else "cpu" (a producer
+    called as a library keeps its CPU-second budgets; ``produce`` defaults to "work")."""
+    mode = _settings().mode or os.environ.get(MODE_ENV, "").strip().lower()
+    return mode if mode in MODES else "cpu"
+
+
+def work_done() -> float:
+    """Returns the work units charged in this thread since its ``budget_settings`` began."""
+    return float(getattr(_STATE, "work", 0.0))
+
+
+@contextlib.contextmanager
+def fresh_count() -> Iterator[None]:
+    """Within the block the work count starts at 0 (afterwards it is the count before plus the
+    block's work): a search then sees the same clock values whatever ran before it in this
+    thread (a resumed run skips some searches), so its float deadlines compare the same."""
+    outer = work_done()
+    _STATE.work = 0.0
+    try:
+        yield
+    finally:
+        _STATE.work = outer + work_done()
+
+
+def charge(units: float) -> None:
+    """Charges ``units`` of work to this thread's count (what a work-mode budget reads)."""
+    _STATE.work = getattr(_STATE, "work", 0.0) + float(units)
+
+
+def charge_irls(m: int, N: int, k: int) -> None:
+    """Charges one alternating-l1 step at rank k on an m x N operator."""
+    charge(IRLS_UNIT * m * N * (k * k + 4 * k))
+
+
+def charge_lp(size: int, iterations: int) -> None:
+    """Charges one LP solve with ``size`` rows + columns and ``iterations`` simplex steps."""
+    charge((LP_UNIT + LP_ITER_UNIT * max(int(iterations), 0)) * max(int(size), 1))
+
+
+def charge_keyset(p: int, N: int) -> None:
+    """Charges scoring one key-set configuration of p queries over N keys."""
+    charge(KEYSET_UNIT * p * N)
+
+
+def clock() -> float:
+    """Returns the budget clock every producer search reads: in work mode the work units this
+    thread was charged (each read charges CLOCK_UNIT, so a loop that only reads it still
+    ends); in cpu mode the CPU seconds this process has used (``time.process_time``).
+
+    A deadline is ``clock() + budget``.  CPU time, not wall time, in cpu mode: on a busy
     machine (another job, the other workers of ``produce --jobs``) a wall-clock budget ends
     after less work, and a rerun finds looser brackets (measured: up to 5 ranks on one head
-    with a second process busy).  Measured in CPU time the same budget buys the same work.
+    with a second process busy).  Measured in CPU time the same budget buys about the same
+    work; counted in work units it buys exactly the same work.
     """
+    charge(CLOCK_UNIT)  # in cpu mode too: the calibration compares the two counts
+    if budget_mode() == "work":
+        return work_done()
     return time.process_time()
+
+
+def time_limit(left: float | None) -> dict[str, float]:
+    """Returns the HiGHS options for an LP with ``left`` budget units to go: a time limit in
+    cpu mode, none in work mode (a time limit would make the result depend on the machine;
+    the LP is charged by its size and iterations instead, see ``linprog``)."""
+    if left is None or budget_mode() == "work":
+        return {}
+    return {"time_limit": float(left)}
+
+
+def linprog(c: Any, A_ub: Any = None, b_ub: Any = None, A_eq: Any = None, b_eq: Any = None,
+            bounds: Any = (0, None), method: str = "highs",
+            options: dict[str, Any] | None = None) -> Any:
+    """``scipy.optimize.linprog`` with the budget's conventions: a ``time_limit`` option is
+    dropped in work mode, and the solve is charged (``charge_lp``)."""
+    from scipy.optimize import linprog as _linprog
+
+    opts = dict(options or {})
+    if budget_mode() == "work":
+        opts.pop("time_limit", None)
+    r = _linprog(c, A_ub=A_ub, b_ub=b_ub, A_eq=A_eq, b_eq=b_eq, bounds=bounds, method=method,
+                 options=opts)
+    rows = sum(0 if X is None else int(np.shape(X)[0]) for X in (A_ub, A_eq))
+    charge_lp(rows + int(np.size(c)), int(getattr(r, "nit", 0) or 0))
+    return r
 
 
 def target(eps: Fraction | float) -> float:
@@ -124,13 +262,16 @@ def parse_budget(raw: str | None, *, zero_ok: bool = False) -> float | None:
 def budget_scale() -> float:
     """Returns the positive finite float in ``SOFTRANK_BUDGET_SCALE`` (``produce
     --budget-scale``), else 1: the factor on every producer's search budget."""
-    return parse_budget(os.environ.get(SCALE_ENV)) or 1.0
+    scale = _settings().scale
+    if scale is not None:
+        return float(scale)
+    return parse_budget(env_value(SCALE_ENV)) or 1.0
 
 
 def budget_from_env(name: str, default: float) -> float:
     """Returns the positive finite float in environment variable ``name``, else ``default``,
     times ``budget_scale()``."""
-    return (parse_budget(os.environ.get(name)) or default) * budget_scale()
+    return (parse_budget(env_value(name)) or default) * budget_scale()
 
 
 def size_scale(shape: tuple[int, ...]) -> float:

@@ -12,6 +12,8 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from ._common import charge_lp
+
 try:
     import scipy.optimize._highspy._core as core
 except ImportError:  # pragma: no cover - older scipy: callers fall back to linprog
@@ -48,6 +50,18 @@ def lp_model(C: np.ndarray, cost: np.ndarray, col_lower: np.ndarray, col_upper: 
         return h
     except Exception:  # any binding mismatch: the caller's linprog path
         return None
+
+
+def run(h: Any) -> None:
+    """Runs model ``h`` and charges the solve to the budget (``_common.charge_lp``: its rows
+    + columns and the simplex iterations this run took)."""
+    h.run()
+    try:
+        iters = int(h.getInfo().simplex_iteration_count)
+        size = int(h.getNumCol()) + int(h.getNumRow())
+    except Exception:  # a binding without these getters: charge the solve as one iteration
+        iters, size = 1, 1
+    charge_lp(size, iters)
 
 
 def optimal(h: Any) -> bool:

@@ -15,7 +15,6 @@ sometimes reaches the target where the SVD start stalls a few per cent above it.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from itertools import chain
 
@@ -25,7 +24,9 @@ from . import BaseProducer, Witness
 from ._common import (
     as_float64,
     budget_scale,
+    charge_irls,
     clock,
+    env_value,
     least_rank,
     parse_budget,
     row_l1,
@@ -90,6 +91,7 @@ def alt_l1(A: np.ndarray, k: int, t: float, U0: np.ndarray, V0: np.ndarray, *,
             checkpoint = best[0]
         if deadline is not None and clock() > deadline:
             break
+        charge_irls(m, N, k)  # what a work-mode budget counts (clock() in work mode)
         E = A - U @ V
         err = float(np.abs(E).sum(axis=1).max())
         # l1 majorizer floor: from the mean entry error down by 100x over the run
@@ -229,6 +231,6 @@ def _descent_default() -> float:
     """Seconds per call for the patient descent below the bisection's rank: environment
     ``SOFTRANK_ALT_L1_DESCENT`` (0 turns the descent off), else DEFAULT_DESCENT, times
     ``budget_scale()``."""
-    b = parse_budget(os.environ.get(DESCENT_ENV), zero_ok=True)
+    b = parse_budget(env_value(DESCENT_ENV), zero_ok=True)
     return (DEFAULT_DESCENT if b is None else b) * budget_scale()
 

@@ -53,11 +53,10 @@ from collections.abc import Callable
 
 import numpy as np
 from scipy.linalg import qr
-from scipy.optimize import linprog
 
 from . import polytope
-from ._common import as_float64, clock, target
-from ._highs import lp_model, optimal
+from ._common import as_float64, clock, linprog, target, time_limit
+from ._highs import lp_model, optimal, run
 from .altl1 import alt_l1
 from .decoder_lp import CLAIM_BUDGET, BudgetedLower, keyset_path
 
@@ -123,11 +122,11 @@ class _RowLP:
                 return None
         if self.h is not None:
             h = self.h
-            if left is not None:
-                h.setOptionValue("time_limit", float(left))
+            for key, val in time_limit(left).items():  # none in work mode
+                h.setOptionValue(key, val)
             for i in range(self.p):
                 h.changeRowBounds(i, float(c[i]), float(c[i]))
-            h.run()
+            run(h)
             if not optimal(h):
                 return None
             s = h.getSolution()
@@ -136,7 +135,7 @@ class _RowLP:
         else:  # pragma: no cover
             r = linprog(np.ones(2 * m), A_eq=np.hstack([self.G.T, -self.G.T]), b_eq=c,
                         bounds=(0, None), method="highs",
-                        options={} if left is None else {"time_limit": left})
+                        options=time_limit(left))
             if r.status != 0:
                 return None
             v, x = r.x, np.asarray(r.eqlin.marginals, dtype=np.float64)
@@ -238,7 +237,7 @@ def _step(A: np.ndarray, W: np.ndarray, f: np.ndarray, P: np.ndarray, X: np.ndar
     try:
         r = linprog(np.r_[np.zeros(n), 1.0], A_ub=A_ub, b_ub=-f[act],
                     bounds=[(-radius, radius)] * n + [(None, None)], method="highs",
-                    options={"time_limit": left})
+                    options=time_limit(left))
     except (ValueError, np.linalg.LinAlgError):
         return None
     if r.status != 0 or r.x is None or not np.all(np.isfinite(r.x)):

@@ -26,10 +26,19 @@ import time
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.optimize import linprog
 
 from . import BaseProducer, Certificate
-from ._common import as_float64, budget_from_env, clock, eps_up, size_scale
+from ._common import (
+    as_float64,
+    budget_from_env,
+    budget_mode,
+    clock,
+    eps_up,
+    linprog,
+    size_scale,
+    time_limit,
+    work_done,
+)
 from .keyset import _grow, _improve
 
 CAPS = (0.02, 0.05, 0.1, 0.2)
@@ -54,7 +63,8 @@ def _lp(c, A_ub, b_ub, A_eq, b_eq, deadline: float | None = None) -> np.ndarray 
         left = deadline - clock()
         if left <= 0:
             return None
-        options["time_limit"] = left  # HiGHS stops there (status 1: no solution kept)
+        # HiGHS stops there (status 1: no solution kept); no limit in work mode
+        options.update(time_limit(left))
     try:
         r = linprog(c, A_ub=A_ub, b_ub=b_ub, A_eq=A_eq, b_eq=b_eq, bounds=(0, None),
                     method="highs", options=options)
@@ -344,7 +354,7 @@ class BudgetedLower(BaseProducer):
 
     def produce(self, A, eps, *, logits=None, stop_at: int | None = None):
         A = as_float64(A)
-        t0 = time.perf_counter()
+        t0, w0 = time.perf_counter(), work_done()
         ceiling = min(A.shape) if stop_at is None else min(min(A.shape), int(stop_at))
         if ceiling < 1:  # a rank-0 upper end: there is no lower end above 0 to look for
             return None
@@ -357,7 +367,7 @@ class BudgetedLower(BaseProducer):
             return None
         return Certificate(kind=kind, rank=p, arrays=arrays,
                            claims={"lower_rank": p, f"{kind}_value": v, "start": start,
-                                   "search_seconds": round(time.perf_counter() - t0, 3)})
+                                   **_cost("search", t0, w0)})
 
     def _search(self, A: np.ndarray, eps: float, budget: float, ceiling: int
                 ) -> tuple | None:
@@ -365,6 +375,14 @@ class BudgetedLower(BaseProducer):
 
     def _parts(self, found: tuple) -> tuple[str, int, dict[str, np.ndarray], float, str]:
         raise NotImplementedError
+
+
+def _cost(name: str, t0: float, w0: float) -> dict[str, float]:
+    """Returns {name_work: units} in work mode (deterministic: a claim of a byte-identical
+    bracket), else {name_seconds: wall seconds since t0}."""
+    if budget_mode() == "work":
+        return {f"{name}_work": round(work_done() - w0, 3)}
+    return {f"{name}_seconds": round(time.perf_counter() - t0, 3)}
 
 
 class DecoderLP(BudgetedLower):

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._common import charge_keyset
+
 Config = tuple[list[int], list[np.ndarray]]
 
 
@@ -71,6 +73,7 @@ def value(A: np.ndarray, rows: list[int], sets: list[np.ndarray], eps: float
 
 
 def _score(A: np.ndarray, rows: list[int], singletons: bool) -> tuple[float, Config | None]:
+    charge_keyset(len(rows), A.shape[1])  # what a work-mode budget counts
     best: tuple[float, Config | None] = (np.inf, None)
     for gamma in ((1.0,) if singletons else (1.0, 0.5, 2.0)):
         sets = assign(A, rows, singletons=singletons, gamma=gamma)

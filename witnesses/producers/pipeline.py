@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from . import Certificate, Witness, get_producer
-from ._common import budget_scale, row_l1, target
+from ._common import budget_mode, budget_scale, fresh_count, row_l1, target, work_done
 
 ANCHOR = "alt_l1"
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -79,20 +79,39 @@ def _takes_stop_at(produce: Any) -> bool:
     return any(p.name == "stop_at" or p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
 
 
+def _cost_key() -> str:
+    """The unit of the cost claims: "work" (work units, deterministic) in work mode, else
+    "seconds" (wall seconds, which differ from run to run)."""
+    return "work" if budget_mode() == "work" else "seconds"
+
+
 def _run(name: str, A: np.ndarray, eps: Fraction, logits: np.ndarray | None,
          stop_at: int | None = None
          ) -> tuple[Witness | Certificate | None, float, str | None]:
+    """Returns (output, cost, error) of one producer call; cost in the unit of
+    ``_cost_key``."""
     t0 = time.perf_counter()
+    spent = 0.0
+
+    def cost() -> float:
+        return spent if budget_mode() == "work" else time.perf_counter() - t0
+
     try:
-        prod = get_producer(name)
-        if stop_at is not None and _takes_stop_at(prod.produce):
-            out = prod.produce(A, eps, logits=logits, stop_at=stop_at)
-        else:
-            out = prod.produce(A, eps, logits=logits)
+        # each call counts work from 0: the same search whatever ran before it (a resumed
+        # run skips some), so a work-mode bracket does not depend on what else was produced
+        with fresh_count():
+            try:
+                prod = get_producer(name)
+                if stop_at is not None and _takes_stop_at(prod.produce):
+                    out = prod.produce(A, eps, logits=logits, stop_at=stop_at)
+                else:
+                    out = prod.produce(A, eps, logits=logits)
+            finally:
+                spent = work_done()
     except Exception as err:  # untrusted code: report, never crash the run
         tb = traceback.format_exception_only(type(err), err)[-1].strip()
-        return None, time.perf_counter() - t0, f"{name}: {tb}"
-    return out, time.perf_counter() - t0, None
+        return None, cost(), f"{name}: {tb}"
+    return out, cost(), None
 
 
 def produce_operator(op_id: str, A: np.ndarray, eps_list: list[Fraction], uppers: list[str],
@@ -124,10 +143,13 @@ def produce_operator(op_id: str, A: np.ndarray, eps_list: list[Fraction], uppers
                 res.failures.append(f"{op_id} eps={eps}: {up}: {bad}")
                 continue
             w = compact_witness(A, w, eps)
-            claims = {**w.claims, "upper_rank": int(w.rank), "upper_seconds": round(secs, 4)}
+            claims = {**w.claims, "upper_rank": int(w.rank),
+                      f"upper_{_cost_key()}": round(secs, 4)}
             if budget_scale() != 1.0:
                 # a resumed run with another scale mixes budgets: each bracket says its own
                 claims["budget_scale"] = budget_scale()
+            if budget_mode() == "work":
+                claims["budget_mode"] = "work"
             plans.append(BracketPlan(id=bid, eps=eps, upper=w.to_mapping(), lower=None,
                                      producer={"upper": up, "lower": None},
                                      claims=_jsonable(claims)))
@@ -162,7 +184,7 @@ def _attach_lower(plan: BracketPlan, op_id: str, A: np.ndarray, eps: Fraction,
             best, best_name, best_secs = c, lo, secs
     # every lower producer's time, winner or not: what each one costs is visible in the store
     if seconds:
-        plan.claims["lower_producer_seconds"] = seconds
+        plan.claims[f"lower_producer_{_cost_key()}"] = seconds
     if skipped:
         plan.claims["lower_producers_skipped"] = skipped
     if best is None:
@@ -173,7 +195,7 @@ def _attach_lower(plan: BracketPlan, op_id: str, A: np.ndarray, eps: Fraction,
     claims = {f"lower_{k}" if not k.startswith("lower_") else k: v
               for k, v in best.claims.items()}
     claims.update({"lower_rank": int(best.rank), "lower_kind": best.kind,
-                   "lower_seconds": round(best_secs, 4)})
+                   f"lower_{_cost_key()}": round(best_secs, 4)})
     plan.claims.update(_jsonable(claims))
 
 

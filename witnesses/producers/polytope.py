@@ -17,10 +17,9 @@ kernel accepts only simplicial facets, verified exactly); nothing here is truste
 from __future__ import annotations
 
 import numpy as np
-from scipy.optimize import linprog
 from scipy.spatial import ConvexHull, QhullError
 
-from ._common import clock, target
+from ._common import clock, linprog, target
 
 MAX_RANK = 8  # past it the hulls of MiniLM heads exceed MAX_FACETS (p = 9: 230,000 pairs, 23 s)
 MAX_FACETS = 100_000  # the kernel's limit on listed facets (certify/lower/polytope.py)

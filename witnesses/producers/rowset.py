@@ -32,10 +32,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
-from scipy.optimize import linprog
 
-from ._common import clock, row_l1
-from ._highs import lp_model, optimal
+from ._common import clock, linprog, row_l1
+from ._highs import lp_model, optimal, run
 from .altl1 import alt_l1
 from .decoder_lp import CLAIM_BUDGET, BudgetedLower
 
@@ -105,7 +104,7 @@ class Orthants:
             else:
                 h.changeRowBounds(int(i), -np.inf, 0.0)
         self.sigma = sigma.copy()
-        h.run()
+        run(h)
         if not optimal(h):
             return None
         z = np.clip(np.asarray(h.getSolution().col_value)[:N], -1.0, 1.0)

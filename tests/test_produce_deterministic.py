@@ -1,0 +1,193 @@
+"""``produce`` in work mode (the default): the same command writes byte-identical brackets
+(record file and array files) with --jobs 1, --jobs 2 and on a Dask LocalCluster, also when a
+worker is killed mid-run; --jobs and --scheduler exclude each other."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from softrank.cli import main
+
+# cheap producers: one upper search with a budget (alt_l1) and two budgeted lower searches
+PRODUCERS = ["tsvd", "alt_l1", "nonzero", "bernstein", "rowset"]
+ARGS = ["--eps", "0.25", "0.35", "--budget-scale", "0.05", "--producers", *PRODUCERS,
+        "--quiet"]
+
+
+def _softmax(L: np.ndarray) -> np.ndarray:
+    E = np.exp(L - L.max(axis=1, keepdims=True))
+    return E / E.sum(axis=1, keepdims=True)
+
+
+@pytest.fixture(scope="module")
+def npz(tmp_path_factory) -> Path:
+    rng = np.random.default_rng(11)
+    path = tmp_path_factory.mktemp("in") / "heads.npz"
+    np.savez(path, **{f"h{i}": _softmax(2 * rng.standard_normal((n, n)))
+                      for i, n in enumerate((6, 8, 8, 6))})
+    return path
+
+
+def produce(out: Path, npz: Path, *extra: str) -> int:
+    return main(["produce", str(out), "--npz", str(npz), *ARGS, *extra])
+
+
+def snapshot(root: Path) -> dict[str, bytes]:
+    """The bytes of the bracket records and of every array file (operators' and brackets')."""
+    files = {"brackets.jsonl": (root / "brackets.jsonl").read_bytes(),
+             "operators.jsonl": (root / "operators.jsonl").read_bytes()}
+    files.update({f"arrays/{p.name}": p.read_bytes() for p in (root / "arrays").iterdir()})
+    return files
+
+
+@pytest.fixture(scope="module")
+def serial(tmp_path_factory, npz) -> dict[str, bytes]:
+    out = tmp_path_factory.mktemp("serial") / "s"
+    assert produce(out, npz, "--jobs", "1") in (0, 1)
+    return snapshot(out)
+
+
+def test_serial_run_is_in_work_mode_and_says_so(serial, tmp_path):
+    recs = [json.loads(ln) for ln in serial["brackets.jsonl"].decode().splitlines()]
+    assert len(recs) == 4 * 2 * 2  # 4 operators x 2 eps x 2 upper producers
+    for r in recs:
+        assert r["claims"]["budget_mode"] == "work"
+        # no clock reading in a bracket record: they would differ from run to run
+        assert not any(k.endswith("_seconds") for k in r["claims"])
+    anchors = [r for r in recs if r["producer"]["upper"] == "alt_l1"]
+    assert all("upper_work" in r["claims"] and "lower_producer_work" in r["claims"]
+               for r in anchors)
+
+
+def test_two_jobs_write_the_same_bytes(serial, npz, tmp_path):
+    out = tmp_path / "s"
+    assert produce(out, npz, "--jobs", "2") in (0, 1)
+    got = snapshot(out)
+    assert got.keys() == serial.keys()
+    assert all(got[k] == serial[k] for k in serial)
+    prov = json.loads((out / "store.json").read_text())["provenance"]["produce_budgets"]
+    assert prov[0]["budget_mode"] == "work" and prov[0]["budget_scale"] == 0.05
+
+
+def test_a_resumed_run_writes_the_same_records(serial, npz, tmp_path):
+    # the first run stops after one eps; the rerun skips those brackets and searches the other
+    # eps alone: every record and array file is the one the uninterrupted run wrote
+    out = tmp_path / "s"
+    first = ["produce", str(out), "--npz", str(npz), *ARGS]
+    first[first.index("0.35")] = "0.25"  # --eps 0.25 0.25: the set {1/4}
+    assert main(first) in (0, 1)
+    assert produce(out, npz) in (0, 1)
+    got = snapshot(out)
+    assert got.keys() == serial.keys()
+    lines = sorted(got.pop("brackets.jsonl").splitlines())
+    assert lines == sorted(serial["brackets.jsonl"].splitlines())
+    assert all(got[k] == serial[k] for k in got)
+
+
+def test_cpu_mode_keeps_seconds(npz, tmp_path):
+    out = tmp_path / "s"
+    assert produce(out, npz, "--budget-mode", "cpu") in (0, 1)
+    recs = [json.loads(ln) for ln in (out / "brackets.jsonl").read_text().splitlines()]
+    assert all("upper_seconds" in r["claims"] and "budget_mode" not in r["claims"]
+               for r in recs)
+
+
+def test_jobs_and_scheduler_exclude_each_other(npz, tmp_path, capsys):
+    with pytest.raises(SystemExit) as e:
+        produce(tmp_path / "s", npz, "--jobs", "2", "--scheduler", "tcp://127.0.0.1:1")
+    assert e.value.code == 2
+    assert not (tmp_path / "s").exists()
+
+
+def test_an_unreachable_scheduler_is_a_usage_error_and_writes_nothing(npz, tmp_path):
+    pytest.importorskip("distributed")
+    out = tmp_path / "s"
+    assert produce(out, npz, "--scheduler", "not a scheduler address") == 2
+    assert not out.exists()
+
+
+distributed = pytest.importorskip("distributed")
+
+
+@pytest.fixture(scope="module")
+def client():
+    from distributed import Client, LocalCluster
+
+    cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                           dashboard_address=None, silence_logs=50)
+    c = Client(cluster)
+    try:
+        yield c
+    finally:
+        c.close()
+        cluster.close()
+
+
+def test_local_cluster_writes_the_serial_bytes(client, serial, npz, tmp_path):
+    out = tmp_path / "s"
+    assert produce(out, npz, "--scheduler", client.scheduler.address) in (0, 1)
+    got = snapshot(out)
+    assert got.keys() == serial.keys() and all(got[k] == serial[k] for k in serial)
+
+
+def test_killed_worker_is_rescheduled_and_the_bytes_agree(client, serial, npz, tmp_path,
+                                                        monkeypatch):
+    from softrank.commands import produce as cmd
+
+    pids = sorted(client.run(os.getpid).items())
+    killed: list[int] = []
+    real = cmd._map_dask
+
+    def kill_after_first(jobs, scheduler):
+        # every task is submitted before the first result comes back: kill a worker then,
+        # while the other tasks are queued or running on it
+        assert len(jobs) == 4
+        for n, item in enumerate(real(jobs, scheduler)):
+            if n == 0:
+                killed.append(pids[0][1])
+                os.kill(pids[0][1], signal.SIGKILL)
+            yield item
+
+    monkeypatch.setattr(cmd, "_map_dask", kill_after_first)
+    out = tmp_path / "s"
+    assert produce(out, npz, "--scheduler", client.scheduler.address) in (0, 1)
+    got = snapshot(out)
+    assert got.keys() == serial.keys() and all(got[k] == serial[k] for k in serial)
+    client.wait_for_workers(2, timeout=60)
+    assert killed and killed[0] not in client.run(os.getpid).values()
+
+
+def test_resumed_cluster_run_adds_nothing(client, serial, npz, tmp_path):
+    out = tmp_path / "s"
+    assert produce(out, npz, "--scheduler", client.scheduler.address) in (0, 1)
+    before = snapshot(out)
+    assert produce(out, npz, "--scheduler", client.scheduler.address) in (0, 1)
+    assert snapshot(out) == before == serial
+
+
+def test_settings_are_per_thread():
+    # a Dask worker runs tasks in threads: one task's budget mode never leaks into another's
+    from softrank.witnesses.producers._common import budget_mode, budget_settings, clock
+
+    seen: dict[str, str] = {}
+    gate = threading.Barrier(2)
+
+    def task(mode: str) -> None:
+        with budget_settings(mode):
+            gate.wait()
+            clock()
+            seen[mode] = budget_mode()
+
+    ts = [threading.Thread(target=task, args=(m,)) for m in ("work", "cpu")]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert seen == {"work": "work", "cpu": "cpu"}
