@@ -1,11 +1,13 @@
 """Intrinsic geometry of the 72 MiniLM heads: validated tau, kappa, Gamma and the theorem's
 profile against validated rank brackets (needs the [models] extra).
 
-Usage (the committed run: r = rank C only, 2 CPU seconds per head for the producer):
+Usage (the committed run: r = 1, 2, 4, 8 at 1 CPU second per (head, r) and r = rank C at 2;
+about 530 CPU seconds at T = 128 for brackets, witnesses and checks, and about a minute of
+CPU at T = 64 besides the witnesses):
 
     HF_HUB_OFFLINE=1 OMP_NUM_THREADS=1 .venv/bin/python benchmarks/study_intrinsic.py \
-        --tokens 64 128 --ranks 32 --budget 1 --jobs 2 \
-        --producers tsvd rw_svd frobenius_tail nonzero \
+        --tokens 64 128 --ranks 1 2 4 8 --budget 1 --jobs 2 \
+        --producers tsvd rw_svd frobenius_tail nonzero pinv_decoder submatrix keyset \
         --out /tmp/intrinsic-study --results examples/intrinsic
 
 (resumable: every stage caches its results in the store folder under ``--out``).
