@@ -3,6 +3,7 @@ run, also when a worker is killed mid-run (its chunks are rescheduled)."""
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 from pathlib import Path
@@ -40,6 +41,10 @@ def build(path: Path, n_ops: int = 6, size: int = 24) -> None:
 def client():
     from distributed import Client, LocalCluster
 
+    # a Client left half-built by an earlier test (a refused address) closes itself in
+    # __del__; run inside LocalCluster's start-up that deadlocks on the loop runner's lock,
+    # so collect it here, outside any lock
+    gc.collect()
     cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                            dashboard_address=None, silence_logs=50)
     c = Client(cluster)

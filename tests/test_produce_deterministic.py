@@ -4,6 +4,7 @@ worker is killed mid-run; --jobs and --scheduler exclude each other."""
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import signal
@@ -120,6 +121,10 @@ distributed = pytest.importorskip("distributed")
 def client():
     from distributed import Client, LocalCluster
 
+    # a Client left half-built by an earlier test (a refused address) closes itself in
+    # __del__; run inside LocalCluster's start-up that deadlocks on the loop runner's lock,
+    # so collect it here, outside any lock
+    gc.collect()
     cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                            dashboard_address=None, silence_logs=50)
     c = Client(cluster)
