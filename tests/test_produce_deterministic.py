@@ -74,7 +74,7 @@ def test_two_jobs_write_the_same_bytes(serial, npz, tmp_path):
     assert got.keys() == serial.keys()
     assert all(got[k] == serial[k] for k in serial)
     prov = json.loads((out / "store.json").read_text())["provenance"]["produce_budgets"]
-    assert prov[0]["budget_mode"] == "work" and prov[0]["budget_scale"] == 0.05
+    assert prov[0]["budget_mode"] == "work" and prov[0]["budget_scale"] == "0.05"
 
 
 def test_a_resumed_run_writes_the_same_records(serial, npz, tmp_path):

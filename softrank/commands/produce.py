@@ -305,9 +305,16 @@ class Budgets:
 
     def provenance(self) -> dict[str, Any]:
         """The record of these settings in store.json's provenance (``produce_budgets``)."""
-        return {"budget_mode": self.mode, "budget_scale": self.scale or 1.0,
-                "budget_variables": dict(sorted(self.env.items())),
-                "work_units": WORK_UNITS if self.mode == "work" else None}
+        # floats as their repr strings: the store's exact JSON reader turns a JSON number
+        # into an exact rational, which would compare equal but be written back as a
+        # different string, so a resumed run would rewrite store.json
+        def text(v: Any) -> Any:
+            return repr(float(v)) if isinstance(v, float) else v
+
+        units = ({k: text(v) for k, v in WORK_UNITS.items()} if self.mode == "work"
+                 else None)
+        return {"budget_mode": self.mode, "budget_scale": text(float(self.scale or 1.0)),
+                "budget_variables": dict(sorted(self.env.items())), "work_units": units}
 
 
 def _work(job: tuple[str, np.ndarray, np.ndarray | None, list[Fraction], list[str], list[str],
