@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import zipfile
@@ -136,3 +137,25 @@ def check_lower_any_rank(A: np.ndarray, cert: dict, eps, tier: str = "auto"):
         Y, I, F, Z, G = polytope.parse_arrays(arrays, rank, m, N)
         return polytope.check_polytope(A, Y, I, F, Z, G, e, eps=e, chi=Fraction(0), tier=tier)
     raise ValueError(f"not a rowset or polytope certificate: {kind}")
+
+
+@contextlib.contextmanager
+def local_cluster_client():
+    """A Dask ``Client`` on a fresh two-process ``LocalCluster`` (no dashboard), closed with
+    its cluster on exit."""
+    import gc
+
+    from distributed import Client, LocalCluster
+
+    # a Client left half-built by an earlier test (a refused address) closes itself in
+    # __del__; run inside LocalCluster's start-up that deadlocks on the loop runner's lock,
+    # so collect it here, outside any lock
+    gc.collect()
+    cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                           dashboard_address=None, silence_logs=50)
+    c = Client(cluster)
+    try:
+        yield c
+    finally:
+        c.close()
+        cluster.close()

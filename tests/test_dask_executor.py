@@ -3,7 +3,6 @@ run, also when a worker is killed mid-run (its chunks are rescheduled)."""
 
 from __future__ import annotations
 
-import gc
 import os
 import signal
 from pathlib import Path
@@ -14,6 +13,7 @@ import pytest
 from softrank import runner
 from softrank.audit import run_audit
 from softrank.witnesses import Store
+from tests.helpers import local_cluster_client
 
 from .helpers import softmax_rows, tsvd_witness
 
@@ -39,20 +39,8 @@ def build(path: Path, n_ops: int = 6, size: int = 24) -> None:
 
 @pytest.fixture(scope="module")
 def client():
-    from distributed import Client, LocalCluster
-
-    # a Client left half-built by an earlier test (a refused address) closes itself in
-    # __del__; run inside LocalCluster's start-up that deadlocks on the loop runner's lock,
-    # so collect it here, outside any lock
-    gc.collect()
-    cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                           dashboard_address=None, silence_logs=50)
-    c = Client(cluster)
-    try:
+    with local_cluster_client() as c:
         yield c
-    finally:
-        c.close()
-        cluster.close()
 
 
 @pytest.fixture(scope="module")

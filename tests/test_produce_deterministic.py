@@ -4,7 +4,6 @@ worker is killed mid-run; --jobs and --scheduler exclude each other."""
 
 from __future__ import annotations
 
-import gc
 import json
 import os
 import signal
@@ -15,6 +14,7 @@ import numpy as np
 import pytest
 
 from softrank.cli import main
+from tests.helpers import local_cluster_client
 
 # cheap producers: one upper search with a budget (alt_l1) and two budgeted lower searches
 PRODUCERS = ["tsvd", "alt_l1", "nonzero", "bernstein", "rowset"]
@@ -119,20 +119,8 @@ distributed = pytest.importorskip("distributed")
 
 @pytest.fixture(scope="module")
 def client():
-    from distributed import Client, LocalCluster
-
-    # a Client left half-built by an earlier test (a refused address) closes itself in
-    # __del__; run inside LocalCluster's start-up that deadlocks on the loop runner's lock,
-    # so collect it here, outside any lock
-    gc.collect()
-    cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                           dashboard_address=None, silence_logs=50)
-    c = Client(cluster)
-    try:
+    with local_cluster_client() as c:
         yield c
-    finally:
-        c.close()
-        cluster.close()
 
 
 def test_local_cluster_writes_the_serial_bytes(client, serial, npz, tmp_path):
