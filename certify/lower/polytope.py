@@ -419,22 +419,12 @@ def _arb_min(A: np.ndarray, Z: np.ndarray, g: np.ndarray, i: np.ndarray, sig: np
     workbound.charge(workbound.arb_product(len(gu), A.shape[1], len(iu), prec)
                      + 5000 * len(pos), f"the arb tier at {prec} bits")
     cols = len(iu)
-    lo = hi = None
     with arbutil.precision(prec):
         Yb = arbutil.matrix(np.ascontiguousarray(Z[gu])) * \
             arbutil.matrix(np.ascontiguousarray(A[iu].T))
-        for q, s in zip(pos.tolist(), sig.tolist(), strict=True):
-            try:
-                a, b = arbutil.endpoints(Yb[q // cols, q % cols])
-            except ValueError:
-                return None
-            if s < 0:
-                a, b = -b, -a
-            lo = a if lo is None else min(lo, a)
-            hi = b if hi is None else min(hi, b)
-    if lo is None or hi is None:
-        return None
-    return Enclosure(lo, hi)
+        ends = arbutil.signed_min((Yb[q // cols, q % cols], s)
+                                  for q, s in zip(pos.tolist(), sig.tolist(), strict=True))
+    return None if ends is None else Enclosure(*ends)
 
 
 def _exact_min(A: np.ndarray, Z: np.ndarray, g: np.ndarray, i: np.ndarray,

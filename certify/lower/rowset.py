@@ -189,20 +189,9 @@ def _arb_min(D: np.ndarray | None, M: np.ndarray, Z: np.ndarray, S: np.ndarray,
         else:
             Mt = (arbutil.matrix(D) * arbutil.matrix(M)).transpose()
         Y = arbutil.matrix(Z) * Mt
-        lo = hi = None
-        for s in range(Y.nrows()):
-            for i in range(Y.ncols()):
-                try:
-                    a, b = arbutil.endpoints(Y[s, i])
-                except ValueError:
-                    return None
-                if S[s, i] < 0:
-                    a, b = -b, -a
-                lo = a if lo is None else min(lo, a)
-                hi = b if hi is None else min(hi, b)
-    if lo is None or hi is None:
-        return None
-    return Enclosure(lo, hi)
+        ends = arbutil.signed_min((Y[s, i], S[s, i]) for s in range(Y.nrows())
+                                  for i in range(Y.ncols()))
+    return None if ends is None else Enclosure(*ends)
 
 
 def _exact_min(D: np.ndarray | None, M: np.ndarray, Z: np.ndarray,

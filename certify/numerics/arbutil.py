@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from fractions import Fraction
+from typing import Any
 
 import flint
 import numpy as np
@@ -93,3 +94,22 @@ def row_abs_sums(M: arb_mat) -> list[arb]:
     rows, cols = M.nrows(), M.ncols()
     e = M.entries()
     return [sum((abs(v) for v in e[i * cols:(i + 1) * cols]), arb(0)) for i in range(rows)]
+
+
+def signed_min(entries: Iterable[tuple[Any, float]]) -> tuple[Fraction, Fraction] | None:
+    """Returns (lo, hi) with lo <= min_k s_k x_k <= hi for balls x_k and signs s_k (the sign
+    is applied by flipping the exact endpoints); None when there is no entry or a ball's
+    endpoints cannot be formed (``endpoints`` refused them), so the caller escalates."""
+    lo = hi = None
+    for x, s in entries:
+        try:
+            a, b = endpoints(x)
+        except ValueError:
+            return None
+        if s < 0:
+            a, b = -b, -a
+        lo = a if lo is None else min(lo, a)
+        hi = b if hi is None else min(hi, b)
+    if lo is None or hi is None:
+        return None
+    return lo, hi
