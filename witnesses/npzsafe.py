@@ -29,6 +29,7 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 import numpy as np
 from numpy.lib import format as npformat
@@ -118,9 +119,10 @@ def read_npz_bytes(data: bytes, src: str, *, expect: Expect | None = None,
         raise InputError(f"corrupt npz archive: {err}", field=field_name, source=src) from None
     with zf:
         infos = _vet_directory(zf, src, field_name, cap)
-        headers = [_read_header(zf, info, src, expect) for info in infos]
-        return {h.name: _read_member(zf, info, h, src) for info, h in zip(infos, headers,
-                                                                          strict=True)}
+        # one pass per member (header vetted, then its data read from the same stream): the
+        # directory check above already bounds the total, so no member allocates more than
+        # the cap, and a refused header still stops the read before its data is allocated
+        return dict(_read_vetted_member(zf, info, src, expect) for info in infos)
 
 
 def _vet_directory(zf: zipfile.ZipFile, src: str, field_name: str, cap: int
@@ -155,21 +157,36 @@ def _vet_directory(zf: zipfile.ZipFile, src: str, field_name: str, cap: int
     return infos
 
 
-def _read_header(zf: zipfile.ZipFile, info: zipfile.ZipInfo, src: str,
+def _read_vetted_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, src: str,
+                        expect: Expect | None) -> tuple[str, np.ndarray]:
+    """Returns (name, array) of one member: its header vetted by :func:`_read_header`,
+    then its data read from the same open stream."""
+    try:
+        fh = zf.open(info)
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile, zlib.error) as err:
+        raise InputError(f"bad npy header: {str(err)[:200]}", field=info.filename[:-4],
+                         source=src) from None
+    with fh:
+        h = _read_header(fh, info, src, expect)
+        return h.name, _read_member(fh, h, src)
+
+
+def _read_header(fh: IO[bytes], info: zipfile.ZipInfo, src: str,
                  expect: Expect | None) -> MemberHeader:
+    """Returns the vetted header of member ``info`` read from its stream ``fh`` (left
+    positioned at the data)."""
     name = info.filename[:-4]
     try:
-        with zf.open(info) as fh:
-            version = npformat.read_magic(fh)
-            if version == (1, 0):
-                shape, fortran, dtype = npformat.read_array_header_1_0(
-                    fh, max_header_size=MAX_HEADER)
-            elif version == (2, 0):
-                shape, fortran, dtype = npformat.read_array_header_2_0(
-                    fh, max_header_size=MAX_HEADER)
-            else:
-                raise ValueError(f"unsupported npy format version {version}")
-            offset = fh.tell()
+        version = npformat.read_magic(fh)
+        if version == (1, 0):
+            shape, fortran, dtype = npformat.read_array_header_1_0(
+                fh, max_header_size=MAX_HEADER)
+        elif version == (2, 0):
+            shape, fortran, dtype = npformat.read_array_header_2_0(
+                fh, max_header_size=MAX_HEADER)
+        else:
+            raise ValueError(f"unsupported npy format version {version}")
+        offset = fh.tell()
     except (ValueError, OSError, EOFError, zipfile.BadZipFile, zlib.error, SyntaxError,
             TypeError, RecursionError) as err:
         raise InputError(f"bad npy header: {str(err)[:200]}", field=name, source=src) from None
@@ -191,21 +208,19 @@ def _read_header(zf: zipfile.ZipFile, info: zipfile.ZipInfo, src: str,
     return MemberHeader(name, dtype, shape, bool(fortran), offset, nbytes)
 
 
-def _read_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, h: MemberHeader, src: str
-                 ) -> np.ndarray:
+def _read_member(fh: IO[bytes], h: MemberHeader, src: str) -> np.ndarray:
+    """Returns the data declared by ``h`` from the member stream ``fh`` positioned at it."""
     buf = bytearray(h.nbytes)
     try:
-        with zf.open(info) as fh:
-            fh.read(h.offset)
-            view = memoryview(buf)
-            got = 0
-            while got < h.nbytes:
-                n = fh.readinto(view[got:])
-                if not n:
-                    break
-                got += n
-            if got != h.nbytes or fh.read(1):
-                raise ValueError("member data length differs from its header")
+        view = memoryview(buf)
+        got = 0
+        while got < h.nbytes:
+            n = fh.readinto(view[got:])
+            if not n:
+                break
+            got += n
+        if got != h.nbytes or fh.read(1):
+            raise ValueError("member data length differs from its header")
     except (ValueError, OSError, EOFError, zipfile.BadZipFile, zlib.error) as err:
         raise InputError(f"corrupt array data: {str(err)[:200]}", field=h.name,
                          source=src) from None
