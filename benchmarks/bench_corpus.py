@@ -186,8 +186,13 @@ def main() -> None:
         threadpool_limits(1, user_api="blas")  # workers run with one BLAS thread: so does this
     except ImportError:  # pragma: no cover
         pass
+    from softrank.workers import tune_allocator
+
+    # the checker's processes keep freed memory (softrank.workers.tune_allocator); the plain
+    # baseline runs in this same process after it, so both are timed with the same allocator
+    tuned = tune_allocator()
     print(f"# corpus {path}: {args.operators} operators {args.size} x {args.size}, "
-          f"eps {', '.join(EPS)}; cpus {os.cpu_count()}")
+          f"eps {', '.join(EPS)}; cpus {os.cpu_count()}; allocator tuned {tuned}")
     plain_recheck(path)  # warm the page cache, so both timings read from memory
     la0 = _load()
     c0, t0 = _cpu(), time.perf_counter()

@@ -104,10 +104,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     from softrank.certify.errors import InputError
     from softrank.witnesses.npzsafe import max_bytes as max_array_bytes
 
-    from .workers import allow_long_integers
+    from .workers import allow_long_integers, tune_allocator
 
     args = _parser().parse_args(argv)
     allow_long_integers()
+    tune_allocator()
     try:
         max_array_bytes()  # a bad SOFTRANK_MAX_ARRAY_BYTES is refused up front, by name
         return int(args._run(args))

@@ -17,7 +17,7 @@ from softrank.certify.errors import InputError
 from softrank.certify.numerics import workbound
 from softrank.witnesses import BracketRecord, StoreReader
 
-from .workers import allow_long_integers
+from .workers import allow_long_integers, tune_allocator
 
 
 def _operator_record(reader: StoreReader, op_id: str, arrays: dict[str, Any]
@@ -106,6 +106,7 @@ def check_record(reader: StoreReader, br: BracketRecord, cache: _OperatorCache, 
     ``_needs_plain``).
     """
     allow_long_integers()  # in any process (API use, Dask workers): long exact claim strings
+    tune_allocator()  # speed only: temporaries of the float tiers are not page-faulted anew
     op = reader.operator(br.operator)
     base: dict[str, Any] = {
         "bracket": br.id, "operator": op.id, "family": op.family, "shape": list(op.shape),
