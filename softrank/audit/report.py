@@ -18,7 +18,7 @@ from softrank.witnesses import jsonexact
 
 from ..assumptions import assumptions, assumptions_markdown
 from ..words import end_reason, end_result, word
-from . import stats, tables, tightening
+from . import loose, stats, tables, tightening
 from .escape import md, md_code, tex_comment
 from .provenance import methods_text
 
@@ -70,6 +70,13 @@ DEFINITIONS = {
     "intervals": "bootstrap 95% percentile intervals over the operators of each family and "
                  "eps (resampled with replacement); seed, resample count and random stream in "
                  "options.bootstrap",
+    "likely_loose": "for an open per-eps bracket (L < U), the producers' own claims of the "
+                    "best float64 values their searches found next to each end: "
+                    "upper_next_ratio, the best rank-(U - 1) fit's error over eps, and "
+                    "lower_next_value, the best lower-certificate value at rank L + 1 (each "
+                    "below 1 would move its end); likely_loose names the end whose value is "
+                    "nearer 1 (unknown when one is missing or they tie); float64 searches, "
+                    "not proofs (open_brackets, summary.open_brackets)",
 }
 
 
@@ -131,6 +138,8 @@ def build_report(records: list[dict[str, Any]], *, store: dict[str, Any], tier: 
         "all_confirmed": tables.all_proved(records),  # the older key (deprecated)
         "exit_code": exit_code(records, pairs),
     }
+    open_rows = loose.open_rows(pairs, records)
+    summary["open_brackets"] = loose.counts(open_rows, len(pairs))
     seed, resamples = bootstrap
     settings = stats.bootstrap_settings(seed, resamples)
     intervals = stats.interval_rows(pairs, seed=seed, resamples=resamples)
@@ -160,6 +169,8 @@ def build_report(records: list[dict[str, Any]], *, store: dict[str, Any], tier: 
         "errors": [{"bracket": r["bracket"], "error": r["error"]} for r in records
                    if not tables.ok(r)],
         "per_head": per_head, "per_head_table": tables.per_head_table(per_head),
+        "open_brackets": open_rows,
+        "open_brackets_table": tables.loose_table(open_rows, summary["open_brackets"]),
         "figures": figures, "figure_counts": stats.figure_counts(pairs, records),
         "records": records, VOLATILE_KEY: run,
     }
@@ -223,6 +234,7 @@ def report_markdown(rep: dict[str, Any]) -> str:
     out += [f"- {k.replace('_', ' ')}: {v}" for k, v in rep["definitions"].items()]
     out += [""]
     out += tightened_markdown(rep)
+    out += loose_markdown(rep)
     changed = rep.get("not_proved", rep.get("not_confirmed", []))
     out += ["## Claims not proved as stated", ""]
     if not changed:
@@ -315,6 +327,23 @@ def tightened_markdown(rep: dict[str, Any]) -> list[str]:
             out.append(f"\n... and {len(rows) - MAX_LISTED} more in {PER_HEAD_CSV} and "
                        "report.json (`pairs[].tightened`).")
         out.append("")
+    return out
+
+
+def loose_markdown(rep: dict[str, Any]) -> list[str]:
+    """The section of report.md on open brackets: which side is likely loose, from the
+    table ``open_brackets_table`` (cells escaped by ``markdown_table``; at most MAX_LISTED
+    rows, all of them in report.json).  Empty for a report without it (an older one)."""
+    t = rep.get("open_brackets_table")
+    if t is None:
+        return []
+    out = [f"## {t['title']}", "", t["count"], ""]
+    if t["rows"]:
+        out.append(tables.markdown_table({**t, "rows": t["rows"][:MAX_LISTED]}))
+        if len(t["rows"]) > MAX_LISTED:
+            out.append(f"\n... and {len(t['rows']) - MAX_LISTED} more in report.json "
+                       "(`open_brackets`).")
+        out += ["", t["note"], ""]
     return out
 
 

@@ -736,6 +736,38 @@ def per_head_table(rows: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+LOOSE_TITLE = "Open brackets: which side is likely loose (float64 searches, not proofs)"
+LOOSE_NOTE = ("U-1 fit/eps: the best float64 fit the upper producer found at rank U - 1, its "
+              "max-row-l1 error divided by eps (below 1 would lower U). L+1 value: the best "
+              "float64 lower-certificate value the lower producer found at rank L + 1 (a "
+              "Bernstein value eps sup ||w|| / ||Aw||; below 1 would raise L). Likely loose: "
+              "the end whose number is nearer 1; unknown when a number is missing or they "
+              "tie. Best float64 values found by incomplete searches, not a proof: a better "
+              "search or another certificate may move either end. Per-eps brackets.")
+
+
+def loose_table(rows: list[dict[str, Any]], n: dict[str, int]) -> dict[str, Any]:
+    """Returns the table of open brackets and the side likely loose from ``loose.open_rows``
+    and ``loose.counts`` output (display only: numbers to 4 significant digits, exact in
+    report.json ``open_brackets``); ``text_columns`` lists the store-text columns (escaped by
+    every renderer); ``count`` is the count line."""
+    def num(q: str | None) -> str:
+        return "-" if q is None else numfmt.sig(Fraction(q), 4)
+
+    return {
+        "title": LOOSE_TITLE,
+        "note": LOOSE_NOTE,
+        "count": (f"{n['open']} of {n['pairs']} (operator, eps) pairs are open; likely loose "
+                  f"(float64 searches, not proofs): upper {n['upper']}, lower {n['lower']}, "
+                  f"unknown {n['unknown']}."),
+        "columns": ["Operator", "eps", "[L, U]", "U-1 fit/eps", "L+1 value", "Likely loose"],
+        "left": 3, "text_columns": [0],
+        "rows": [[r["operator"], fmt_eps(r["eps"]),
+                  f"[{r['lower']}, {r['upper']}]", num(r["upper_next_ratio"]),
+                  num(r["lower_next_value"]), r["likely_loose"]] for r in rows],
+    }
+
+
 def _tight_cells(r: dict[str, Any], short: bool = False) -> list[str]:
     """The per-head cells of the tightened bracket: L*, U*, and where each comes from (the
     citation, or with ``short`` only its eps); ends that contradict are shown as an internal

@@ -11,6 +11,12 @@ brackets a lower producer won, how many of its certificates ``certify.check_lowe
 (one it does not prove counts as rank 0), their median validated rank, and how many of them
 close the bracket (validated L equal to the least validated upper rank of that operator and
 eps).  Like the upper table, these checks take the stored A as the operator (no slack chi).
+
+Last, the open brackets (validated L < U per operator and eps) with the best float64 values
+the producers claim to have found next to each end (``softrank.audit.loose``): the least
+rank-(U - 1) fit error over eps and the least lower-certificate value at rank L + 1, each of
+which would have to fall below 1 to move its end, and the end whose number is nearer 1.
+Search results, not proofs.
 """
 
 from __future__ import annotations
@@ -24,8 +30,10 @@ from typing import Any
 
 from tqdm import tqdm
 
+from softrank.audit import loose
+from softrank.audit.tables import fmt_eps
 from softrank.certify import check_lower, check_upper
-from softrank.numfmt import sci
+from softrank.numfmt import sci, sig
 from softrank.terminal import shown
 from softrank.witnesses import jsonexact, open_store
 
@@ -163,6 +171,66 @@ def compare_lowers(lowers: list[dict[str, Any]], uppers: list[dict[str, Any]],
     return table
 
 
+def pair_claims(store: str) -> dict[tuple[str, Any], list[Any]]:
+    """Returns {(operator, eps): the claims of each of its brackets} (untrusted text)."""
+    out: dict[tuple[str, Any], list[Any]] = defaultdict(list)
+    for br in open_store(store).brackets:
+        out[(br.operator, br.eps)].append(br.claims)
+    return dict(out)
+
+
+def open_brackets(uppers: list[dict[str, Any]], lowers: list[dict[str, Any]],
+                  claims: dict[tuple[str, Any], list[Any]]) -> list[dict[str, Any]]:
+    """Returns one row per open (operator, eps): its validated bracket [L, U] (L the largest
+    validated lower rank, 0 without one; U the least validated upper rank) with
+    ``loose.diagnose_all`` of the claims of its brackets (upper_next_ratio, lower_next_value:
+    exact Fractions or None; likely_loose), in the order of ``uppers``."""
+    best_u: dict[tuple[str, Any], int] = {}
+    for r in uppers:
+        key = (r["operator"], r["eps"])
+        best_u[key] = min(best_u.get(key, r["full"]), r["validated"])
+    best_l: dict[tuple[str, Any], int] = {}
+    for r in lowers:
+        key = (r["operator"], r["eps"])
+        best_l[key] = max(best_l.get(key, 0), r["validated"])
+    rows = []
+    for (op, eps), U in best_u.items():
+        L = best_l.get((op, eps), 0)
+        d = loose.diagnose_all(claims.get((op, eps), []), L, U)
+        if d is not None:
+            rows.append({"operator": op, "eps": eps, "lower": L, "upper": U, **d})
+    return rows
+
+
+MAX_OPEN_SHOWN = 40
+
+
+def format_open_table(rows: list[dict[str, Any]], pairs: int) -> str:
+    """The open brackets as text: one line each (at most MAX_OPEN_SHOWN), a count line and
+    what the numbers are (store ids made visible by ``shown``)."""
+    def num(q: Fraction | None) -> str:
+        return "-" if q is None else sig(q, 4)  # exact to 4 digits: any size of claim
+
+    lines = ["Open brackets: which side is likely loose (float64 searches, not proofs)",
+             f"{'open bracket':<28} {'eps':>8} {'[L, U]':>10} {'U-1 fit/eps':>11} "
+             f"{'L+1 value':>9}  likely loose"]
+    for r in rows[:MAX_OPEN_SHOWN]:
+        lines.append(f"{shown(r['operator']):<28} {fmt_eps(str(r['eps'])):>8} "
+                     f"{'[' + str(r['lower']) + ', ' + str(r['upper']) + ']':>10} "
+                     f"{num(r['upper_next_ratio']):>11} {num(r['lower_next_value']):>9}  "
+                     f"{r['likely_loose']}")
+    if len(rows) > MAX_OPEN_SHOWN:
+        lines.append(f"... and {len(rows) - MAX_OPEN_SHOWN} more (--json lists all)")
+    n = {s: sum(r["likely_loose"] == s for r in rows) for s in loose.SIDES}
+    lines.append(f"{len(rows)} of {pairs} (operator, eps) brackets open; likely loose: upper "
+                 f"{n['upper']}, lower {n['lower']}, unknown {n['unknown']}")
+    lines.append("U-1 fit/eps: best float64 fit found at rank U - 1, error / eps (below 1 "
+                 "would lower U); L+1 value: best float64 lower-certificate value found at "
+                 "rank L + 1 (below 1 would raise L); the producers' own claims from "
+                 "incomplete searches, not a proof")
+    return "\n".join(lines)
+
+
 def _secs(v: Fraction | None) -> str:
     if v is None:
         return "-"
@@ -231,11 +299,18 @@ def run(args: argparse.Namespace) -> int:
     lowers = validated_lowers(args.store, progress=progress)
     lower_table = compare_lowers(lowers, rows, lower_times(args.store))
     lower_failed = sum(r["status"] != "holds" for r in lowers)
+    opened = open_brackets(rows, lowers, pair_claims(args.store))
+    pairs = len({(r["operator"], r["eps"]) for r in rows})
     if args.json:
         print(jsonexact.dumps({"store": str(args.store), "reference": args.reference,
                                "table": table, "witnesses_not_proved": failed,
                                "lower_table": lower_table,
-                               "certificates_not_proved": lower_failed}, indent=1))
+                               "certificates_not_proved": lower_failed,
+                               "open_brackets": opened,
+                               "open_brackets_note": "best float64 values the producers "
+                               "claim next to each end (upper_next_ratio at rank U - 1, "
+                               "lower_next_value at rank L + 1; below 1 would move the end): "
+                               "float64 searches, not proofs"}, indent=1))
     else:
         if args.reference not in table:
             print(f"(no {shown(args.reference)} brackets in the store: ratios unavailable)")
@@ -248,5 +323,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"{len(lowers)} certificates (the best per operator and eps) rechecked by "
                   f"certify.check_lower; {lower_failed} not proved (counted as rank 0)")
         print("claimed s: the producers' own timings summed from the store (unchecked claims)")
+        if opened:
+            print()
+            print(format_open_table(opened, pairs))
     # the table is the product; the exit code still says whether every claim was proved
     return 0 if not failed and not lower_failed else 1

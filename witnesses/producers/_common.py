@@ -172,6 +172,20 @@ def target(eps: Fraction | float) -> float:
     return e * (1.0 - SAFETY)
 
 
+SEARCH_DIGITS = 6
+
+
+def search_claim(x: float, digits: int = SEARCH_DIGITS) -> float:
+    """Returns x rounded to ``digits`` significant digits: for claims about a search's
+    failed attempts (how near a rank it missed came), which no stored array pins down.  Their
+    last bits may differ between processes (measured: a Bernstein value 1.0176166438734027 on
+    a Dask worker, 1.0176166438734031 in the parent process, the stored certificates
+    byte-identical; float64 kernels are not bitwise reproducible across processes in general),
+    and a work-mode record must be the same bytes wherever it is written.  A value within a
+    few ulps of a rounding boundary can still round apart: rare, not excluded."""
+    return float(f"{x:.{digits}g}")
+
+
 def row_l1(A: np.ndarray, U: np.ndarray, V: np.ndarray) -> np.ndarray:
     """Returns the float64 row l1 norms of A - U V (an estimate, not an enclosure)."""
     return np.abs(A - U @ V).sum(axis=1)

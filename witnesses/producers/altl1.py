@@ -11,11 +11,18 @@ Below the rank the bisection found, a patient descent tries the next rank from t
 and then from seeded restarts (random rows of A, random rotations of the leading singular
 subspace): the max-row-l1 landscape has several basins, and on real heads a restart
 sometimes reaches the target where the SVD start stalls a few per cent above it.
+
+Below the rank k it returns, the least float64 error any run reached at rank k - 1 (the
+bisection's attempt and the descent's runs) is claimed as ``upper_next_error`` with
+``upper_next_ratio`` = that / eps and ``upper_next_rank`` = k - 1: how far above eps the best
+rank-(k - 1) fit found stayed.  A float64 search result, not a proof of anything (a better fit
+may exist); omitted when no run reached rank k - 1 (k = 1, or no time left).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from fractions import Fraction
 from itertools import chain
 
 import numpy as np
@@ -30,6 +37,7 @@ from ._common import (
     least_rank,
     parse_budget,
     row_l1,
+    search_claim,
     size_scale,
     target,
 )
@@ -163,12 +171,16 @@ class AlternatingL1(BaseProducer):
             return None
 
         deadline = clock() + budget
+        # the least float64 error any alt_l1 run reached, per rank (for the claims on the
+        # rank below the one returned: how far from eps the best fit there stayed)
+        least: dict[int, float] = {}
 
         def attempt(k: int):
             if clock() > deadline:
                 return False, None
             U, V, e = alt_l1(A, k, t, Us[:, :k] * s[:k], Vt[:k], iters=self.iters,
                              deadline=deadline)
+            _note(least, k, e)
             return e <= t, (U, V)
 
         if k_svd > 1:
@@ -195,6 +207,7 @@ class AlternatingL1(BaseProducer):
                     break
                 U2, V2, e2 = alt_l1(A, k - 1, t, U0, V0, iters=n, deadline=descent_end,
                                     patient=True)
+                _note(least, k - 1, e2)
                 if e2 <= t:
                     used = max(0, r - len(self.descent_iters) + 1)
                     found, restarts_used = (U2, V2, e2), restarts_used + used
@@ -204,7 +217,28 @@ class AlternatingL1(BaseProducer):
             k, (U, V, err) = k - 1, found
         return Witness(rank=k, U=np.ascontiguousarray(U), V=np.ascontiguousarray(V),
                        claims={"upper_error": err, "upper_rank": int(k), "tsvd_rank": k_svd,
-                               "bisection_rank": int(k_search), "restarts_used": restarts_used})
+                               "bisection_rank": int(k_search), "restarts_used": restarts_used,
+                               **next_rank_claims(least, k, eps)})
+
+
+def _note(least: dict[int, float], k: int, e: float) -> None:
+    """Keeps e as the least error seen at rank k when it is finite and below the one kept."""
+    if np.isfinite(e) and (k not in least or e < least[k]):
+        least[k] = float(e)
+
+
+def next_rank_claims(least: dict[int, float], k: int, eps: Fraction | float
+                     ) -> dict[str, float | int]:
+    """Returns the claims on rank k - 1 below a witness of rank k: ``upper_next_rank`` (k - 1),
+    ``upper_next_error`` (the least float64 max-row-l1 error any run reached there, from
+    ``least``) and ``upper_next_ratio`` (that / eps; below 1 would have lowered the rank),
+    both to SEARCH_DIGITS significant digits (``search_claim``); {} when no run reached rank
+    k - 1 or k = 1.  Float64 search results, not proofs."""
+    e = least.get(k - 1)
+    if k <= 1 or e is None:
+        return {}
+    return {"upper_next_rank": int(k - 1), "upper_next_error": search_claim(e),
+            "upper_next_ratio": search_claim(e / float(eps))}
 
 
 def _starts(A: np.ndarray, k: int, Us: np.ndarray, s: np.ndarray, Vt: np.ndarray,

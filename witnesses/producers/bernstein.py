@@ -44,6 +44,12 @@ Where the search ends, the best subspace that missed the next rank (within LIFT_
 goal) is lifted to a ``polytope`` certificate (``polytope.lift``): the facets of conv(+-A W)
 keep their labels and each may choose its own witness outside the subspace.
 
+The certificate's claims say how near the search came to the next rank p + 1 (when it stopped
+below the ceiling and tried a subspace there): ``lower_next_rank`` = p + 1 and
+``lower_next_value``, eps times the least sup_(w in S) ||w||_inf / ||A w||_inf of the rank-(p + 1)
+subspaces S it tried (the Bernstein value of their optimal P; below 1 would have raised the
+rank).  A float64 search result, not a proof (a better subspace may exist).
+
 Nothing here is trusted: the certificate is replayed by ``certify``.
 """
 
@@ -55,10 +61,10 @@ import numpy as np
 from scipy.linalg import qr
 
 from . import polytope
-from ._common import as_float64, clock, linprog, target, time_limit
+from ._common import as_float64, clock, linprog, search_claim, target, time_limit
 from ._highs import lp_model, optimal, run
 from .altl1 import alt_l1
-from .decoder_lp import CLAIM_BUDGET, BudgetedLower, keyset_path
+from .decoder_lp import CLAIM_BUDGET, BudgetedLower, Reached, keyset_path
 
 BUDGET_ENV = "SOFTRANK_BERNSTEIN_BUDGET"
 DEFAULT_BUDGET = 10.0  # seconds per (operator, eps), for each of the four phases
@@ -520,6 +526,21 @@ def augmented_start(A: np.ndarray, W: np.ndarray, J: np.ndarray, W_next: np.ndar
     return best_W
 
 
+def next_rank_claims(near: dict[int, tuple[float, np.ndarray]], p: int, ceiling: int,
+                     eps: float) -> dict[str, float | int]:
+    """Returns the claims on rank p, the first rank the search did not reach:
+    ``lower_next_rank`` (p) and ``lower_next_value`` (eps times the least max_j f_j of a
+    subspace of rank p it tried, ``near[p][0]``: the Bernstein value of that subspace's
+    optimal P, whose claim must be below 1; to SEARCH_DIGITS significant digits,
+    ``search_claim``); {} when p is above ``ceiling`` (the search
+    stopped at a rank an upper witness claims: the bracket is closed, there is no next rank)
+    or no subspace of rank p was tried.  A float64 search result, not a proof."""
+    if p > ceiling or p not in near or not np.isfinite(near[p][0]):
+        return {}
+    return {"lower_next_rank": int(p),
+            "lower_next_value": search_claim(float(near[p][0] * eps))}
+
+
 class Bernstein(BudgetedLower):
     """Bernstein certificate (W, P, J): key-set subspaces, improved by minimax LP descent."""
 
@@ -536,8 +557,9 @@ class Bernstein(BudgetedLower):
         if p <= ceiling and p in near and near[p][0] * eps <= polytope.LIFT_NEAR:
             lifted = polytope.lift(A, near[p][1], eps, clock() + budget)
             if lifted is not None:
+                # nothing was searched at rank p + 1: no claim about the next rank
                 return ("polytope", p, lifted[0], lifted[1], "lift")
-        return found
+        return Reached(found, next_rank_claims(near, p, ceiling, eps))
 
     def _parts(self, found):
         if found[0] == "polytope":  # already (kind, rank, arrays, value, start)

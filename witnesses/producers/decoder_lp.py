@@ -23,6 +23,7 @@ Nothing here is trusted: the certificate (D', W, X = I) is replayed by ``certify
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.sparse as sp
@@ -331,6 +332,15 @@ def _select(X: np.ndarray, rows: list[int], m: int) -> np.ndarray:
     return out
 
 
+@dataclass(frozen=True)
+class Reached:
+    """What a ``BudgetedLower._search`` found (``found``, as ``_parts`` reads it, or None) with
+    claims of its own to store beside the certificate's (JSON-safe numbers)."""
+
+    found: tuple | None
+    claims: dict[str, float | int] = field(default_factory=dict)
+
+
 class BudgetedLower(BaseProducer):
     """A lower producer whose search gets ``budget`` seconds per (operator, eps): from the
     constructor, else from the environment variable ``budget_env``, else ``default_budget``
@@ -341,7 +351,8 @@ class BudgetedLower(BaseProducer):
     lower end can pass a valid upper end.  Subclasses supply ``_search(A, eps, budget,
     ceiling)`` (their module's search, ranks up to ``ceiling``: None when nothing was found)
     and ``_parts(found)``, which turns what it found into (kind, rank, arrays, value, start);
-    a value above the claim budget is not claimed."""
+    a value above the claim budget is not claimed.  ``_search`` may wrap what it found in
+    ``Reached`` to add claims of its own (float64 numbers about the search, never a verdict)."""
 
     role = "lower"
     budget_env: str
@@ -360,6 +371,9 @@ class BudgetedLower(BaseProducer):
             return None
         budget = self.budget * size_scale(A.shape) if self._sized else self.budget
         found = self._search(A, eps_up(eps), budget, ceiling)
+        extra: dict[str, float | int] = {}
+        if isinstance(found, Reached):
+            found, extra = found.found, dict(found.claims)
         if found is None:
             return None
         kind, p, arrays, v, start = self._parts(found)
@@ -367,10 +381,10 @@ class BudgetedLower(BaseProducer):
             return None
         return Certificate(kind=kind, rank=p, arrays=arrays,
                            claims={"lower_rank": p, f"{kind}_value": v, "start": start,
-                                   **_cost("search", t0, w0)})
+                                   **extra, **_cost("search", t0, w0)})
 
     def _search(self, A: np.ndarray, eps: float, budget: float, ceiling: int
-                ) -> tuple | None:
+                ) -> tuple | Reached | None:
         raise NotImplementedError
 
     def _parts(self, found: tuple) -> tuple[str, int, dict[str, np.ndarray], float, str]:
