@@ -176,3 +176,66 @@ def test_killed_worker_mid_batch_in_check(client, slow):
     assert killed and killed[0] is not None
     assert by_id(got) == serial and len(got) == len(serial)
     client.wait_for_workers(2, timeout=60)
+
+
+# ------------------------------------------------------------------ produce
+
+PRODUCE = ["--eps", "0.25", "0.35", "--producers", "tsvd", "nonzero", "frobenius_tail",
+           "--quiet"]
+
+
+@pytest.fixture(scope="module")
+def npz(tmp_path_factory) -> Path:
+    rng = np.random.default_rng(12)
+    path = tmp_path_factory.mktemp("in") / "heads.npz"
+    # one 3-D stack: 40 operators (an npz holds at most 64 members)
+    np.savez(path, h=np.stack([softmax_rows(2 * rng.standard_normal((6, 6)))
+                               for _ in range(N_OPS)]))
+    return path
+
+
+def snapshot(root: Path) -> dict[str, bytes]:
+    files = {"brackets.jsonl": (root / "brackets.jsonl").read_bytes(),
+             "operators.jsonl": (root / "operators.jsonl").read_bytes()}
+    files.update({f"arrays/{p.name}": p.read_bytes() for p in (root / "arrays").iterdir()})
+    return files
+
+
+@pytest.fixture
+def submitted(monkeypatch):
+    """Counts the produce tasks submitted to any Dask client of this process."""
+    from distributed import Client
+
+    from softrank.commands import produce as cmd
+
+    count = {"tasks": 0, "jobs": 0}
+    real = Client.submit
+
+    def submit(self, fn, *args, **kw):
+        if fn is cmd._work_batch:
+            count["tasks"] += 1
+            count["jobs"] += len(args[0])
+        return real(self, fn, *args, **kw)
+
+    monkeypatch.setattr(Client, "submit", submit)
+    return count
+
+
+def test_produce_batches_write_the_serial_bytes(client, npz, tmp_path, submitted):
+    serial = tmp_path / "serial"
+    assert main(["produce", str(serial), "--npz", str(npz), *PRODUCE]) in (0, 1)
+    want = snapshot(serial)
+    for k, tasks in (("1", N_OPS), ("6", 7), ("auto", 8)):
+        submitted["tasks"] = submitted["jobs"] = 0
+        out = tmp_path / f"b{k}"
+        assert main(["produce", str(out), "--npz", str(npz), *PRODUCE, "--scheduler",
+                     client.scheduler.address, "--batch", k]) in (0, 1)
+        assert submitted == {"tasks": tasks, "jobs": N_OPS}
+        got = snapshot(out)
+        assert got.keys() == want.keys() and all(got[f] == want[f] for f in want), k
+
+
+def test_produce_batch_without_scheduler_writes_nothing(npz, tmp_path):
+    out = tmp_path / "s"
+    assert main(["produce", str(out), "--npz", str(npz), *PRODUCE, "--batch", "2"]) == 2
+    assert not out.exists()
