@@ -91,6 +91,22 @@ def test_chunk_work_grows_with_size_and_brackets(tmp_path):
     assert chunk_works(reader3, [first])[0] < w3[2]
 
 
+def test_chunk_work_charges_the_slack_of_logits(tmp_path):
+    rng = np.random.default_rng(4)
+    L = 2 * rng.standard_normal((16, 16))
+    A = np.exp(L - L.max(axis=1, keepdims=True))
+    A /= A.sum(axis=1, keepdims=True)
+    U, V = tsvd_witness(A, 8)
+    works = []
+    for name, logits in (("plain", None), ("logits", L)):
+        with Store.create(tmp_path / name) as st:
+            st.add_operator(A, family="f", logits=logits, id="op")
+            st.add_bracket("op", "0.3", {"kind": "factors", "rank": 8, "U": U, "V": V}, None)
+        reader = open_store(tmp_path / name)
+        works.append(chunk_works(reader, operator_chunks(reader.brackets))[0])
+    assert works[1] == works[0] + batching.CHECK_SLACK_PER_ENTRY * 16 * 16
+
+
 def test_produce_work_prices_budgeted_producers_and_scale():
     cheap = produce_work((128, 128), 1, ["tsvd", "nonzero"])
     budgeted = produce_work((128, 128), 1, ["tsvd", "bernstein"])
