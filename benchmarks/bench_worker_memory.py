@@ -1,15 +1,16 @@
 """Memory per Dask worker and check time per operator on real-size heads.
 
 Builds (in ``--dir``, default a temporary folder) one store per ``--sizes`` (default 128 and
-512) of ``--operators`` (one count per size, default 96 and 16) float64 operators of n x n whose operator of record is the row softmax
-of stored float64 logits (Q K^T / sqrt(32), gaussian Q and K, as ``bench_corpus.py``), each
-with three brackets (eps 0.15, 0.25, 0.35: least-rank truncated-SVD factors and the largest
-pseudoinverse decoder certificate, from ``bench_corpus._witnesses``).  For each store it
-prints the serial check time per operator (wall and CPU, this process) and then checks it on
-a fresh two-worker LocalCluster (one thread each, automatic batching) and prints each worker
-process's resident memory before the run (idle, package imported) and its peak during the
-run (``ru_maxrss``), with the number of Dask tasks sent.  ``--reader-store STORE`` also prints
-the memory a worker's store reader takes (every record of STORE, held for the whole run).
+512) of ``--operators`` (one count per size, default 96 and 16) float64 operators of n x n
+whose operator of record is the row softmax of stored float64 logits (Q K^T / sqrt(32),
+gaussian Q and K, as ``bench_corpus.py``), each with three brackets (eps 0.15, 0.25, 0.35:
+least-rank truncated-SVD factors and the largest pseudoinverse decoder certificate, from
+``bench_corpus._witnesses``).  For each store it prints the serial check time per operator
+(wall and CPU, this process), then checks it on a fresh two-worker LocalCluster (one thread
+each, automatic batching) and prints each worker process's resident memory before the run
+(idle, package imported) and its peak during the run (``ru_maxrss``), with the number of Dask
+tasks sent.  ``--reader-store STORE`` also prints the memory a worker's store reader takes
+(every record of STORE, held for the whole run).
 
 Run: ``OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/bench_worker_memory.py
 [--sizes 128 512] [--operators 96 16] [--reader-store STORE]``.
