@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -51,15 +53,32 @@ def build(root: Path, n_ops: int, size: int) -> Path:
     return store
 
 
-def timed(label: str, fn) -> tuple[float, list]:  # noqa: ANN001
-    t0, c0 = time.perf_counter(), time.process_time()
+def _cpu() -> float:
+    """CPU seconds of this process (with a LocalCluster: the client and the scheduler) and
+    of its reaped children (the --jobs pool's workers)."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def _own_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def timed(label: str, fn, client=None) -> tuple[float, float, list]:  # noqa: ANN001
+    """Runs ``fn`` and returns (wall seconds, CPU seconds of every process that worked: this
+    one, the pool's workers, the Dask workers of ``client``, records)."""
+    w0 = sum(client.run(_own_cpu).values()) if client is not None else 0.0
+    t0, c0 = time.perf_counter(), _cpu()
     recs = list(fn())
-    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    wall, cpu = time.perf_counter() - t0, _cpu() - c0
+    workers = sum(client.run(_own_cpu).values()) - w0 if client is not None else 0.0
     n = len(recs)
-    print(f"{label:<32} {n:>7} records  {wall:8.2f} s  {n / wall:8.1f} records/s  "
-          f"client CPU {cpu:6.2f} s ({1e3 * cpu / n:.3f} ms/record)  "
-          f"load {os.getloadavg()[0]:.2f}", flush=True)
-    return wall, recs
+    print(f"{label:<32} {n:>7} records  {wall:8.2f} s wall  {n / wall:8.1f} records/s  "
+          f"CPU: this process {cpu:6.2f} s ({1e3 * cpu / n:.3f} ms/record), workers "
+          f"{workers:6.2f} s  load {os.getloadavg()[0]:.2f}", flush=True)
+    return wall, cpu + workers, recs
 
 
 def writers(root: Path, store: Path, records: list, size: int) -> None:
@@ -80,14 +99,16 @@ def writers(root: Path, store: Path, records: list, size: int) -> None:
     print(f"audit journal append (fsync each): {len(records)} records {wall:.2f} s, "
           f"{len(records) / wall:.0f} records/s", flush=True)
     rng = np.random.default_rng(1)
-    for n, count in ((size, len(records)), (128, min(len(records), 500))):
+    for n, count in ((size, min(len(records), 2000)), (128, min(len(records), 500))):
         L = rng.normal(size=(n, n))
         A = np.exp(L - L.max(axis=1, keepdims=True))
         A /= A.sum(axis=1, keepdims=True)
         u, s, vt = np.linalg.svd(A)
         k = n // 2
         up = {"kind": "factors", "rank": k, "U": u[:, :k] * s[:k], "V": vt[:k]}
-        with Store.create(root / f"writer-{n}") as st:
+        target = root / f"writer-{n}"
+        shutil.rmtree(target, ignore_errors=True)  # a fresh store on every run
+        with Store.create(target) as st:
             st.add_operator(A, family="bench", id="op")
             t0 = time.perf_counter()
             for i in range(count):
@@ -122,32 +143,36 @@ def main() -> None:
     reader = open_store(store)
     chunks = operator_chunks(reader.brackets)
     n = args.operators
-    serial, records = timed("serial", lambda: iter_checks(store))
-    walls = {"--jobs 2": timed("--jobs 2", lambda: iter_checks(store, jobs=2))[0]}
+    serial, serial_cpu, records = timed("serial", lambda: iter_checks(store))
+    runs = {"--jobs 2": timed("--jobs 2", lambda: iter_checks(store, jobs=2))[:2]}
     cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                            dashboard_address=None, silence_logs=50)
     client = Client(cluster)
-    sizes = {}
+    tasks = {}
     try:
         for b in args.batches.split(","):
             k = parse_batch(b)
-            groups = batches(chunk_works(reader, chunks), 2, k)
-            sizes[b] = n / len(groups)
+            tasks[b] = len(batches(chunk_works(reader, chunks), 2, k))
             label = f"LocalCluster, batch {b}"
-            walls[label] = timed(f"{label} ({len(groups)} tasks)",
-                                 lambda k=k: iter_checks(store, scheduler=client, batch=k))[0]
+            runs[label] = timed(f"{label} ({tasks[b]} tasks)",
+                                lambda k=k: iter_checks(store, scheduler=client, batch=k),
+                                client)[:2]
     finally:
         client.close()
         cluster.close()
-    per = serial / n
-    print(f"serial per operator: {1e3 * per:.2f} ms")
-    for label, wall in walls.items():
-        over = 2 * wall / n - per
+    print(f"serial per operator: {1e3 * serial / n:.2f} ms wall, {1e3 * serial_cpu / n:.2f} ms "
+          "CPU")
+    for label, (wall, cpu) in runs.items():
         b = label.rsplit(" ", 1)[-1]
-        task = f", {1e3 * over * sizes[b]:.2f} ms per task of {sizes[b]:.1f}" if b in sizes \
-            else ""
-        print(f"{label}: speed-up {serial / wall:.2f}x on 2 workers, overhead "
-              f"{1e3 * over:.3f} ms per operator{task} (wall x workers / N - serial / N)")
+        over = 2 * wall / n - serial / n
+        extra = (cpu - serial_cpu) / n  # CPU every process spent beyond the serial run's
+        line = (f"{label}: speed-up {serial / wall:.2f}x on 2 workers; overhead per operator "
+                f"{1e3 * over:.3f} ms by wall (wall x 2 / N - serial / N), {1e3 * extra:.3f} ms "
+                "by CPU (all processes' CPU - serial CPU) / N")
+        if b in tasks:
+            line += (f"; per task ({n / tasks[b]:.1f} operators): "
+                     f"{1e3 * extra * n / tasks[b]:.2f} ms CPU")
+        print(line)
     writers(root, store, records, args.size)
 
 
