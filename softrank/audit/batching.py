@@ -36,7 +36,8 @@ TASKS_PER_WORKER = 4
 # with one bracket 0.71 ms each; 64 x 64 MiniLM heads with 18 brackets 17-48 ms; heads with
 # logits and three factors brackets of rank ~0.6 N plus decoder certificates: float32-stored
 # 128 x 128 7 ms, 512 x 512 90 ms; float64-stored 27 ms and 340 ms CPU (their chi takes
-# about 1 us per entry).  The formula is within a factor 3 of each.
+# about 1 us per entry).  The formula is within 30% of each but the float32-stored heads with
+# logits, whose cheaper chi it overestimates 3-4x (their tasks are only smaller).
 CHECK_OPERATOR = 300_000       # load and validate the operator's arrays
 CHECK_SLACK_PER_ENTRY = 1_000  # chi of an operator of record given by logits or a block
 CHECK_BRACKET = 800_000        # load a bracket file, build its record
