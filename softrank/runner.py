@@ -19,13 +19,14 @@ __all__ = ["check_record", "default_jobs", "iter_checks", "operator_chi", "opera
 
 
 def iter_checks(store_path: str | Path, ids: Iterable[str] | None = None, *, jobs: int = 1,
-                tier: str = "auto", scheduler: Any = None, max_work: int | None = None
-                ) -> Iterator[dict[str, Any]]:
+                tier: str = "auto", scheduler: Any = None, max_work: int | None = None,
+                batch: int | None = None) -> Iterator[dict[str, Any]]:
     """Yields one record per bracket of the store (all, or ``ids``) as each finishes.
 
     With ``jobs > 1`` operators (all their brackets as one task) run in worker processes;
     with ``scheduler`` (a Dask scheduler address or ``distributed.Client``) they run on
-    that cluster.  The order of the yielded records is then the order of completion.
+    that cluster, ``batch`` operators per Dask task (None: chosen from the declared sizes,
+    ``audit.batching``).  The order of the yielded records is then the order of completion.
     """
     reader = open_store(store_path)
     id_set = None if ids is None else set(ids)
@@ -36,13 +37,15 @@ def iter_checks(store_path: str | Path, ids: Iterable[str] | None = None, *, job
         for br in wanted:
             yield check_record(reader, br, cache, tier=tier, max_work=max_work)
         return
+    from .audit.batching import chunk_works
     from .audit.executors import make_executor
     from .audit.journal import store_digest
 
     path = str(Path(store_path).resolve())
-    executor = make_executor(jobs, scheduler)
-    yield from executor.run((path, store_digest(path)), operator_chunks(wanted), tier,
-                            max_work)
+    executor = make_executor(jobs, scheduler, batch)
+    chunks = operator_chunks(wanted)
+    works = chunk_works(reader, chunks) if scheduler is not None else None
+    yield from executor.run((path, store_digest(path)), chunks, tier, max_work, works)
 
 
 def default_jobs() -> int:

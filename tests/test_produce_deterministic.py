@@ -138,11 +138,11 @@ def test_killed_worker_is_rescheduled_and_the_bytes_agree(client, serial, npz, t
     killed: list[int] = []
     real = cmd._map_dask
 
-    def kill_after_first(jobs, scheduler):
+    def kill_after_first(jobs, scheduler, batch=None):
         # every task is submitted before the first result comes back: kill a worker then,
         # while the other tasks are queued or running on it
         assert len(jobs) == 4
-        for n, item in enumerate(real(jobs, scheduler)):
+        for n, item in enumerate(real(jobs, scheduler, batch)):
             if n == 0:
                 killed.append(pids[0][1])
                 os.kill(pids[0][1], signal.SIGKILL)

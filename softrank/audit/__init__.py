@@ -28,6 +28,7 @@ from softrank.witnesses import open_store
 
 from ..terminal import shown
 from . import provenance
+from .batching import chunk_works
 from .executors import make_executor, plan_chunks
 from .files import check_out_folder, write_public
 from .journal import JOURNAL_NAME, Journal, journal_key, normalize, store_digest
@@ -95,11 +96,13 @@ def _check_into(journal: Journal, executor: Any, reader: Any, store_ref: tuple[s
     wanted = set(sample)
     bad: list[str] = []
     chunks = plan_chunks(reader, [*todo, *sample], executor.workers)
+    # the estimated work of each chunk: a Dask executor groups chunks into tasks by it
+    works = chunk_works(reader, chunks) if executor.name == "dask" else None
     with tqdm(total=total, initial=total - len(todo), unit="bracket", file=sys.stderr,
               disable=not progress, desc="audit") as bar:
         # closing(): on an error, stop the executor (cancel queued chunks) now,
         # not when the generator is garbage-collected
-        with closing(executor.run(store_ref, chunks, tier, max_work)) as results:
+        with closing(executor.run(store_ref, chunks, tier, max_work, works)) as results:
             for rec in results:
                 if rec["bracket"] in wanted:
                     if normalize(rec) != journal.records.get(rec["bracket"]):
@@ -124,11 +127,12 @@ def run_audit(store: str | Path, out: str | Path, *, jobs: int = 1,
               bootstrap_seed: int = DEFAULT_SEED,
               bootstrap_resamples: int = DEFAULT_RESAMPLES,
               recheck: bool = False, recheck_seed: int | None = None,
-              max_work: int | None = None) -> dict[str, Any]:
+              max_work: int | None = None, batch: int | None = None) -> dict[str, Any]:
     """Checks every bracket of ``store`` not yet in ``out``'s journal and writes the report.
 
     Returns the report.json document.  ``scheduler`` (a Dask scheduler address or Client)
-    selects the Dask executor, else ``jobs`` > 1 a local process pool.  ``on_record`` is
+    selects the Dask executor (``batch`` operators per task; None: chosen from the declared
+    sizes, ``batching.batches``), else ``jobs`` > 1 a local process pool.  ``on_record`` is
     called after each record is journaled (tests use it to interrupt a run).
     Journal trust (see ``journal.py``): records come from the journal only when every line's
     HMAC verifies under this user's key; a random sample of them (``recheck_seed``, default
@@ -176,14 +180,16 @@ def run_audit(store: str | Path, out: str | Path, *, jobs: int = 1,
                   f"done in {journal.path} ({len(sample)} of them rechecked as a sample)",
                   file=sys.stderr)
         runner: Any = None
+        tasks = 0  # Dask tasks submitted (several operators each, see batching.py)
         for _attempt in (1, 2):
             if todo or sample:
                 if runner is None:
-                    executor = make_executor(jobs, scheduler)
+                    executor = make_executor(jobs, scheduler, batch)
                     executor_name, workers = executor.name, executor.workers
                     runner = executor
                 bad = _check_into(journal, runner, reader, store_ref, todo, sample, tier,
                                   len(ids), progress, on_record, max_work)
+                tasks += getattr(runner, "tasks", 0)
             else:
                 bad = []
             if not bad:
@@ -215,7 +221,8 @@ def run_audit(store: str | Path, out: str | Path, *, jobs: int = 1,
                    f"tier={tier!r})")
     run = {"command": command, "started": started, "finished": _now(),
            "seconds": round(time.monotonic() - t0, 3), "executor": executor_name,
-           "workers": workers, "resumed_records": resumed, "new_records": len(ids) - resumed,
+           "workers": workers, "dask_tasks": tasks, "resumed_records": resumed,
+           "new_records": len(ids) - resumed,
            "journal": JOURNAL_NAME, "figures_note": fig_note,
            "journal_trust": journal.trust, "journal_rechecked": len(sample) if resumed else 0,
            "journal_seed": seed}

@@ -3,7 +3,9 @@
 Every executor yields one record per requested bracket id (from
 ``softrank.recheck.check_record``), in completion order; the caller journals and sorts.
 Work is cut into one chunk per operator, so a worker loads each operator's arrays (and
-computes its slack chi) once in the whole run.
+computes its slack chi) once in the whole run.  On Dask, several chunks travel as one task
+(``batching.batches``: about a quarter second of estimated work, at most 64 operators), since
+a Dask task costs milliseconds of overhead; each chunk in a task is still checked alone.
 
 Workers open the store themselves from its path: on a cluster, every worker must see the
 store at that path (a shared file system).
@@ -23,6 +25,7 @@ from softrank.witnesses import StoreReader, open_store
 
 from ..recheck import _OperatorCache, check_record, operator_chunks
 from ..workers import init_worker
+from .batching import batches
 from .journal import store_digest
 
 WINDOW_PER_WORKER = 4  # queued chunks per worker process (see ProcessExecutor.run)
@@ -64,6 +67,13 @@ def check_chunk(store: StoreRef, ids: Sequence[str], tier: str,
                 for i in ids]
 
 
+def check_batch(store: StoreRef, chunks: Sequence[Sequence[str]], tier: str,
+                max_work: int | None = None) -> list[dict[str, Any]]:
+    """Worker entry point of a Dask task: returns the records of every chunk of ``chunks``,
+    each chunk checked by ``check_chunk`` exactly as a task of its own would check it."""
+    return [r for c in chunks for r in check_chunk(store, c, tier, max_work)]
+
+
 def _extra(max_work: int | None) -> tuple[int, ...]:
     """The optional last argument of ``check_chunk``: none for the default limit, so a
     chunk call reads as before when no limit was given."""
@@ -87,7 +97,8 @@ class Executor(Protocol):
     workers: int
 
     def run(self, store: StoreRef, chunks: list[list[str]], tier: str,
-            max_work: int | None = None) -> Iterator[dict[str, Any]]: ...
+            max_work: int | None = None, works: Sequence[float] | None = None
+            ) -> Iterator[dict[str, Any]]: ...
 
 
 class SerialExecutor:
@@ -97,7 +108,8 @@ class SerialExecutor:
     workers = 1
 
     def run(self, store: StoreRef, chunks: list[list[str]], tier: str,
-            max_work: int | None = None) -> Iterator[dict[str, Any]]:
+            max_work: int | None = None, works: Sequence[float] | None = None
+            ) -> Iterator[dict[str, Any]]:
         for c in chunks:
             yield from check_chunk(store, c, tier, *_extra(max_work))
 
@@ -111,7 +123,8 @@ class ProcessExecutor:
         self.workers = workers
 
     def run(self, store: StoreRef, chunks: list[list[str]], tier: str,
-            max_work: int | None = None) -> Iterator[dict[str, Any]]:
+            max_work: int | None = None, works: Sequence[float] | None = None
+            ) -> Iterator[dict[str, Any]]:
         pool = ProcessPoolExecutor(max_workers=self.workers, initializer=init_worker,
                                    initargs=(os.getpid(),))
         try:
@@ -140,12 +153,15 @@ class DaskExecutor:
     ``address`` is a scheduler address (``tcp://host:8786``) or an existing
     ``distributed.Client``.  Workers must see the store at the same path and have this
     package installed.  Checks in one worker process run one at a time (see ``_CHECK_LOCK``),
-    so start workers with ``--nthreads 1`` and as many ``--nworkers`` as cores.
+    so start workers with ``--nthreads 1`` and as many ``--nworkers`` as cores.  ``batch``
+    is the number of operators (chunks) per task, None to choose it from the chunks'
+    estimated work (``batching.batches``).  ``tasks`` counts the tasks the last ``run``
+    submitted.
     """
 
     name = "dask"
 
-    def __init__(self, address: Any):
+    def __init__(self, address: Any, batch: int | None = None):
         try:
             from distributed import Client
         except ImportError:
@@ -161,25 +177,56 @@ class DaskExecutor:
                                  f"{err}", field="--scheduler") from None
         self.address = str(self.client.scheduler.address)
         self.workers = max(1, sum(self.client.nthreads().values()))
+        self.batch = batch
+        self.tasks = 0
+
+    def groups(self, n: int, works: Sequence[float] | None) -> list[range]:
+        """Returns the tasks of ``n`` chunks as index ranges: ``batch`` chunks each when set,
+        else from ``works`` (the chunks' estimated work), else one chunk per task (no
+        estimate, no grouping)."""
+        if self.batch is None and (works is None or len(works) != n):
+            return [range(i, i + 1) for i in range(n)]
+        return batches(works if works is not None else [0] * n, self.workers, self.batch)
 
     def run(self, store: StoreRef, chunks: list[list[str]], tier: str,
-            max_work: int | None = None) -> Iterator[dict[str, Any]]:
+            max_work: int | None = None, works: Sequence[float] | None = None
+            ) -> Iterator[dict[str, Any]]:
         from distributed import as_completed
 
-        futures = [self.client.submit(check_chunk, store, c, tier, *_extra(max_work),
-                                      pure=False)
-                   for c in chunks]
+        # A bounded window of tasks, as in ProcessExecutor: the scheduler holds a few tasks
+        # per worker thread instead of a whole corpus, and each task's results are released
+        # on the cluster as soon as this process has them.  A task of a worker that dies is
+        # rerun by Dask as a whole; its records arrive here once, when it completes.
+        todo = iter(self.groups(len(chunks), works))
+        live: dict[str, Any] = {}
+        queue = as_completed()
+        self.tasks = 0
+
+        def submit(count: int) -> None:
+            for g in itertools.islice(todo, count):
+                fut = self.client.submit(check_batch, store, [chunks[i] for i in g], tier,
+                                         *_extra(max_work), pure=False)
+                live[fut.key] = fut
+                queue.add(fut)
+                self.tasks += 1
+
         try:
-            for fut in as_completed(futures):
-                yield from fut.result()
+            submit(WINDOW_PER_WORKER * self.workers)
+            for fut in queue:
+                records = fut.result()
+                del live[fut.key]
+                fut.release()
+                submit(1)
+                yield from records
         finally:
-            self.client.cancel(futures)
+            self.client.cancel(list(live.values()))
             if self._owned:
                 self.client.close()
 
 
-def make_executor(jobs: int, scheduler: Any = None) -> Executor:
-    """Returns the Dask executor when ``scheduler`` is given, else a pool or serial one."""
+def make_executor(jobs: int, scheduler: Any = None, batch: int | None = None) -> Executor:
+    """Returns the Dask executor when ``scheduler`` is given (``batch`` operators per task,
+    None: automatic), else a pool or serial one."""
     if scheduler is not None:
-        return DaskExecutor(scheduler)
+        return DaskExecutor(scheduler, batch)
     return ProcessExecutor(jobs) if jobs > 1 else SerialExecutor()

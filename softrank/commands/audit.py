@@ -13,6 +13,7 @@ from ..audit import DEFAULT_RESAMPLES, DEFAULT_SEED, parse_budgets, run_audit
 from ..audit.report import internal_error_text
 from ..runner import default_jobs
 from ..terminal import shown
+from . import _batch
 
 NAME = "audit"
 HELP = ("check every bracket of a store (resumable, parallel) and write report.md, report.tex, "
@@ -41,6 +42,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                        help="run on a Dask cluster (extra [dask]); workers must see STORE at the "
                             "same path and run one check at a time per process (start them with "
                             "--nthreads 1 and several --nworkers)")
+    _batch.add_argument(p)
     p.add_argument("--max-work", metavar="W", default=None,
                    help="work limit per record, in work units of about 1 ns (default "
                         "6e10, about 60 s); a record over it ends undecided "
@@ -68,6 +70,9 @@ def _command_line(args: argparse.Namespace, budgets: list[int]) -> str:
     argv = ["softrank-certify", "audit", str(args.store), "--out", str(args.out)]
     # --jobs and --scheduler exclude each other: the line names the one this run used
     argv += ["--scheduler", args.scheduler] if args.scheduler else ["--jobs", str(args.jobs)]
+    batch = _batch.value(args)
+    if batch is not None:
+        argv += ["--batch", str(batch)]
     argv += ["--budgets", ",".join(map(str, budgets)), "--tier", args.tier]
     if args.no_figures:
         argv.append("--no-figures")
@@ -83,6 +88,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     budgets = parse_budgets(args.budgets)
     max_work = None if args.max_work is None else workbound.parse_max_work(args.max_work)
+    batch = _batch.value(args)
     command = _command_line(args, budgets)
     report = run_audit(args.store, args.out, jobs=args.jobs, budgets=budgets, tier=args.tier,
                        scheduler=args.scheduler, restart=args.restart,
@@ -91,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
                        and sys.stderr.isatty(),
                        figures=not args.no_figures, command=command,
                        bootstrap_seed=args.seed, bootstrap_resamples=args.resamples,
-                       max_work=max_work)
+                       max_work=max_work, batch=batch)
     s = report["summary"]
     from ..audit.intrinsic import write_intrinsic
 

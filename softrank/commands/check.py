@@ -20,6 +20,7 @@ from ..numfmt import sci
 from ..runner import default_jobs, iter_checks
 from ..terminal import shown
 from ..words import LEGEND_WORDS, all_proved, end_reason, end_result, word
+from . import _batch
 from ._intrinsic_check import format_result, iter_intrinsic_checks, summarize_intrinsic
 
 NAME = "check"
@@ -54,6 +55,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     where.add_argument("--scheduler", metavar="ADDRESS", default=None,
                        help="run on a Dask cluster (extra [dask]); workers must see STORE at the "
                             "same path (start them with --nthreads 1)")
+    _batch.add_argument(p)
 
 
 def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
@@ -167,6 +169,7 @@ def run(args: argparse.Namespace) -> int:
     if args.export:
         check_bundle_target(args.export, "--export")  # before the run, not after it
     max_work = None if args.max_work is None else workbound.parse_max_work(args.max_work)
+    batch = _batch.value(args)
     reader = open_store(args.store)  # validates records before any work starts
     total = len(reader.brackets)
     records: list[dict[str, Any]] = []
@@ -179,7 +182,7 @@ def run(args: argparse.Namespace) -> int:
     left = Counter(b.operator for b in reader.brackets)
     held: dict[str, list[dict[str, Any]]] = {}
     for rec in iter_checks(args.store, jobs=args.jobs, tier=args.tier,
-                           scheduler=args.scheduler, max_work=max_work):
+                           scheduler=args.scheduler, max_work=max_work, batch=batch):
         records.append(rec)
         bar.update(1)
         if args.verbose and not args.json:

@@ -8,8 +8,9 @@ Producers are untrusted: this command only writes what they claim; ``softrank-ce
 check`` decides.  Resumable: an existing store is opened and every (operator, eps, upper
 producer) bracket already in it is skipped.
 
-Where: ``--jobs N`` local processes, or ``--scheduler ADDRESS`` a Dask cluster (one task per
-operator with all its eps; workers return brackets, this process alone writes the store).
+Where: ``--jobs N`` local processes, or ``--scheduler ADDRESS`` a Dask cluster (each operator
+with all its eps is one job; ``--batch`` jobs per task, chosen from the sizes by default;
+workers return brackets, this process alone writes the store).
 Budgets: ``--budget-mode work`` (default) counts work units, so the same command writes
 byte-identical brackets on any number of workers; ``--budget-mode cpu`` gives CPU seconds.
 """
@@ -51,6 +52,7 @@ from softrank.witnesses.producers._common import (
 )
 from softrank.witnesses.producers.pipeline import OperatorResult, bracket_id, produce_operator
 
+from . import _batch
 from . import _intrinsic_produce as intrinsic_produce
 
 NAME = "produce"
@@ -122,8 +124,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     where.add_argument("--jobs", type=int, default=1, metavar="N",
                        help="worker processes (default 1)")
     where.add_argument("--scheduler", metavar="ADDRESS", default=None,
-                       help="produce on a Dask cluster (extra [dask]): one task per operator; "
-                            "the workers need this package, not the store")
+                       help="produce on a Dask cluster (extra [dask]): each operator with all "
+                            "its eps is one job, several jobs per task (--batch); the workers "
+                            "need this package, not the store")
+    _batch.add_argument(p)
     p.add_argument("--family", help="family label for the operators (default: model or file)")
     p.add_argument("--description", default="", help="store description (new stores)")
     p.add_argument("--json", action="store_true", help="print a JSON summary")
@@ -326,6 +330,22 @@ def _work(job: tuple[str, np.ndarray, np.ndarray | None, list[Fraction], list[st
                                        skip=skip)
 
 
+def _work_batch(jobs: list[tuple[Any, ...]]) -> list[tuple[str, OperatorResult]]:
+    """Worker entry point of a Dask task: returns ``_work(job)`` for each of ``jobs``, in
+    order (each job runs exactly as a task of its own would run it)."""
+    return [_work(j) for j in jobs]  # type: ignore[arg-type]
+
+
+def _job_work(job: tuple[Any, ...]) -> int:
+    """Returns the estimated work of ``job`` (``batching.produce_work``): its shape, the eps
+    with a bracket still to produce, its producers and budget scale."""
+    from softrank.audit.batching import produce_work
+
+    op_id, A, _logits, eps_list, uppers, lowers, skip, budgets = job
+    todo = sum(any(bracket_id(op_id, e, u) not in skip for u in uppers) for e in eps_list)
+    return produce_work(A.shape, todo, [*uppers, *lowers], budgets.scale)
+
+
 def _split_producers(names: list[str]) -> tuple[list[str], list[str]]:
     uppers, lowers = [], []
     for n in names:
@@ -393,6 +413,7 @@ def _run(args: argparse.Namespace) -> int:
     if len(set(names)) != len(names):
         raise InputError("duplicate producer names", field="producers")
     uppers, lowers = _split_producers(names)
+    args.batch_k = _batch.value(args)
     if getattr(args, "scheduler", None) is not None:
         # connect before the store is touched: a bad address leaves nothing behind (exit 2);
         # a client this run opened is closed by ``run``
@@ -493,7 +514,8 @@ def _produce(args: argparse.Namespace, store: Store, root: Path, jobs: list[tupl
                disable=args.quiet or args.json or not sys.stderr.isatty(),
                file=sys.stderr, desc="produce")
     try:
-        for op_id, res in _map(jobs, args.jobs, getattr(args, "scheduler", None)):
+        for op_id, res in _map(jobs, args.jobs, getattr(args, "scheduler", None),
+                               getattr(args, "batch_k", None)):
             for b in res.brackets:
                 store.add_bracket(op_id, b.eps, b.upper, b.lower, producer=b.producer,
                                   claims=b.claims, id=b.id)
@@ -524,12 +546,13 @@ def _produce(args: argparse.Namespace, store: Store, root: Path, jobs: list[tupl
     return 1 if failures else 0
 
 
-def _map(jobs: list[tuple[Any, ...]], n: int, scheduler: Any = None
+def _map(jobs: list[tuple[Any, ...]], n: int, scheduler: Any = None, batch: int | None = None
          ) -> Iterator[tuple[str, OperatorResult]]:
     """Yields ``_work(job)`` for every job, in the order of ``jobs`` (so that the store's
-    records come in the same order however the work was spread)."""
+    records come in the same order however the work was spread); on a Dask ``scheduler``,
+    ``batch`` jobs per task (None: from their estimated work)."""
     if scheduler is not None:
-        yield from _map_dask(jobs, scheduler)
+        yield from _map_dask(jobs, scheduler, batch)
         return
     if n == 1 or len(jobs) <= 1:
         for j in jobs:
@@ -547,28 +570,30 @@ def _map(jobs: list[tuple[Any, ...]], n: int, scheduler: Any = None
         yield from ex.map(_work, jobs)
 
 
-def _map_dask(jobs: list[tuple[Any, ...]], scheduler: Any
+def _map_dask(jobs: list[tuple[Any, ...]], scheduler: Any, batch: int | None = None
               ) -> Iterator[tuple[str, OperatorResult]]:
-    """``_map`` on a Dask cluster: one task per operator (all its eps), results yielded in job
-    order (a finished task waits for the ones before it).  At most WINDOW_PER_WORKER tasks
-    per worker thread are queued at a time, so the client does not ship a whole corpus's
-    arrays to the scheduler at once.  A task of a worker that dies is rescheduled by Dask;
-    tasks are pure functions of their job, so a rerun returns the same brackets in work
-    mode."""
+    """``_map`` on a Dask cluster: consecutive jobs (operators, all their eps) grouped into
+    tasks (``batch`` jobs each, or ``batching.batches`` of their estimated work), results
+    yielded in job order (a finished task waits for the ones before it).  At most
+    WINDOW_PER_WORKER tasks per worker thread are queued at a time, so the client does not
+    ship a whole corpus's arrays to the scheduler at once.  A task of a worker that dies is
+    rescheduled by Dask as a whole; its results arrive here once.  Jobs are pure functions
+    of their inputs, so a rerun, and any grouping, returns the same brackets in work mode."""
     from distributed import as_completed
 
+    from softrank.audit.batching import batches
     from softrank.audit.executors import WINDOW_PER_WORKER, DaskExecutor
 
     ex = DaskExecutor(scheduler)  # a Client (``_run`` connected): not closed here
-    todo = iter(enumerate(jobs))
-    index: dict[str, int] = {}
+    todo = iter(batches([_job_work(j) for j in jobs], ex.workers, batch))
+    first: dict[str, int] = {}  # task key -> index of its first job
     live: dict[str, Any] = {}
     queue = as_completed()
 
     def submit(n: int) -> None:
-        for i, job in itertools.islice(todo, n):
-            fut = ex.client.submit(_work, job, pure=False)
-            index[fut.key], live[fut.key] = i, fut
+        for g in itertools.islice(todo, n):
+            fut = ex.client.submit(_work_batch, [jobs[i] for i in g], pure=False)
+            first[fut.key], live[fut.key] = g.start, fut
             queue.add(fut)
 
     done: dict[int, tuple[str, OperatorResult]] = {}
@@ -576,9 +601,10 @@ def _map_dask(jobs: list[tuple[Any, ...]], scheduler: Any
     try:
         submit(WINDOW_PER_WORKER * ex.workers)
         for fut in queue:
-            done[index[fut.key]] = fut.result()
+            for k, item in enumerate(fut.result()):
+                done[first[fut.key] + k] = item
             del live[fut.key]
-            fut.release()  # the client holds the result now; the cluster may drop it
+            fut.release()  # the client holds the results now; the cluster may drop them
             submit(1)
             while nxt in done:
                 yield done.pop(nxt)
