@@ -11,7 +11,8 @@ Two tiers.  :func:`operator_slack` computes every exp, sum and quotient as a pyt
 ball; the precision starts at 128 bits and doubles until the ball of chi is narrow (relative
 2**-30, or absolutely below 2**-100).  :func:`charged_slack` first tries the float64 tier
 (vectorised numpy with a-priori rounding bounds, :mod:`certify.numerics.expbound`) and keeps its
-enclosure when that proves chi <= 2 chi_true; otherwise it returns the arb enclosure.
+enclosure when that proves chi <= 2 chi_true or chi <= 2^-36 (negligible: float64-stored A);
+otherwise it returns the arb enclosure.
 """
 
 from __future__ import annotations
@@ -86,18 +87,23 @@ def operator_slack(record: Mapping[str, Any], *, source: str | None = None) -> S
     return _arb_slack(A, kind, X, beta)
 
 
-MAX_RATIO = 2  # charged_slack keeps the float64 enclosure only when chi <= MAX_RATIO chi_lo
+MAX_RATIO = 2  # charged_slack keeps the float64 enclosure when chi <= MAX_RATIO chi_lo ...
+NEGLIGIBLE = Fraction(1, 2**36)  # ... or when chi <= NEGLIGIBLE (about 1.5e-11)
 
 
 def charged_slack(record: Mapping[str, Any], *, source: str | None = None) -> Slack:
     """Returns an enclosure [chi_lo, chi] of chi_true = ||A_record - A_hat||_row1 with
-    chi <= 2 chi_true (chi = 0 when A alone is the record; see below for the work limit).
+    chi <= max(2 chi_true, NEGLIGIBLE) (chi = 0 when A alone is the record; see below for
+    the work limit).
 
     Same records, same contract and same errors as :func:`operator_slack`.  The float64
     tier (``detail["tier"] == "float64"``, ``precision`` 53) is kept when its own enclosure
-    has chi <= 2 chi_lo; otherwise (float64-stored A, whose chi_true is of the order of
-    float64 rounding itself, chi_true = 0, or inputs the float tier refuses) the result is
-    the arb enclosure of :func:`operator_slack`.  When that arb tier would pass the work
+    has chi <= 2 chi_lo or chi <= NEGLIGIBLE (2^-36): float64-stored A, whose chi_true is of
+    the order of float64 rounding itself, is charged the float bound (about 1e-13 at
+    N = 256), still an upper bound of chi_true; a caller that finds this chi changes an
+    outcome recomputes with :func:`operator_slack` (``softrank.recheck`` does).  Otherwise
+    (inputs the float tier refuses, or a wide enclosure above NEGLIGIBLE) the result is the
+    arb enclosure of :func:`operator_slack`.  When that arb tier would pass the work
     limit (``certify.numerics.workbound``), the float64 enclosure is returned as it is (still
     rigorous, chi possibly above 2 chi_true; ``detail["reason"]`` says so) or, without one,
     ``workbound.WorkLimit`` is raised.
@@ -111,7 +117,8 @@ def charged_slack(record: Mapping[str, Any], *, source: str | None = None) -> Sl
         lo, hi, arg = _float_bounds(A, kind, X, beta)
     except FloatTierError:
         lo = hi = None
-    if lo is not None and hi is not None and lo > 0 and hi <= MAX_RATIO * lo:
+    if lo is not None and hi is not None and ((lo > 0 and hi <= MAX_RATIO * lo)
+                                              or hi <= NEGLIGIBLE):
         detail: dict[str, Any] = {"rows": A.shape[0], "tier": "float64", "argmax_row": arg}
         if kind == "logits":
             detail["beta"] = str(beta)

@@ -325,6 +325,9 @@ def _work(job: tuple[str, np.ndarray, np.ndarray | None, list[Fraction], list[st
                      set[str], Budgets]) -> tuple[str, OperatorResult]:
     """Worker entry point: returns (operator id, its brackets) for one job."""
     op_id, A, logits, eps_list, uppers, lowers, skip, budgets = job
+    from ..workers import tune_allocator
+
+    tune_allocator()  # speed only (a Dask worker is not started by this package)
     with one_blas_thread(), budget_settings(budgets.mode, budgets.scale, budgets.env):
         return op_id, produce_operator(op_id, A, eps_list, uppers, lowers, logits=logits,
                                        skip=skip)
