@@ -101,18 +101,32 @@ def orthant_min(rows: np.ndarray, Z: np.ndarray) -> float:
     return float((sign_patterns(rows.shape[0]) * (Z @ rows.T)).min())
 
 
+def _row_counts(S: np.ndarray, base: int) -> np.ndarray:
+    """Returns how often each distinct row of S (integers in [0, base)) occurs: one sort of
+    the rows packed into int64 keys where they fit, else a lexsort."""
+    bits = max(1, (base - 1).bit_length())
+    if bits * S.shape[1] <= 62:
+        key = np.zeros(len(S), dtype=np.int64)
+        for c in range(S.shape[1]):
+            key = (key << bits) | S[:, c]
+        _, counts = np.unique(key, return_counts=True)
+        return counts
+    W = S[np.lexsort(S.T[::-1])]
+    starts = np.flatnonzero(np.r_[True, np.any(W[1:] != W[:-1], axis=1)])
+    return np.diff(np.r_[starts, len(W)])
+
+
 def sphere_defect(Y: np.ndarray, F: np.ndarray) -> str | None:
     """Returns None when, in float64, the facets F and their mirrors look like the simplicial
     facets of conv(+-Y) (distinct, every ridge in exactly two, every other point strictly
     inside each facet's hyperplane), else a short reason."""
     k, p = Y.shape
     full = np.sort(np.vstack([F, (F + k) % (2 * k)]), axis=1)
-    if len(np.unique(full, axis=0)) != len(full):
+    if np.any(_row_counts(full, 2 * k) != 1):
         return "repeated facet"
     if p > 1:
         ridges = np.vstack([np.delete(full, c, axis=1) for c in range(p)])
-        _, counts = np.unique(ridges, axis=0, return_counts=True)
-        if np.any(counts != 2):
+        if np.any(_row_counts(ridges, 2 * k) != 2):
             return "a ridge not in exactly two facets"
     elif len(full) != 2:
         return "a rank-1 sphere has one facet and its mirror"
