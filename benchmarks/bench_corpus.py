@@ -15,9 +15,15 @@ builds (once; then times) the MiniLM corpus of this benchmark, with exactly this
 process, one BLAS thread; the text is ``benchmarks/corpus_real_text.txt``, written for this
 benchmark and used for nothing else):
 
-    OPENBLAS_NUM_THREADS=1 .venv/bin/softrank-certify produce DIR --model minilm \
-        --texts benchmarks/corpus_real_text.txt --tokens 64 --layers 0 3 4 \
+    OPENBLAS_NUM_THREADS=1 .venv/bin/softrank-certify produce DIR --model minilm \\
+        --texts benchmarks/corpus_real_text.txt --tokens 64 --layers 0 3 4 \\
         --heads 0 3 4 5 7 8 11 --eps 0.15 0.25 0.35 --quiet
+
+21 operators 64 x 64 (layers 0, 3, 4 x heads 0, 3, 4, 5, 7, 8, 11), 378 brackets (6 upper
+producers x 3 eps); the 63 lower ends were 41 bernstein, 12 polytope (ranks 5 - 8, up to
+34,000 facets), 4 rowset and 6 decoder, and the build took 1,176 CPU seconds (27 minutes wall
+on a shared 2-core machine).  The producers run on work budgets, so the same command writes
+the same store on the same libraries.
 
 Then, in one process, it times
   plain     : load every operator's and bracket's arrays and evaluate, in float64 without any
@@ -31,12 +37,15 @@ and prints the ratio validated / plain, brackets per second, the 2-worker speed-
 1 worker shows the parallel overhead), and the load average before and after each timing
 (wall times on a loaded machine are not comparable).  For a store it also prints the largest
 bracket array file per lower kind (the project's ceiling is 256 KB a bracket) and, with
-``--per-bracket``, the slowest single bracket checks (``check_record`` timed one by one, the
-operator's slack chi computed before the clock starts).
+``--per-bracket``, the slowest single bracket checks and per lower kind the plain and
+validated seconds (``check_record`` and the plain evaluation timed one by one, the operator's
+arrays and slack chi loaded before the clocks start).  ``--repeat R`` reports the fastest of R
+runs of each pass (a small store checks in about a second, where one run is noisy).
 
 Run: ``.venv/bin/python benchmarks/bench_corpus.py --operators 200``  (reduced size),
 without ``--operators`` for the full synthetic corpus, or
-``.venv/bin/python benchmarks/bench_corpus.py --build-real /tmp/bench-corpus-real --per-bracket``.
+``.venv/bin/python benchmarks/bench_corpus.py --build-real /tmp/bench-corpus-real --per-bracket
+--repeat 5``.
 """
 
 from __future__ import annotations
@@ -149,6 +158,26 @@ def build(path: Path, n_ops: int, size: int, seed: int = 0) -> None:
     meta.write_text(json.dumps(want))
 
 
+def plain_bracket(A: np.ndarray, b) -> list:
+    """Loads a bracket's arrays and returns the plain evaluations of its ends (upper first)."""
+    with np.load(b.path) as z:
+        arrs = {k: z[k] for k in z.files}
+    out = [plain_checks.upper(A, arrs["upper.U"], arrs["upper.V"], b.eps)]
+    if b.lower is not None:
+        cert = {"kind": b.lower.kind, "rank": b.lower.rank,
+                **{k[6:]: v for k, v in arrs.items() if k.startswith("lower.")}}
+        out.append(plain_checks.lower(A, cert, b.eps))
+    return out
+
+
+def plain_operator(reader, op_id: str) -> np.ndarray:
+    """Loads an operator's arrays (logits etc. are read, as the kernel reads them); returns A
+    in float64."""
+    with np.load(reader.operator(op_id).path) as z:
+        arrays = {k: z[k] for k in z.files}
+    return arrays["A"].astype(np.float64)
+
+
 def plain_recheck(path: Path) -> tuple[int, Counter]:
     """The unvalidated float64 recheck of every bracket (``plain_checks``); returns the
     number of brackets and the plain verdicts counted per end kind ("factors holds", ...)."""
@@ -160,18 +189,9 @@ def plain_recheck(path: Path) -> tuple[int, Counter]:
         by_op.setdefault(b.operator, []).append(b)
     n, verdicts = 0, Counter()
     for op_id, brs in by_op.items():
-        with np.load(reader.operator(op_id).path) as z:
-            arrays = {k: z[k] for k in z.files}  # logits etc. are read, as the kernel reads them
-        A = arrays["A"].astype(np.float64)
+        A = plain_operator(reader, op_id)
         for b in brs:
-            with np.load(b.path) as z:
-                arrs = {k: z[k] for k in z.files}
-            p = plain_checks.upper(A, arrs["upper.U"], arrs["upper.V"], b.eps)
-            verdicts[f"factors {'holds' if p.holds else 'fails'}"] += 1
-            if b.lower is not None:
-                cert = {"kind": b.lower.kind, "rank": b.lower.rank,
-                        **{k[6:]: v for k, v in arrs.items() if k.startswith("lower.")}}
-                p = plain_checks.lower(A, cert, b.eps)
+            for p in plain_bracket(A, b):
                 verdicts[f"{p.kind} {'holds' if p.holds else 'fails'}"] += 1
             n += 1
     return n, verdicts
@@ -224,8 +244,10 @@ def file_sizes(path: Path) -> None:
 
 
 def per_bracket(path: Path, top: int = 5) -> None:
-    """Times ``check_record`` bracket by bracket (serial; each operator's arrays and chi are
-    loaded before the clock starts) and prints the slowest ones and the slowest per kind."""
+    """Times ``check_record`` and the plain evaluation bracket by bracket (serial; each
+    operator's arrays and chi are loaded before the clocks start; both times include loading
+    the bracket's file) and prints the slowest checks, and per lower kind the count, the
+    total plain and validated seconds, their ratio and the slowest check."""
     from softrank.recheck import _OperatorCache, check_record
     from softrank.witnesses import open_store
 
@@ -233,24 +255,32 @@ def per_bracket(path: Path, top: int = 5) -> None:
     cache = _OperatorCache(reader)
     times = []
     t_chi = 0.0
+    A, op = None, None
     for b in sorted(reader.brackets, key=lambda b: (b.operator, b.id)):
         t0 = time.perf_counter()
         cache.get(b.operator)
         t_chi = max(t_chi, time.perf_counter() - t0)
+        if b.operator != op:
+            A, op = plain_operator(reader, b.operator), b.operator
+        t0 = time.perf_counter()
+        plain_bracket(A, b)
+        t_p = time.perf_counter() - t0
         t0 = time.perf_counter()
         rec = check_record(reader, b, cache)
         kind = b.lower.kind if b.lower is not None else "upper only"
-        times.append((time.perf_counter() - t0, b.id, kind, rec.get("lower_result")))
+        times.append((time.perf_counter() - t0, t_p, b.id, kind, rec.get("lower_result")))
     times.sort(reverse=True)
-    print(f"per bracket: {len(times)} checks, total {sum(t for t, *_ in times):.2f} s, "
-          f"slowest operator load + chi {t_chi:.3f} s")
-    for t, bid, kind, res in times[:top]:
-        print(f"  slowest {t:8.3f} s  {kind:12s} lower {res}  {bid}")
-    seen = set()
-    for t, bid, kind, _ in times:
-        if kind not in seen:
-            seen.add(kind)
-            print(f"  slowest {kind:14s}: {t:8.3f} s  {bid}")
+    print(f"per bracket: {len(times)} checks, validated {sum(t[0] for t in times):.2f} s, "
+          f"plain {sum(t[1] for t in times):.2f} s; slowest operator load + chi {t_chi:.3f} s")
+    for t, t_p, bid, kind, res in times[:top]:
+        print(f"  slowest {t:8.3f} s (plain {t_p:6.3f} s)  {kind:12s} lower {res}  {bid}")
+    kinds: dict[str, list] = {}
+    for t in times:
+        kinds.setdefault(t[3], []).append(t)
+    for kind, ts in kinds.items():
+        v, p = sum(t[0] for t in ts), sum(t[1] for t in ts)
+        print(f"  {kind:12s}: {len(ts):4d} brackets  plain {p:7.3f} s  validated {v:7.3f} s  "
+              f"ratio {v / p:5.2f}  slowest {ts[0][0]:7.3f} s  {ts[0][2]}")
 
 
 def real_command(path: Path) -> list[str]:
@@ -293,6 +323,8 @@ def main() -> None:
     src.add_argument("--build-real", type=Path, default=None, metavar="DIR",
                      help="build the real MiniLM corpus into DIR (once), then time it")
     ap.add_argument("--workers", default="1,2", help="worker counts to time (default 1,2)")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="time each pass this many times and report the fastest (default 1)")
     ap.add_argument("--per-bracket", action="store_true",
                     help="also time every bracket's check alone and print the slowest")
     args = ap.parse_args()
@@ -313,22 +345,31 @@ def main() -> None:
         pass
     print(f"# corpus {path}: {describe(path)}; cpus {os.cpu_count()}")
     plain_recheck(path)  # warm the page cache, so both timings read from memory
-    la0 = _load()
-    c0, t0 = _cpu(), time.perf_counter()
-    n, verdicts = plain_recheck(path)
-    t_plain, c_plain = time.perf_counter() - t0, _cpu() - c0
+
+    def timed(fn):
+        """Runs fn() ``--repeat`` times; returns (wall s, CPU s, load before, load after,
+        result) of the fastest run."""
+        best = None
+        for _ in range(max(1, args.repeat)):
+            la0 = _load()
+            c0, t0 = _cpu(), time.perf_counter()
+            out = fn()
+            run = (time.perf_counter() - t0, _cpu() - c0, la0, _load(), out)
+            if best is None or run[0] < best[0]:
+                best = run
+        return best
+
+    t_plain, c_plain, la0, la1, (n, verdicts) = timed(lambda: plain_recheck(path))
+    rep = f" (fastest of {args.repeat})" if args.repeat > 1 else ""
     print(f"plain float64      : {n} brackets {t_plain:8.2f} s  {n / t_plain:8.0f} brackets/s"
-          f"   cpu {c_plain:7.2f} s   load {la0} -> {_load()}   {json.dumps(dict(verdicts))}")
+          f"   cpu {c_plain:7.2f} s   load {la0} -> {la1}{rep}   {json.dumps(dict(verdicts))}")
     times = {}
     for jobs in (int(w) for w in args.workers.split(",")):
-        la0 = _load()
-        c0, t0 = _cpu(), time.perf_counter()
-        n, info = validated(path, jobs)
-        t, c = time.perf_counter() - t0, _cpu() - c0
+        t, c, la0, la1, (n, info) = timed(lambda jobs=jobs: validated(path, jobs))
         times[jobs] = t
         print(f"validated {jobs} worker{'s' if jobs > 1 else ' '}: {n} brackets {t:8.2f} s  "
               f"{n / t:8.0f} brackets/s  ratio to plain {t / t_plain:5.2f}   cpu {c:7.2f} s "
-              f"(ratio {c / c_plain:5.2f})   load {la0} -> {_load()}   {json.dumps(info)}")
+              f"(ratio {c / c_plain:5.2f})   load {la0} -> {la1}{rep}   {json.dumps(info)}")
     if 1 in times and 2 in times:
         print(f"2-worker speed-up over 1 worker: {times[1] / times[2]:.2f}x")
     if args.store is not None or args.build_real is not None:
