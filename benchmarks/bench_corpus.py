@@ -1,23 +1,51 @@
 """Corpus-scale recheck: validated time vs plain float64 time for the same work, same process.
 
-Builds (once, cached in ``--dir``) a synthetic corpus like a published study's: operators
-256 x 256 whose operator of record is the row softmax of stored float32 logits (attention-like:
-Q K^T / sqrt(32) with gaussian Q, K), float32 A, and per eps in {0.15, 0.25, 0.35} a
-truncated-SVD upper witness and a pseudoinverse decoder lower certificate.  Full size is 3,334
-operators x 3 eps = 10,002 brackets (about 6 GB); ``--operators N`` builds a smaller one.
+Two corpora.
+
+Synthetic (the default): built once, cached in ``--dir``, like a published study's corpus:
+operators 256 x 256 whose operator of record is the row softmax of stored float32 logits
+(attention-like: Q K^T / sqrt(32) with gaussian Q, K), float32 A, and per eps in {0.15, 0.25,
+0.35} a truncated-SVD upper witness and a pseudoinverse decoder lower certificate.  Full size
+is 3,334 operators x 3 eps = 10,002 brackets (about 6 GB); ``--operators N`` builds a smaller
+one.
+
+Real (``--store PATH``: any store written by ``softrank-certify produce``): real attention
+heads whose lower ends include the bernstein, rowset and polytope kinds.  ``--build-real DIR``
+builds (once; then times) the MiniLM corpus of this benchmark, with exactly this command (one
+process, one BLAS thread; the text is ``benchmarks/corpus_real_text.txt``, written for this
+benchmark and used for nothing else):
+
+    OPENBLAS_NUM_THREADS=1 .venv/bin/softrank-certify produce DIR --model minilm \\
+        --texts benchmarks/corpus_real_text.txt --tokens 64 --layers 0 3 4 \\
+        --heads 0 3 4 5 7 8 11 --eps 0.15 0.25 0.35 --quiet
+
+21 operators 64 x 64 (layers 0, 3, 4 x heads 0, 3, 4, 5, 7, 8, 11), 378 brackets (6 upper
+producers x 3 eps); the 63 lower ends were 41 bernstein, 12 polytope (ranks 5 - 8, up to
+34,000 facets), 4 rowset and 6 decoder, and the build took 1,176 CPU seconds (27 minutes wall
+on a shared 2-core machine).  The producers run on work budgets, so the same command writes
+the same store on the same libraries.
 
 Then, in one process, it times
-  plain     : load every operator's and bracket's arrays, the float64 row-l1 error of U V and
-              the float64 decoder inequality (what an unvalidated recheck does);
+  plain     : load every operator's and bracket's arrays and evaluate, in float64 without any
+              rounding bound, the inequality of every end present (``plain_checks.py``: the
+              upper row-l1 error of U V and each lower kind's statement; what an unvalidated
+              recheck does);
   validated : ``softrank.runner.iter_checks`` (chi charged, every rounding accounted for)
               with 1 worker and with 2 worker processes;
 and prints the ratio validated / plain, brackets per second, the 2-worker speed-up, CPU seconds
 (this process plus its workers: robust on a busy machine, and total CPU at 2 workers against
 1 worker shows the parallel overhead), and the load average before and after each timing
-(wall times on a loaded machine are not comparable).
+(wall times on a loaded machine are not comparable).  For a store it also prints the largest
+bracket array file per lower kind (the project's ceiling is 256 KB a bracket) and, with
+``--per-bracket``, the slowest single bracket checks and per lower kind the plain and
+validated seconds (``check_record`` and the plain evaluation timed one by one, the operator's
+arrays and slack chi loaded before the clocks start).  ``--repeat R`` reports the fastest of R
+runs of each pass (a small store checks in about a second, where one run is noisy).
 
-Run: ``.venv/bin/python benchmarks/bench_corpus.py --operators 200``  (reduced size) or
-without ``--operators`` for the full corpus.
+Run: ``.venv/bin/python benchmarks/bench_corpus.py --operators 200``  (reduced size),
+without ``--operators`` for the full synthetic corpus, or
+``.venv/bin/python benchmarks/bench_corpus.py --build-real /tmp/bench-corpus-real --per-bracket
+--repeat 5``.
 """
 
 from __future__ import annotations
@@ -25,15 +53,26 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import resource
+import subprocess
 import time
+from collections import Counter
 from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
+import plain_checks  # run as a script: its folder is on sys.path
 
 EPS = ("0.15", "0.25", "0.35")
 DECODER_BUDGET = 1.0 - 1e-6
+ROOT = Path(__file__).resolve().parents[1]
+REAL_LAYERS = ("0", "3", "4")
+REAL_HEADS = ("0", "3", "4", "5", "7", "8", "11")
+REAL_TEXT = "benchmarks/corpus_real_text.txt"
+REAL_ARGS = ("--model", "minilm", "--texts", REAL_TEXT, "--tokens", "64",
+             "--layers", *REAL_LAYERS, "--heads", *REAL_HEADS, "--eps", *EPS, "--quiet")
+CEILING = 256 * 1024  # bytes: the project's ceiling on one bracket's array file
 
 
 def _load() -> str:
@@ -57,15 +96,6 @@ def _attention(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray
     return L, (E / E.sum(axis=1, keepdims=True)).astype(np.float32)
 
 
-def _inf(M: np.ndarray) -> float:
-    return float(np.abs(M).sum(axis=1).max())
-
-
-def _decoder_value(A, D, W, X, eps: float) -> float:
-    M = D @ A @ W
-    return _inf(np.eye(X.shape[0]) - X @ M) + _inf(X @ D) * _inf(W) * eps
-
-
 def _witnesses(A: np.ndarray, eps: float, Us, s, Vt) -> tuple[dict, dict | None]:
     """Least-rank truncated SVD with float64 error <= eps (1 - 1e-9), and the largest
     pseudoinverse decoder with float64 value <= budget (binary searches, untrusted)."""
@@ -73,7 +103,7 @@ def _witnesses(A: np.ndarray, eps: float, Us, s, Vt) -> tuple[dict, dict | None]
     lo, hi = 1, A.shape[1]
     while lo < hi:
         k = (lo + hi) // 2
-        if np.abs(A - (Us[:, :k] * s[:k]) @ Vt[:k]).sum(axis=1).max() <= t:
+        if plain_checks.row_l1(A - (Us[:, :k] * s[:k]) @ Vt[:k]) <= t:
             hi = k
         else:
             lo = k + 1
@@ -86,8 +116,8 @@ def _witnesses(A: np.ndarray, eps: float, Us, s, Vt) -> tuple[dict, dict | None]
     while lo <= hi:
         p = (lo + hi) // 2
         Xd = 1.0 / s[:p]
-        delta = _inf(np.eye(p) - Xd[:, None] * M[:p, :p])
-        w_inf = float(np.abs(Vt[:p]).sum(axis=0).max())
+        delta = plain_checks.row_l1(np.eye(p) - Xd[:, None] * M[:p, :p])
+        w_inf = plain_checks.row_l1(Vt[:p].T)
         value = delta + float((Xd * col_d[:p]).max()) * w_inf * eps
         if value <= DECODER_BUDGET:
             best = p
@@ -128,28 +158,43 @@ def build(path: Path, n_ops: int, size: int, seed: int = 0) -> None:
     meta.write_text(json.dumps(want))
 
 
-def plain_recheck(path: Path) -> int:
-    """The unvalidated float64 recheck of every bracket; returns the number of brackets."""
+def plain_bracket(A: np.ndarray, b) -> list:
+    """Loads a bracket's arrays and returns the plain evaluations of its ends (upper first)."""
+    with np.load(b.path) as z:
+        arrs = {k: z[k] for k in z.files}
+    out = [plain_checks.upper(A, arrs["upper.U"], arrs["upper.V"], b.eps)]
+    if b.lower is not None:
+        cert = {"kind": b.lower.kind, "rank": b.lower.rank,
+                **{k[6:]: v for k, v in arrs.items() if k.startswith("lower.")}}
+        out.append(plain_checks.lower(A, cert, b.eps))
+    return out
+
+
+def plain_operator(reader, op_id: str) -> np.ndarray:
+    """Loads an operator's arrays (logits etc. are read, as the kernel reads them); returns A
+    in float64."""
+    with np.load(reader.operator(op_id).path) as z:
+        arrays = {k: z[k] for k in z.files}
+    return arrays["A"].astype(np.float64)
+
+
+def plain_recheck(path: Path) -> tuple[int, Counter]:
+    """The unvalidated float64 recheck of every bracket (``plain_checks``); returns the
+    number of brackets and the plain verdicts counted per end kind ("factors holds", ...)."""
     from softrank.witnesses import open_store
 
     reader = open_store(path)
     by_op: dict[str, list] = {}
     for b in reader.brackets:
         by_op.setdefault(b.operator, []).append(b)
-    n = 0
+    n, verdicts = 0, Counter()
     for op_id, brs in by_op.items():
-        with np.load(reader.operator(op_id).path) as z:
-            A = z["A"].astype(np.float64)
-            _ = z["logits"]
+        A = plain_operator(reader, op_id)
         for b in brs:
-            with np.load(b.path) as z:
-                arrs = {k: z[k] for k in z.files}
-            e = float(b.eps)
-            _ = np.abs(A - arrs["upper.U"] @ arrs["upper.V"]).sum(axis=1).max() <= e
-            if "lower.X" in arrs:
-                _ = _decoder_value(A, arrs["lower.D"], arrs["lower.W"], arrs["lower.X"], e) < 1
+            for p in plain_bracket(A, b):
+                verdicts[f"{p.kind} {'holds' if p.holds else 'fails'}"] += 1
             n += 1
-    return n
+    return n, verdicts
 
 
 def validated(path: Path, jobs: int) -> tuple[int, dict]:
@@ -166,19 +211,131 @@ def validated(path: Path, jobs: int) -> tuple[int, dict]:
                                           default=0))}
 
 
+def describe(path: Path) -> str:
+    """One line: operators, shapes, brackets, eps and the lower kinds of a store."""
+    from softrank.witnesses import open_store
+
+    reader = open_store(path)
+    shapes = Counter("x".join(map(str, reader.operator(o).shape))
+                     for o in {b.operator for b in reader.brackets})
+    kinds = Counter(b.lower.kind for b in reader.brackets if b.lower is not None)
+    eps = sorted({b.eps for b in reader.brackets})
+    return (f"{sum(shapes.values())} operators ({dict(shapes)}), {len(reader.brackets)} "
+            f"brackets, eps {', '.join(str(e) for e in eps)}; lower ends {dict(kinds)}")
+
+
+def file_sizes(path: Path) -> None:
+    """Prints the largest bracket array file of each lower kind (and of brackets without a
+    lower end) and how many pass the ceiling."""
+    from softrank.witnesses import open_store
+
+    reader = open_store(path)
+    best: dict[str, tuple[int, str]] = {}
+    over = 0
+    for b in reader.brackets:
+        size = os.path.getsize(b.path)
+        over += size > CEILING
+        kind = b.lower.kind if b.lower is not None else "upper only"
+        if size > best.get(kind, (-1, ""))[0]:
+            best[kind] = (size, b.id)
+    for kind, (size, bid) in sorted(best.items(), key=lambda kv: -kv[1][0]):
+        print(f"largest bracket file, {kind:14s}: {size / 1024:8.1f} KB  {bid}")
+    print(f"bracket files above {CEILING // 1024} KB: {over} of {len(reader.brackets)}")
+
+
+def per_bracket(path: Path, top: int = 5) -> None:
+    """Times ``check_record`` and the plain evaluation bracket by bracket (serial; each
+    operator's arrays and chi are loaded before the clocks start; both times include loading
+    the bracket's file) and prints the slowest checks, and per lower kind the count, the
+    total plain and validated seconds, their ratio and the slowest check."""
+    from softrank.recheck import _OperatorCache, check_record
+    from softrank.witnesses import open_store
+
+    reader = open_store(path)
+    cache = _OperatorCache(reader)
+    times = []
+    t_chi = 0.0
+    A, op = None, None
+    for b in sorted(reader.brackets, key=lambda b: (b.operator, b.id)):
+        t0 = time.perf_counter()
+        cache.get(b.operator)
+        t_chi = max(t_chi, time.perf_counter() - t0)
+        if b.operator != op:
+            A, op = plain_operator(reader, b.operator), b.operator
+        t0 = time.perf_counter()
+        plain_bracket(A, b)
+        t_p = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        rec = check_record(reader, b, cache)
+        kind = b.lower.kind if b.lower is not None else "upper only"
+        times.append((time.perf_counter() - t0, t_p, b.id, kind, rec.get("lower_result")))
+    times.sort(reverse=True)
+    print(f"per bracket: {len(times)} checks, validated {sum(t[0] for t in times):.2f} s, "
+          f"plain {sum(t[1] for t in times):.2f} s; slowest operator load + chi {t_chi:.3f} s")
+    for t, t_p, bid, kind, res in times[:top]:
+        print(f"  slowest {t:8.3f} s (plain {t_p:6.3f} s)  {kind:12s} lower {res}  {bid}")
+    kinds: dict[str, list] = {}
+    for t in times:
+        kinds.setdefault(t[3], []).append(t)
+    for kind, ts in kinds.items():
+        v, p = sum(t[0] for t in ts), sum(t[1] for t in ts)
+        print(f"  {kind:12s}: {len(ts):4d} brackets  plain {p:7.3f} s  validated {v:7.3f} s  "
+              f"ratio {v / p:5.2f}  slowest {ts[0][0]:7.3f} s  {ts[0][2]}")
+
+
+def real_command(path: Path) -> list[str]:
+    return [str(ROOT / ".venv" / "bin" / "softrank-certify"), "produce", str(path), *REAL_ARGS]
+
+
+def build_real(path: Path) -> None:
+    """Runs the producer command of the module docstring into ``path`` (once: a store that
+    holds its marker file is reused), one BLAS thread, and prints its wall and CPU time."""
+    marker = path / "bench_real.json"
+    want = {"args": list(REAL_ARGS)}
+    if marker.is_file() and json.loads(marker.read_text()) == want:
+        return
+    if path.exists():
+        raise SystemExit(f"{path} exists and is not this corpus; remove it or pick another")
+    # the docstring records the command: keep the two the same
+    doc = re.sub(r"\\\s+", "", __doc__ or "")
+    assert " ".join(REAL_ARGS) in re.sub(r"\s+", " ", doc), "docstring and REAL_ARGS differ"
+    cmd = real_command(path)
+    print("# building the real corpus: OPENBLAS_NUM_THREADS=1 " + " ".join(cmd), flush=True)
+    c0, t0 = _cpu(), time.perf_counter()
+    subprocess.run(cmd, check=True, cwd=ROOT, env={**os.environ, "OPENBLAS_NUM_THREADS": "1"})
+    print(f"# built in {time.perf_counter() - t0:.0f} s wall, {_cpu() - c0:.0f} s CPU",
+          flush=True)
+    marker.write_text(json.dumps(want))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--operators", type=int, default=3334,
-                    help="operators in the corpus (default 3334 = 10,002 brackets)")
+                    help="operators in the synthetic corpus (default 3334 = 10,002 brackets)")
     ap.add_argument("--size", type=int, default=256)
     ap.add_argument("--dir", type=Path, default=None,
-                    help="corpus folder, reused when it holds the same corpus "
+                    help="synthetic corpus folder, reused when it holds the same corpus "
                          "(default /tmp/bench-corpus-<operators>x<size>)")
+    src = ap.add_mutually_exclusive_group()
+    src.add_argument("--store", type=Path, default=None,
+                     help="time this existing store instead of the synthetic corpus")
+    src.add_argument("--build-real", type=Path, default=None, metavar="DIR",
+                     help="build the real MiniLM corpus into DIR (once), then time it")
     ap.add_argument("--workers", default="1,2", help="worker counts to time (default 1,2)")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="time each pass this many times and report the fastest (default 1)")
+    ap.add_argument("--per-bracket", action="store_true",
+                    help="also time every bracket's check alone and print the slowest")
     args = ap.parse_args()
-    path = args.dir or Path(f"/tmp/bench-corpus-{args.operators}x{args.size}")
-    build(path, args.operators, args.size)
+    if args.build_real is not None:
+        build_real(args.build_real)
+        path = args.build_real
+    elif args.store is not None:
+        path = args.store
+    else:
+        path = args.dir or Path(f"/tmp/bench-corpus-{args.operators}x{args.size}")
+        build(path, args.operators, args.size)
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     try:
         from threadpoolctl import threadpool_limits
@@ -191,27 +348,39 @@ def main() -> None:
     # the checker's processes keep freed memory (softrank.workers.tune_allocator); the plain
     # baseline runs in this same process after it, so both are timed with the same allocator
     tuned = tune_allocator()
-    print(f"# corpus {path}: {args.operators} operators {args.size} x {args.size}, "
-          f"eps {', '.join(EPS)}; cpus {os.cpu_count()}; allocator tuned {tuned}")
+    print(f"# corpus {path}: {describe(path)}; cpus {os.cpu_count()}; allocator tuned {tuned}")
     plain_recheck(path)  # warm the page cache, so both timings read from memory
-    la0 = _load()
-    c0, t0 = _cpu(), time.perf_counter()
-    n = plain_recheck(path)
-    t_plain, c_plain = time.perf_counter() - t0, _cpu() - c0
+
+    def timed(fn):
+        """Runs fn() ``--repeat`` times; returns (wall s, CPU s, load before, load after,
+        result) of the fastest run."""
+        best = None
+        for _ in range(max(1, args.repeat)):
+            la0 = _load()
+            c0, t0 = _cpu(), time.perf_counter()
+            out = fn()
+            run = (time.perf_counter() - t0, _cpu() - c0, la0, _load(), out)
+            if best is None or run[0] < best[0]:
+                best = run
+        return best
+
+    t_plain, c_plain, la0, la1, (n, verdicts) = timed(lambda: plain_recheck(path))
+    rep = f" (fastest of {args.repeat})" if args.repeat > 1 else ""
     print(f"plain float64      : {n} brackets {t_plain:8.2f} s  {n / t_plain:8.0f} brackets/s"
-          f"   cpu {c_plain:7.2f} s   load {la0} -> {_load()}")
+          f"   cpu {c_plain:7.2f} s   load {la0} -> {la1}{rep}   {json.dumps(dict(verdicts))}")
     times = {}
     for jobs in (int(w) for w in args.workers.split(",")):
-        la0 = _load()
-        c0, t0 = _cpu(), time.perf_counter()
-        n, info = validated(path, jobs)
-        t, c = time.perf_counter() - t0, _cpu() - c0
+        t, c, la0, la1, (n, info) = timed(lambda jobs=jobs: validated(path, jobs))
         times[jobs] = t
         print(f"validated {jobs} worker{'s' if jobs > 1 else ' '}: {n} brackets {t:8.2f} s  "
               f"{n / t:8.0f} brackets/s  ratio to plain {t / t_plain:5.2f}   cpu {c:7.2f} s "
-              f"(ratio {c / c_plain:5.2f})   load {la0} -> {_load()}   {json.dumps(info)}")
+              f"(ratio {c / c_plain:5.2f})   load {la0} -> {la1}{rep}   {json.dumps(info)}")
     if 1 in times and 2 in times:
         print(f"2-worker speed-up over 1 worker: {times[1] / times[2]:.2f}x")
+    if args.store is not None or args.build_real is not None:
+        file_sizes(path)
+    if args.per_bracket:
+        per_bracket(path)
 
 
 if __name__ == "__main__":
