@@ -42,6 +42,18 @@ validated seconds (``check_record`` and the plain evaluation timed one by one, t
 arrays and slack chi loaded before the clocks start).  ``--repeat R`` reports the fastest of R
 runs of each pass (a small store checks in about a second, where one run is noisy).
 
+Measured here (2 cores; the allocator of ``softrank.workers.tune_allocator`` set for both passes;
+another job's producer stopped during the timings, load 1.2 - 1.6 from a third):
+
+| corpus | plain | validated, 1 worker | ratio (CPU) | 2 workers | speed-up |
+|---|---|---|---|---|---|
+| synthetic, full size (10,002 brackets) | 42.5 s | 52.4 s | 1.23 (1.25) | 29.2 s | 1.80x |
+| real, 21 MiniLM heads (378, best of 3) | 0.33 s | 0.71 s | 2.19 (2.19) | 0.53 s | 1.34x |
+
+The real corpus is 64 x 64 heads: per-bracket bookkeeping and the polytope checks (12 brackets,
+half the validated time) weigh more there than array reading does, and a 0.7 s run is too short
+for the 2-worker pool to pay for its start.
+
 Run: ``.venv/bin/python benchmarks/bench_corpus.py --operators 200``  (reduced size),
 without ``--operators`` for the full synthetic corpus, or
 ``.venv/bin/python benchmarks/bench_corpus.py --build-real /tmp/bench-corpus-real --per-bracket
