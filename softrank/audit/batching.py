@@ -35,11 +35,12 @@ TASKS_PER_WORKER = 4
 # check costs, fitted on serial checks of this machine (one BLAS thread): 8 x 8 operators
 # with one bracket 0.71 ms each; 64 x 64 MiniLM heads with 18 brackets 17-48 ms; heads with
 # logits and three factors brackets of rank ~0.6 N plus decoder certificates: float32-stored
-# 128 x 128 7 ms, 512 x 512 90 ms; float64-stored 27 ms and 340 ms CPU (their chi takes
-# about 1 us per entry).  The formula is within 30% of each but the float32-stored heads with
-# logits, whose cheaper chi it overestimates 3-4x (their tasks are only smaller).
-CHECK_OPERATOR = 300_000       # load and validate the operator's arrays
-CHECK_SLACK_PER_ENTRY = 1_000  # chi of an operator of record given by logits or a block
+# 128 x 128 7 ms, 512 x 512 90 ms; float64-stored 7 ms and 65 ms CPU (their chi is the
+# float64 tier's negligible bound, about 70 ns per entry; before it was arb's, 1 us per entry,
+# and they took 27 ms and 340 ms).  The formula is within 30% of each but the 512 x 512
+# float64-stored heads, which it overestimates about 1.7x (their tasks are only smaller).
+CHECK_OPERATOR = 300_000     # load and validate the operator's arrays
+CHECK_SLACK_PER_ENTRY = 100  # chi of an operator of record given by logits or a block
 CHECK_BRACKET = 800_000        # load a bracket file, build its record
 CHECK_PER_ENTRY = 25           # per entry of A, per bracket: row sums, residual bounds
 # per m N k / 4: the products of rank-k factors (float64 ball products, ``float_product``
