@@ -23,7 +23,6 @@ import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
-from contextlib import closing
 from typing import Any, Protocol
 
 from softrank.certify.errors import InputError
@@ -35,8 +34,9 @@ from .batching import batches
 from .journal import store_digest
 
 WINDOW_PER_WORKER = 4  # queued chunks per worker process (see ProcessExecutor.run)
-# A serial run hands its records over at least this often (seconds), whatever the estimates
-# said: a batch is journaled only when handed over, and a killed run loses what it holds.
+# A serial run hands a batch over once it has been filling this long (seconds; looked at
+# after each chunk), whatever the estimates said: a batch is journaled only when handed
+# over, and a killed run checks what it held again.
 SERIAL_BATCH_SECONDS = 0.25
 
 StoreRef = tuple[str, str]  # (absolute store path, store_digest of it)
@@ -117,9 +117,13 @@ class Executor(Protocol):
 def _flatten(batches: Iterator[list[dict[str, Any]]]) -> Iterator[dict[str, Any]]:
     """Yields the records of ``batches`` one by one; closing this closes ``batches`` at once
     (a pool or a Dask client is stopped then, not when the generator is collected)."""
-    with closing(batches):  # type: ignore[type-var]
+    try:
         for batch in batches:
             yield from batch
+    finally:
+        close = getattr(batches, "close", None)
+        if close is not None:
+            close()
 
 
 def _split_failed(done: Iterable[Any], failed: Any) -> tuple[list[Any], list[Any]]:
