@@ -12,6 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from softrank.audit import executors
+from softrank.audit.batching import TARGET_TASK_WORK
 
 
 class _CountingPool(ThreadPoolExecutor):
@@ -61,3 +62,63 @@ def test_window_error_in_a_chunk_propagates(monkeypatch):
     with pytest.raises(RuntimeError, match="worker failed"):
         list(executors.ProcessExecutor(2).run(("s", "d"), [[f"x{k}"] for k in range(20)],
                                               "auto"))
+
+
+# ------------------------------------------------------------------ batches handed over
+
+
+def _one_record_each(store, ids, tier):
+    return [{"bracket": i} for i in ids]
+
+
+def test_serial_batches_follow_the_estimated_work_and_keep_the_order(monkeypatch):
+    monkeypatch.setattr(executors, "check_chunk", _one_record_each)
+    chunks = [[f"b{k}"] for k in range(40)]
+    ser = executors.SerialExecutor()
+    # tiny estimates: batching.batches with one worker, at most 40 // 4 = 10 chunks a batch
+    got = list(ser.run_batches(("s", "d"), chunks, "auto", None, [1.0] * 40))
+    assert [len(b) for b in got] == [10, 10, 10, 10]
+    assert [r["bracket"] for b in got for r in b] == [c[0] for c in chunks]
+    # a chunk estimated above the target is a batch of its own
+    works = [1.0] * 40
+    works[3] = 10 * TARGET_TASK_WORK
+    sizes = [len(b) for b in ser.run_batches(("s", "d"), chunks, "auto", None, works)]
+    assert sizes[:3] == [3, 1, 10] and sum(sizes) == 40
+    # no estimates: one chunk a batch; run() is the same records, flat
+    assert [len(b) for b in ser.run_batches(("s", "d"), chunks, "auto")] == [1] * 40
+    assert list(ser.run(("s", "d"), chunks, "auto", None, [1.0] * 40)) == [
+        r for b in got for r in b]
+
+
+def test_serial_batch_is_handed_over_once_it_has_filled_long_enough(monkeypatch):
+    monkeypatch.setattr(executors, "check_chunk", _one_record_each)
+    monkeypatch.setattr(executors, "SERIAL_BATCH_SECONDS", 0.0)
+    chunks = [[f"b{k}"] for k in range(40)]
+    got = list(executors.SerialExecutor().run_batches(("s", "d"), chunks, "auto", None,
+                                                       [1.0] * 40))
+    assert [len(b) for b in got] == [1] * 40
+
+
+def test_serial_error_hands_over_the_records_checked_before_it(monkeypatch):
+    def boom(store, ids, tier):
+        if ids == ["b5"]:
+            raise RuntimeError("kernel failed")
+        return [{"bracket": i} for i in ids]
+    monkeypatch.setattr(executors, "check_chunk", boom)
+    chunks = [[f"b{k}"] for k in range(40)]
+    it = executors.SerialExecutor().run_batches(("s", "d"), chunks, "auto", None, [1.0] * 40)
+    assert [r["bracket"] for r in next(it)] == ["b0", "b1", "b2", "b3", "b4"]
+    with pytest.raises(RuntimeError, match="kernel failed"):
+        next(it)
+
+
+def test_pool_batches_hold_every_record_once(monkeypatch):
+    monkeypatch.setattr(executors, "ProcessPoolExecutor", _CountingPool)
+    monkeypatch.setattr(executors, "check_chunk", _one_record_each)
+    chunks = [[f"b{k}a", f"b{k}b"] for k in range(50)]
+    got = list(executors.ProcessExecutor(2).run_batches(("s", "d"), chunks, "auto"))
+    flat = [r["bracket"] for b in got for r in b]
+    assert sorted(flat) == sorted(i for c in chunks for i in c)
+    # a batch is whole chunks (never a chunk split across batches), at most the window
+    assert all(b and len(b) % 2 == 0 and len(b) <= 2 * executors.WINDOW_PER_WORKER * 2
+               for b in got)

@@ -231,11 +231,12 @@ def test_ctrl_c_during_parallel_audit_prints_one_line(tmp_path):
         # inherits SIGINT ignored, and Python keeps it so: restore what a terminal gives
         "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
         "import softrank.audit.journal as J\n"
-        "orig = J.Journal.append\n"
-        "def slow(*a, **k):\n"  # a slow parent: the workers wait idle on their queue
-        "    time.sleep(1.0)\n"
-        "    return orig(*a, **k)\n"
-        "J.Journal.append = slow\n"
+        "orig = J.Journal.append_many\n"
+        "def slow(self, records):\n"  # a slow parent: the workers wait idle on their queue
+        "    records = list(records)\n"
+        "    time.sleep(1.0 * len(records))\n"  # 1 s a record, whatever the batch
+        "    return orig(self, records)\n"
+        "J.Journal.append_many = slow\n"
         "from softrank.cli import main\n"
         f"sys.exit(main(['audit', {str(tmp_path / 's')!r}, '--out', {str(tmp_path / 'o')!r},"
         " '--jobs', '2', '--no-figures', '--no-progress']))\n")

@@ -90,28 +90,37 @@ def _check_into(journal: Journal, executor: Any, reader: Any, store_ref: tuple[s
                 on_record: Callable[[dict[str, Any]], None] | None,
                 max_work: int | None = None) -> list[str]:
     """Checks ``todo`` (journaling each record) and ``sample`` (comparing each with its
-    journaled record); returns the sampled ids whose recheck differs."""
+    journaled record); returns the sampled ids whose recheck differs.
+
+    Records are journaled per list the executor hands over (``run_batches``: those that
+    arrived together), with one fsync per list (``Journal.append_many``), before any of them
+    is counted or passed to ``on_record``."""
     from tqdm import tqdm
 
     wanted = set(sample)
     bad: list[str] = []
     chunks = plan_chunks(reader, [*todo, *sample], executor.workers)
-    # the estimated work of each chunk: a Dask executor groups chunks into tasks by it
-    works = chunk_works(reader, chunks) if executor.name == "dask" else None
+    # the estimated work of each chunk: a Dask executor groups chunks into tasks by it, a
+    # serial one into lists journaled together (a pool hands over what finished together)
+    works = chunk_works(reader, chunks) if executor.name in ("dask", "serial") else None
     with tqdm(total=total, initial=total - len(todo), unit="bracket", file=sys.stderr,
               disable=not progress, desc="audit") as bar:
         # closing(): on an error, stop the executor (cancel queued chunks) now,
         # not when the generator is garbage-collected
-        with closing(executor.run(store_ref, chunks, tier, max_work, works)) as results:
-            for rec in results:
-                if rec["bracket"] in wanted:
-                    if normalize(rec) != journal.records.get(rec["bracket"]):
-                        bad.append(rec["bracket"])
-                    continue
-                rec = journal.append(rec)
-                bar.update(1)
+        with closing(executor.run_batches(store_ref, chunks, tier, max_work, works)) as results:
+            for batch in results:
+                fresh = []
+                for rec in batch:
+                    if rec["bracket"] in wanted:
+                        if normalize(rec) != journal.records.get(rec["bracket"]):
+                            bad.append(rec["bracket"])
+                        continue
+                    fresh.append(rec)
+                done = journal.append_many(fresh)
+                bar.update(len(done))
                 if on_record is not None:
-                    on_record(rec)
+                    for rec in done:
+                        on_record(rec)
     return sorted(bad)
 
 
@@ -133,7 +142,9 @@ def run_audit(store: str | Path, out: str | Path, *, jobs: int = 1,
     Returns the report.json document.  ``scheduler`` (a Dask scheduler address or Client)
     selects the Dask executor (``batch`` operators per task; None: chosen from the declared
     sizes, ``batching.batches``), else ``jobs`` > 1 a local process pool.  ``on_record`` is
-    called after each record is journaled (tests use it to interrupt a run).
+    called after each record is journaled (tests use it to interrupt a run); records are
+    journaled a batch at a time (those that arrived together, one fsync each), so when it is
+    called for a record, the rest of that record's batch is journaled too.
     Journal trust (see ``journal.py``): records come from the journal only when every line's
     HMAC verifies under this user's key; a random sample of them (``recheck_seed``, default
     fresh randomness, recorded under ``run``) is checked again, and any disagreement discards

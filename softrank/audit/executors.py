@@ -2,6 +2,10 @@
 
 Every executor yields one record per requested bracket id (from
 ``softrank.recheck.check_record``), in completion order; the caller journals and sorts.
+``run_batches`` yields the same records as lists of those that arrive together (the records
+of every chunk or task that finished since the last list, or, serially, of consecutive chunks
+of about a quarter second of estimated work), so the audit journals each list with one fsync
+(``Journal.append_many``); ``run`` is its concatenation.
 Work is cut into one chunk per operator, so a worker loads each operator's arrays (and
 computes its slack chi) once in the whole run.  On Dask, several chunks travel as one task
 (``batching.batches``: about a quarter second of estimated work, at most 64 operators), since
@@ -16,7 +20,8 @@ from __future__ import annotations
 import itertools
 import os
 import threading
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from typing import Any, Protocol
 
@@ -29,6 +34,10 @@ from .batching import batches
 from .journal import store_digest
 
 WINDOW_PER_WORKER = 4  # queued chunks per worker process (see ProcessExecutor.run)
+# A serial run hands a batch over once it has been filling this long (seconds; looked at
+# after each chunk), whatever the estimates said: a batch is journaled only when handed
+# over, and a killed run checks what it held again.
+SERIAL_BATCH_SECONDS = 0.25
 
 StoreRef = tuple[str, str]  # (absolute store path, store_digest of it)
 
@@ -100,6 +109,31 @@ class Executor(Protocol):
             max_work: int | None = None, works: Sequence[float] | None = None
             ) -> Iterator[dict[str, Any]]: ...
 
+    def run_batches(self, store: StoreRef, chunks: list[list[str]], tier: str,
+                    max_work: int | None = None, works: Sequence[float] | None = None
+                    ) -> Iterator[list[dict[str, Any]]]: ...
+
+
+def _flatten(batches: Iterator[list[dict[str, Any]]]) -> Iterator[dict[str, Any]]:
+    """Yields the records of ``batches`` one by one; closing this closes ``batches`` at once
+    (a pool or a Dask client is stopped then, not when the generator is collected)."""
+    try:
+        for batch in batches:
+            yield from batch
+    finally:
+        close = getattr(batches, "close", None)
+        if close is not None:
+            close()
+
+
+def _split_failed(done: Iterable[Any], failed: Any) -> tuple[list[Any], list[Any]]:
+    """Returns (the futures of ``done`` that finished normally, those that did not), so that
+    the records of the first are handed over (and journaled) before an error propagates."""
+    ok, bad = [], []
+    for fut in done:
+        (bad if failed(fut) else ok).append(fut)
+    return ok, bad
+
 
 class SerialExecutor:
     """Checks every chunk in this process, in order."""
@@ -110,8 +144,35 @@ class SerialExecutor:
     def run(self, store: StoreRef, chunks: list[list[str]], tier: str,
             max_work: int | None = None, works: Sequence[float] | None = None
             ) -> Iterator[dict[str, Any]]:
-        for c in chunks:
-            yield from check_chunk(store, c, tier, *_extra(max_work))
+        return _flatten(self.run_batches(store, chunks, tier, max_work, works))
+
+    def run_batches(self, store: StoreRef, chunks: list[list[str]], tier: str,
+                    max_work: int | None = None, works: Sequence[float] | None = None
+                    ) -> Iterator[list[dict[str, Any]]]:
+        """Yields the records of consecutive chunks grouped as a one-worker Dask run would
+        group them from ``works`` (``batching.batches``: about 0.25 s of estimated work, a
+        chunk estimated above that alone; one chunk per list without ``works``), and a list
+        early whenever it has been filling for ``SERIAL_BATCH_SECONDS``.  On an error the
+        records checked before it are yielded first."""
+        if works is not None and len(works) == len(chunks):
+            groups = batches(works, 1)
+        else:
+            groups = [range(i, i + 1) for i in range(len(chunks))]
+        for g in groups:
+            batch: list[dict[str, Any]] = []
+            since = time.monotonic()
+            for i in g:
+                try:
+                    batch.extend(check_chunk(store, chunks[i], tier, *_extra(max_work)))
+                except BaseException:
+                    if batch:
+                        yield batch
+                    raise
+                if time.monotonic() - since >= SERIAL_BATCH_SECONDS:
+                    yield batch
+                    batch, since = [], time.monotonic()
+            if batch:
+                yield batch
 
 
 class ProcessExecutor:
@@ -125,6 +186,14 @@ class ProcessExecutor:
     def run(self, store: StoreRef, chunks: list[list[str]], tier: str,
             max_work: int | None = None, works: Sequence[float] | None = None
             ) -> Iterator[dict[str, Any]]:
+        return _flatten(self.run_batches(store, chunks, tier, max_work, works))
+
+    def run_batches(self, store: StoreRef, chunks: list[list[str]], tier: str,
+                    max_work: int | None = None, works: Sequence[float] | None = None
+                    ) -> Iterator[list[dict[str, Any]]]:
+        """Yields the records of all chunks that finished together (one ``wait``) as one
+        list; while the caller journals a list, more chunks finish, so lists grow with the
+        rate.  A chunk that raised propagates its error after the others' records."""
         pool = ProcessPoolExecutor(max_workers=self.workers, initializer=init_worker,
                                    initargs=(os.getpid(),))
         try:
@@ -138,10 +207,16 @@ class ProcessExecutor:
                        for c in itertools.islice(todo, window)}
             while pending:
                 done, pending = wait(pending, return_when=FIRST_COMPLETED)
-                for fut in done:
+                ok, bad = _split_failed(done, lambda f: f.cancelled() or f.exception() is not None)
+                batch: list[dict[str, Any]] = []
+                for fut in ok:
                     for c in itertools.islice(todo, 1):
                         pending.add(pool.submit(check_chunk, store, c, tier, *_extra(max_work)))
-                    yield from fut.result()
+                    batch.extend(fut.result())
+                if batch:
+                    yield batch
+                for fut in bad:
+                    fut.result()  # raises its error
         finally:
             # on an error or an interrupt, drop queued chunks instead of finishing them
             pool.shutdown(wait=True, cancel_futures=True)
@@ -191,6 +266,14 @@ class DaskExecutor:
     def run(self, store: StoreRef, chunks: list[list[str]], tier: str,
             max_work: int | None = None, works: Sequence[float] | None = None
             ) -> Iterator[dict[str, Any]]:
+        return _flatten(self.run_batches(store, chunks, tier, max_work, works))
+
+    def run_batches(self, store: StoreRef, chunks: list[list[str]], tier: str,
+                    max_work: int | None = None, works: Sequence[float] | None = None
+                    ) -> Iterator[list[dict[str, Any]]]:
+        """Yields the records of all tasks that have finished since the last list
+        (``as_completed(...).batches()``) as one list.  A task that failed propagates its
+        error after the others' records."""
         from distributed import as_completed
 
         # A bounded window of tasks, as in ProcessExecutor: the scheduler holds a few tasks
@@ -212,12 +295,18 @@ class DaskExecutor:
 
         try:
             submit(WINDOW_PER_WORKER * self.workers)
-            for fut in queue:
-                records = fut.result()
-                del live[fut.key]
-                fut.release()
-                submit(1)
-                yield from records
+            for done in queue.batches():
+                ok, bad = _split_failed(done, lambda f: f.status != "finished")
+                batch: list[dict[str, Any]] = []
+                for fut in ok:
+                    batch.extend(fut.result())
+                    del live[fut.key]
+                    fut.release()
+                    submit(1)
+                if batch:
+                    yield batch
+                for fut in bad:
+                    fut.result()  # raises its error
         finally:
             self.client.cancel(list(live.values()))
             if self._owned:

@@ -1,12 +1,28 @@
 """The audit journal: one JSON line per finished bracket, so a killed run resumes.
 
 ``DIR/journal.jsonl`` starts with a header line naming what the records are about (the store's
-absolute path, a sha256 of its record files, the tier and this package's version).  Every
-finished bracket record is appended as one line, flushed and fsynced before the run moves on,
-so a record that reached the journal survives a kill.  A kill can leave at most a torn last
-line (no newline, or not JSON); reopening drops it and truncates the file to the last complete
-line, and that bracket is checked again.  A journal whose header names another store (or tier,
-or package version) is refused, never merged: its records are not about this input.
+absolute path, a sha256 of its record files, the tier and this package's version).  Finished
+bracket records are appended one line each, a batch at a time (:meth:`Journal.append_many`;
+the audit passes the records that arrive together: a finished chunk or task, or all that
+finished at once): a batch's lines are written in order, then flushed and fsynced once, before
+the run moves on (counts them, calls ``on_record``).  What a failure leaves in the file:
+
+* a killed process loses nothing it had written (the kernel holds it), and appends land in
+  order, so the file is a prefix of what was written: at most its last line is torn (no
+  newline, or not JSON);
+* a crash of the machine (power loss, kernel panic) loses at most the lines written since the
+  last fsync, the last batch.  On a file system that keeps a prefix of appended data that too
+  leaves at most a torn last line.  One that may keep a later block of the batch but not an
+  earlier one (which then reads as zeros or stale bytes) can leave a corrupt line before the
+  last: the journal is then refused (InputError naming the line; rerunning with
+  ``--restart`` checks every bracket again), never partly used.
+
+Reopening drops a torn last line and truncates the file to the last complete line; every
+bracket without a line is checked again.  No verdict is taken from a corrupt line: a line that
+is not JSON is either that torn last line or refuses the journal, and a line that parses but
+carries no valid HMAC under this user's key (below) makes the whole journal untrusted.  A
+journal whose header names another store (or tier, or package version) is refused, never
+merged: its records are not about this input.
 
 Trust: an output folder may come from anyone (a shipped store with a pre-filled report
 folder, an edited journal, a ``journal.jsonl`` that is a link to another file).  The journal
@@ -339,14 +355,35 @@ class Journal:
 
     def append(self, record: dict[str, Any]) -> dict[str, Any]:
         """Writes one finished record (flushed and fsynced) and returns its normalized form."""
-        rec = normalize(record)
+        return self.append_many([record])[0]
+
+    def append_many(self, records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Writes finished records as one signed line each, in order, with one flush and one
+        fsync after the last line (a group commit); returns their normalized forms.
+
+        Every line is built (normalized, signed) before the first byte is written, so a
+        record that cannot be serialized writes none of the batch.  When this returns, every
+        line of the batch is on disk; a crash before that loses at most this batch (its
+        records are checked again on resume; see the module docstring for what a crash can
+        leave in the file).  No records: nothing is written and nothing synced.
+        """
+        recs = [normalize(r) for r in records]
+        if not recs:
+            return []
+        ids = [rec["bracket"] for rec in recs]  # a record without an id fails before writing
+        self._fh.write(b"".join(self._line(rec) for rec in recs))
+        _sync(self._fh)
+        for i, rec in zip(ids, recs, strict=True):
+            self.records.setdefault(i, rec)
+        return recs
+
+    def _line(self, rec: dict[str, Any]) -> bytes:
+        """Returns the journal line of the normalized record ``rec``: its JSON with its HMAC
+        (when there is a key), newline-terminated."""
         line = dict(rec)
         if self._secret is not None:
             line[MAC_FIELD] = _mac(self._secret, self._header, rec)
-        self._fh.write((json.dumps(line, sort_keys=True) + "\n").encode())
-        _sync(self._fh)
-        self.records.setdefault(rec["bracket"], rec)
-        return rec
+        return (json.dumps(line, sort_keys=True) + "\n").encode()
 
     def close(self) -> None:
         if not self._fh.closed:
@@ -462,7 +499,12 @@ def _parse(data: bytes, key: dict[str, str], path: Path, known_ids: Iterable[str
                 good_len -= len(raw) + 1
                 torn = True
                 break
-            raise InputError(f"corrupt line {n} (not JSON); rerun with --restart",
+            # not the last line: a torn write is only ever last, so this is an edit or a
+            # machine crash during a batch on a file system that does not keep a prefix of
+            # appended data.  Refused, not repaired, so that the user sees it
+            raise InputError(f"corrupt line {n} (not JSON) before the last line: the journal "
+                             "was edited, or the machine crashed while a batch of lines was "
+                             "written; rerun with --restart (every bracket is checked again)",
                              field="journal", source=src) from None
     if not parsed:
         return {}, 0, torn
