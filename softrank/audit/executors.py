@@ -135,16 +135,21 @@ def _split_failed(done: Iterable[Any], failed: Any) -> tuple[list[Any], list[Any
     return ok, bad
 
 
-class SerialExecutor:
-    """Checks every chunk in this process, in order."""
-
-    name = "serial"
-    workers = 1
+class _RecordsOfBatches:
+    """``run`` for executors that define ``run_batches``: the same records, one at a time."""
 
     def run(self, store: StoreRef, chunks: list[list[str]], tier: str,
             max_work: int | None = None, works: Sequence[float] | None = None
             ) -> Iterator[dict[str, Any]]:
-        return _flatten(self.run_batches(store, chunks, tier, max_work, works))
+        return _flatten(self.run_batches(store, chunks, tier,  # type: ignore[attr-defined]
+                                         max_work, works))
+
+
+class SerialExecutor(_RecordsOfBatches):
+    """Checks every chunk in this process, in order."""
+
+    name = "serial"
+    workers = 1
 
     def run_batches(self, store: StoreRef, chunks: list[list[str]], tier: str,
                     max_work: int | None = None, works: Sequence[float] | None = None
@@ -175,18 +180,13 @@ class SerialExecutor:
                 yield batch
 
 
-class ProcessExecutor:
+class ProcessExecutor(_RecordsOfBatches):
     """Checks chunks in a local pool of ``workers`` processes."""
 
     name = "processes"
 
     def __init__(self, workers: int):
         self.workers = workers
-
-    def run(self, store: StoreRef, chunks: list[list[str]], tier: str,
-            max_work: int | None = None, works: Sequence[float] | None = None
-            ) -> Iterator[dict[str, Any]]:
-        return _flatten(self.run_batches(store, chunks, tier, max_work, works))
 
     def run_batches(self, store: StoreRef, chunks: list[list[str]], tier: str,
                     max_work: int | None = None, works: Sequence[float] | None = None
@@ -222,7 +222,7 @@ class ProcessExecutor:
             pool.shutdown(wait=True, cancel_futures=True)
 
 
-class DaskExecutor:
+class DaskExecutor(_RecordsOfBatches):
     """Checks chunks on a Dask cluster (``pip install 'softrank-certify[dask]'``).
 
     ``address`` is a scheduler address (``tcp://host:8786``) or an existing
@@ -262,11 +262,6 @@ class DaskExecutor:
         if self.batch is None and (works is None or len(works) != n):
             return [range(i, i + 1) for i in range(n)]
         return batches(works if works is not None else [0] * n, self.workers, self.batch)
-
-    def run(self, store: StoreRef, chunks: list[list[str]], tier: str,
-            max_work: int | None = None, works: Sequence[float] | None = None
-            ) -> Iterator[dict[str, Any]]:
-        return _flatten(self.run_batches(store, chunks, tier, max_work, works))
 
     def run_batches(self, store: StoreRef, chunks: list[list[str]], tier: str,
                     max_work: int | None = None, works: Sequence[float] | None = None
