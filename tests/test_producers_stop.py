@@ -58,8 +58,8 @@ def test_lower_search_stops_at_the_upper_end(prod, budget):
 def test_the_search_is_told_the_ceiling(monkeypatch):
     seen = {}
 
-    def fake(A, eps, budget, *, max_p=rowset.MAX_P):
-        seen["max_p"], seen["budget"] = max_p, budget
+    def fake(A, eps, budget, *, max_p=rowset.MAX_P, floor=0, stopped=None):
+        seen["max_p"], seen["budget"], seen["floor"] = max_p, budget, floor
         return None
 
     monkeypatch.setattr(rowset, "search", fake)
@@ -70,6 +70,9 @@ def test_the_search_is_told_the_ceiling(monkeypatch):
     assert seen["budget"] == pytest.approx(rowset.RowSet().budget * SIZE_FLOOR)
     rowset.RowSet(budget=2.0).produce(A, EPS)
     assert seen["max_p"] == 6 and seen["budget"] == 2.0  # an explicit budget stands as given
+    assert seen["floor"] == 0
+    rowset.RowSet(budget=2.0).produce(A, EPS, floor=4)  # another producer's rank reaches it
+    assert seen["floor"] == 4
 
 
 class Closer(BaseProducer):
@@ -141,3 +144,24 @@ def test_produce_on_a_small_matrix_takes_seconds(tmp_path, capsys):
     assert len(anchors) == 3 and all(r["claims"]["lower_rank"] >= 1 for r in anchors)
     # the kernel decides (these producers' claims are not believed): nothing is malformed
     assert main(["check", str(store), "-q"]) in (0, 1)
+
+
+def test_rowset_skips_its_rescue_below_another_producers_rank():
+    """Stuck at p + 1 <= floor, rowset skips the swaps and mixtures that cannot be kept; above
+    the floor, or without one, it runs them as before."""
+    from softrank.witnesses.producers._common import fresh_count, work_done
+
+    A = attention(24, 24, 6, 3.0, 5)  # the greedy climb gets stuck at 10 rows
+    runs = {}
+    for floor in (0, 5, 10, 12):
+        stopped: dict = {}
+        with fresh_count():
+            found = rowset.search(A, float(EPS), 2.0, floor=floor, stopped=stopped)
+            runs[floor] = (found[0], found[1], dict(stopped), work_done())
+    kind, p, _, full = runs[0]
+    assert runs[5][:3] == (kind, p, {})  # a floor below the stuck rank: the same search
+    for floor in (10, 12):
+        assert runs[floor][2] == {"floor_stop": p + 1}
+        assert runs[floor][1] == p and runs[floor][3] < full / 2  # same rank, far less work
+    cert = rowset.RowSet(budget=2.0).produce(A, EPS, floor=12)
+    assert cert is not None and cert.claims["rowset_floor_stop"] == p + 1

@@ -22,6 +22,7 @@ Nothing here is trusted: the certificate (D', W, X = I) is replayed by ``certify
 
 from __future__ import annotations
 
+import inspect
 import time
 from dataclasses import dataclass, field
 
@@ -348,11 +349,14 @@ class BudgetedLower(BaseProducer):
     stated for a 128 x 128 operator, times ``size_scale`` of the operator's shape).
     ``produce(..., stop_at=U)``: U is a rank some upper witness claims (the pipeline passes
     the best one of the operator and eps); the search stops once it reaches rank U, since no
-    lower end can pass a valid upper end.  Subclasses supply ``_search(A, eps, budget,
-    ceiling)`` (their module's search, ranks up to ``ceiling``: None when nothing was found)
-    and ``_parts(found)``, which turns what it found into (kind, rank, arrays, value, start);
-    a value above the claim budget is not claimed.  ``_search`` may wrap what it found in
-    ``Reached`` to add claims of its own (float64 numbers about the search, never a verdict)."""
+    lower end can pass a valid upper end.  ``produce(..., floor=L)``: L is a rank another
+    lower producer already claims; a ``_search`` that takes the keyword ``floor`` may skip
+    work that can only end at ranks <= L (it would not be kept).  Subclasses supply
+    ``_search(A, eps, budget, ceiling)`` (their module's search, ranks up to ``ceiling``: None
+    when nothing was found) and ``_parts(found)``, which turns what it found into (kind, rank,
+    arrays, value, start); a value above the claim budget is not claimed.  ``_search`` may wrap
+    what it found in ``Reached`` to add claims of its own (float64 numbers about the search,
+    never a verdict)."""
 
     role = "lower"
     budget_env: str
@@ -363,14 +367,18 @@ class BudgetedLower(BaseProducer):
         self.budget = (budget_from_env(self.budget_env, self.default_budget) if budget is None
                        else float(budget))
 
-    def produce(self, A, eps, *, logits=None, stop_at: int | None = None):
+    def produce(self, A, eps, *, logits=None, stop_at: int | None = None,
+                floor: int | None = None):
         A = as_float64(A)
         t0, w0 = time.perf_counter(), work_done()
         ceiling = min(A.shape) if stop_at is None else min(min(A.shape), int(stop_at))
         if ceiling < 1:  # a rank-0 upper end: there is no lower end above 0 to look for
             return None
         budget = self.budget * size_scale(A.shape) if self._sized else self.budget
-        found = self._search(A, eps_up(eps), budget, ceiling)
+        if floor is not None and "floor" in inspect.signature(self._search).parameters:
+            found = self._search(A, eps_up(eps), budget, ceiling, floor=int(floor))
+        else:
+            found = self._search(A, eps_up(eps), budget, ceiling)
         extra: dict[str, float | int] = {}
         if isinstance(found, Reached):
             found, extra = found.found, dict(found.claims)

@@ -11,8 +11,10 @@ Searches stop when the bracket is closed: the lower producers run after the uppe
 a lower producer whose ``produce`` takes ``stop_at`` gets the least rank the upper witnesses
 of that eps claim (its search stops there: no valid lower end passes a valid upper end); once
 a lower certificate claims that rank, the remaining lower producers are not run (claim
-``lower_producers_skipped``).  Claims are float64 and untrusted: if one is wrong the bracket
-is only less tight than it could be, never wrong (``certify`` checks every end).
+``lower_producers_skipped``).  A lower producer whose ``produce`` takes ``floor`` gets the
+largest rank the lower producers before it claim (it may skip work that cannot beat it).
+Claims are float64 and untrusted: if one is wrong the bracket is only less tight than it
+could be, never wrong (``certify`` checks every end).
 """
 
 from __future__ import annotations
@@ -69,14 +71,14 @@ class OperatorResult:
     failures: list[str] = field(default_factory=list)  # producer errors (messages)
 
 
-def _takes_stop_at(produce: Any) -> bool:
-    """Whether a producer's ``produce`` accepts the keyword ``stop_at`` (a plug-in written
-    before it existed does not, and is called without it)."""
+def _takes(produce: Any, keyword: str) -> bool:
+    """Whether a producer's ``produce`` accepts ``keyword`` (``stop_at``, ``floor``: a plug-in
+    written before it existed does not, and is called without it)."""
     try:
         params = inspect.signature(produce).parameters.values()
     except (TypeError, ValueError):
         return False
-    return any(p.name == "stop_at" or p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
+    return any(p.name == keyword or p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
 
 
 def _cost_key() -> str:
@@ -86,7 +88,7 @@ def _cost_key() -> str:
 
 
 def _run(name: str, A: np.ndarray, eps: Fraction, logits: np.ndarray | None,
-         stop_at: int | None = None
+         stop_at: int | None = None, floor: int | None = None
          ) -> tuple[Witness | Certificate | None, float, str | None]:
     """Returns (output, cost, error) of one producer call; cost in the unit of
     ``_cost_key``."""
@@ -102,10 +104,12 @@ def _run(name: str, A: np.ndarray, eps: Fraction, logits: np.ndarray | None,
         with fresh_count():
             try:
                 prod = get_producer(name)
-                if stop_at is not None and _takes_stop_at(prod.produce):
-                    out = prod.produce(A, eps, logits=logits, stop_at=stop_at)
-                else:
-                    out = prod.produce(A, eps, logits=logits)
+                kw: dict[str, int] = {}
+                if stop_at is not None and _takes(prod.produce, "stop_at"):
+                    kw["stop_at"] = stop_at
+                if floor is not None and _takes(prod.produce, "floor"):
+                    kw["floor"] = floor
+                out = prod.produce(A, eps, logits=logits, **kw)
             finally:
                 spent = work_done()
     except Exception as err:  # untrusted code: report, never crash the run
@@ -172,7 +176,8 @@ def _attach_lower(plan: BracketPlan, op_id: str, A: np.ndarray, eps: Fraction,
         if best is not None and least_upper is not None and best.rank >= least_upper:
             skipped.append(lo)  # the claimed bracket is closed: nothing left to find
             continue
-        c, secs, err = _run(lo, A, eps, logits, least_upper)
+        c, secs, err = _run(lo, A, eps, logits, least_upper,
+                            None if best is None else int(best.rank))
         seconds[lo] = round(secs, 4)
         if err:
             res.failures.append(f"{op_id} eps={eps}: {err}")

@@ -36,7 +36,7 @@ import numpy as np
 from ._common import clock, linprog, row_l1
 from ._highs import lp_model, optimal, run
 from .altl1 import alt_l1
-from .decoder_lp import CLAIM_BUDGET, BudgetedLower
+from .decoder_lp import CLAIM_BUDGET, BudgetedLower, Reached
 
 BUDGET_ENV = "SOFTRANK_ROWSET_BUDGET"
 DEFAULT_BUDGET = 15.0
@@ -166,12 +166,18 @@ def _candidates(A: np.ndarray, I: list[int], k: int) -> list[int]:
     return [int(r) for r in np.argsort(-d, kind="stable")[:k] if np.isfinite(d[r])]
 
 
-def search(A: np.ndarray, eps: float, budget: float, *, max_p: int = MAX_P
+def search(A: np.ndarray, eps: float, budget: float, *, max_p: int = MAX_P, floor: int = 0,
+           stopped: dict[str, int] | None = None
            ) -> tuple[str, int, dict[str, np.ndarray], float] | None:
     """Returns (kind, p, arrays, v): the largest row set found with v = min orthant optimum
     above eps / CLAIM_BUDGET ("rowset", arrays I and Z), or, where the next rank fails with
     rows and a mixture of rows reaches it, that ("rowmix", arrays D and Z); None when no row
-    of A has l1 norm above eps / CLAIM_BUDGET."""
+    of A has l1 norm above eps / CLAIM_BUDGET.
+
+    ``floor``: a rank another producer already claims.  Where no grown set reaches the next
+    rank p + 1 <= floor, the swaps, guided search and mixtures are skipped (most of the
+    search's time on real heads): the climb stops there, and ``stopped["floor_stop"]`` is set
+    to p + 1."""
     m, N = A.shape
     goal = eps / CLAIM_BUDGET
     norms = np.abs(A).sum(axis=1)
@@ -192,6 +198,12 @@ def search(A: np.ndarray, eps: float, budget: float, *, max_p: int = MAX_P
                 top, top_v, top_Z = I + [r], v, Z
         if top is None:  # none above the goal: swap rows of the most promising grown set
             if not tried or not np.isfinite(max(tried)[0]):
+                break
+            if len(I) + 1 <= floor:
+                # the rescue could still climb past the floor from here, but on real heads
+                # it rarely does and it takes most of the time: another end already holds
+                if stopped is not None:
+                    stopped["floor_stop"] = len(I) + 1
                 break
             found = _stuck(sets, A, I + [max(tried)[1]], goal, t0 + GUIDE_END * budget)
             if found is None:
@@ -402,10 +414,13 @@ class RowSet(BudgetedLower):
     budget_env = BUDGET_ENV
     default_budget = DEFAULT_BUDGET
 
-    def _search(self, A, eps, budget, ceiling):
+    def _search(self, A, eps, budget, ceiling, floor: int = 0):
+        stopped: dict[str, int] = {}
         # looked up at call time: tests may replace it
-        found = search(A, eps, budget, max_p=min(MAX_P, ceiling))
-        return None if found is None else (*found, eps)
+        found = search(A, eps, budget, max_p=min(MAX_P, ceiling), floor=floor, stopped=stopped)
+        found = None if found is None else (*found, eps)
+        return Reached(found, {"rowset_floor_stop": stopped["floor_stop"]}) if stopped \
+            else found
 
     def _parts(self, found):
         kind, p, arrays, v, eps = found
