@@ -66,10 +66,10 @@ def tune_allocator() -> bool:
 
         libc = ctypes.CDLL(None)
         mallopt = libc.mallopt
-        gnu = libc.gnu_get_libc_version  # present in glibc only: musl's mallopt is a no-op
     except (OSError, AttributeError):
         return False
-    del gnu
+    if not hasattr(libc, "gnu_get_libc_version"):  # glibc only: musl's mallopt is a no-op
+        return False
     ok = mallopt(_M_MMAP_THRESHOLD, MMAP_BYTES) == 1 and mallopt(_M_TRIM_THRESHOLD,
                                                                  TRIM_BYTES) == 1
     _ALLOCATOR_TUNED = ok

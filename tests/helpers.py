@@ -159,3 +159,27 @@ def local_cluster_client():
     finally:
         c.close()
         cluster.close()
+
+
+def factors_nonzero_store(path, n_ops: int, size: int, seed: int, *, logits: bool = True,
+                          float32_odd: bool = False, id_digits: int = 0) -> None:
+    """Writes a store of ``n_ops`` softmax operators of ``size`` x ``size`` (gaussian logits x
+    2 from ``seed``), each with a rank-size/2 truncated-SVD witness and a ``nonzero`` lower end
+    at eps 0.05 and 0.3; the operator of record is the softmax of the logits when ``logits``,
+    and odd-numbered operators are stored as float32 when ``float32_odd``.  Operator ids are
+    op<o> (zero-padded to ``id_digits``), bracket ids <operator id>-<eps>."""
+    from softrank.witnesses import Store
+
+    rng = np.random.default_rng(seed)
+    with Store.create(path) as st:
+        for o in range(n_ops):
+            L = rng.standard_normal((size, size)) * 2
+            A = softmax_rows(L)
+            if float32_odd and o % 2:
+                A = A.astype(np.float32)
+            oid = st.add_operator(A, family="f", logits=L if logits else None,
+                                  id=f"op{o:0{id_digits}d}" if id_digits else f"op{o}")
+            U, V = tsvd_witness(A.astype(np.float64), size // 2)
+            for eps in ("0.05", "0.3"):
+                st.add_bracket(oid, eps, {"kind": "factors", "rank": size // 2, "U": U, "V": V},
+                               {"kind": "nonzero", "rank": 1}, id=f"{oid}-{eps}")

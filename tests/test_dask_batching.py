@@ -20,10 +20,10 @@ from softrank.audit.journal import JOURNAL_NAME, store_digest
 from softrank.audit.report import VOLATILE_KEY
 from softrank.cli import main
 from softrank.recheck import operator_chunks
-from softrank.witnesses import Store, open_store
+from softrank.witnesses import open_store
 from tests.helpers import local_cluster_client
 
-from .helpers import softmax_rows, tsvd_witness
+from .helpers import factors_nonzero_store, softmax_rows
 
 distributed = pytest.importorskip("distributed")
 
@@ -33,16 +33,7 @@ N_OPS = 40
 def build(path: Path, n_ops: int, size: int, logits: bool) -> None:
     """``n_ops`` softmax operators of ``size`` x ``size``, two brackets each (factors +
     nonzero), the operator of record the softmax of their logits when ``logits``."""
-    rng = np.random.default_rng(5)
-    with Store.create(path) as st:
-        for o in range(n_ops):
-            L = rng.standard_normal((size, size)) * 2
-            A = softmax_rows(L)
-            oid = st.add_operator(A, family="f", logits=L if logits else None, id=f"op{o:03d}")
-            U, V = tsvd_witness(A, size // 2)
-            for eps in ("0.05", "0.3"):
-                st.add_bracket(oid, eps, {"kind": "factors", "rank": size // 2, "U": U, "V": V},
-                               {"kind": "nonzero", "rank": 1}, id=f"{oid}-{eps}")
+    factors_nonzero_store(path, n_ops, size, seed=5, logits=logits, id_digits=3)
 
 
 def by_id(records) -> list[dict]:

@@ -7,34 +7,20 @@ import os
 import signal
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from softrank import runner
 from softrank.audit import run_audit
-from softrank.witnesses import Store
 from tests.helpers import local_cluster_client
 
-from .helpers import softmax_rows, tsvd_witness
+from .helpers import factors_nonzero_store
 
 distributed = pytest.importorskip("distributed")
 
 
 def build(path: Path, n_ops: int = 6, size: int = 24) -> None:
-    """float64-stored softmax operators with logits (their chi needs arb: slow enough that a
-    kill lands mid-run) and float32-stored ones (float64 chi tier), two eps each."""
-    rng = np.random.default_rng(1)
-    with Store.create(path) as st:
-        for o in range(n_ops):
-            L = rng.standard_normal((size, size)) * 2
-            A = softmax_rows(L)
-            if o % 2:
-                A = A.astype(np.float32)
-            oid = st.add_operator(A, family="f", logits=L, id=f"op{o}")
-            U, V = tsvd_witness(A.astype(np.float64), size // 2)
-            for eps in ("0.05", "0.3"):
-                st.add_bracket(oid, eps, {"kind": "factors", "rank": size // 2, "U": U, "V": V},
-                               {"kind": "nonzero", "rank": 1}, id=f"{oid}-{eps}")
+    """float64-stored softmax operators with logits and float32-stored ones, two eps each."""
+    factors_nonzero_store(path, n_ops, size, seed=1, float32_odd=True)
 
 
 @pytest.fixture(scope="module")
