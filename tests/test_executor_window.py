@@ -122,3 +122,91 @@ def test_pool_batches_hold_every_record_once(monkeypatch):
     # a batch is whole chunks (never a chunk split across batches), at most the window
     assert all(b and len(b) % 2 == 0 and len(b) <= 2 * executors.WINDOW_PER_WORKER * 2
                for b in got)
+
+
+# ------------------------------------------------------------------ every record accounted
+
+
+@pytest.mark.parametrize("fault", ["drop", "repeat", "stranger"])
+def test_a_missing_repeated_or_unasked_record_is_an_internal_error(monkeypatch, fault):
+    def faulty(store, ids, tier):
+        recs = [{"bracket": i} for i in ids]
+        if ids == ["b7"]:
+            recs = {"drop": [], "repeat": recs + recs, "stranger": [{"bracket": "zz"}]}[fault]
+        return recs
+    monkeypatch.setattr(executors, "check_chunk", faulty)
+    chunks = [[f"b{k}"] for k in range(20)]
+    for ex in (executors.SerialExecutor(), _pool_executor(monkeypatch)):
+        got = []
+        with pytest.raises(executors.LostRecordsError):
+            for rec in ex.run(("s", "d"), chunks, "auto"):
+                got.append(rec["bracket"])
+        assert len(got) <= 20 and len(set(got)) == len(got)
+
+
+def _pool_executor(monkeypatch):
+    monkeypatch.setattr(executors, "ProcessPoolExecutor", _CountingPool)
+    return executors.ProcessExecutor(2)
+
+
+def test_accounting_passes_a_complete_run_through_unchanged(monkeypatch):
+    monkeypatch.setattr(executors, "check_chunk", _one_record_each)
+    chunks = [[f"b{k}a", f"b{k}b"] for k in range(30)]
+    out = list(executors.SerialExecutor().run(("s", "d"), chunks, "auto"))
+    assert [r["bracket"] for r in out] == [i for c in chunks for i in c]
+
+
+class _FakeFuture:
+    def __init__(self, key, records, lose_once):
+        self.key, self.records, self.lose_once = key, records, lose_once
+        self.status = "finished"
+
+    def result(self):
+        return self.records
+
+    def release(self):
+        pass
+
+
+class _FakeAsCompleted:
+    """Hands back every added future; a future marked ``lose_once`` comes back first as
+    ``lost`` (its worker died after it finished), then finished once it is added again."""
+
+    def __init__(self):
+        self.queue = []
+
+    def add(self, fut):
+        self.queue.append(fut)
+
+    def batches(self):
+        while self.queue:
+            fut = self.queue.pop(0)
+            if fut.lose_once:
+                fut.lose_once, fut.status = False, "lost"
+            else:
+                fut.status = "finished"
+            yield [fut]
+
+
+class _FakeClient:
+    def __init__(self, lose):
+        self.lose, self.n = lose, 0
+
+    def submit(self, fn, store, chunks, tier, *extra, pure):
+        self.n += 1
+        recs = [{"bracket": i} for c in chunks for i in c]
+        return _FakeFuture(f"k{self.n}", recs, lose_once=self.n in self.lose)
+
+    def cancel(self, futs):
+        pass
+
+
+def test_dask_task_whose_result_was_lost_is_awaited_again_not_dropped(monkeypatch):
+    distributed = pytest.importorskip("distributed")
+    monkeypatch.setattr(distributed, "as_completed", _FakeAsCompleted)
+    ex = object.__new__(executors.DaskExecutor)
+    ex.client, ex._owned, ex.workers, ex.batch, ex.tasks = _FakeClient({2, 5}), False, 2, None, 0
+    chunks = [[f"b{k}a", f"b{k}b"] for k in range(12)]
+    out = [r["bracket"] for r in ex.run(("s", "d"), chunks, "auto")]
+    assert sorted(out) == sorted(i for c in chunks for i in c)
+    assert ex.tasks == 12  # the lost tasks were awaited again, not submitted twice

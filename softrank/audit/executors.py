@@ -135,14 +135,53 @@ def _split_failed(done: Iterable[Any], failed: Any) -> tuple[list[Any], list[Any
     return ok, bad
 
 
+class LostRecordsError(RuntimeError):
+    """An executor handed over a record twice, one for a bracket nobody asked for, or ended
+    without one for every requested bracket: an internal error, never a partial verdict."""
+
+
+def _accounted(batches: Iterator[list[dict[str, Any]]], chunks: Sequence[Sequence[str]]
+               ) -> Iterator[list[dict[str, Any]]]:
+    """Yields ``batches`` unchanged and raises ``LostRecordsError`` as soon as a record is
+    not for a requested bracket still owed, or at the end if any requested bracket got no
+    record.  Why: a cluster that loses a finished task's result (its worker died before the
+    result was fetched) must not shorten a report silently; a short report would read as a
+    verdict on fewer brackets."""
+    owed = {i for c in chunks for i in c}
+    try:
+        for batch in batches:
+            for rec in batch:
+                bid = rec.get("bracket")
+                if bid not in owed:
+                    raise LostRecordsError(f"executor returned an unexpected or repeated "
+                                           f"record for bracket {str(bid)[:200]!r}")
+                owed.discard(bid)
+            yield batch
+    finally:
+        close = getattr(batches, "close", None)
+        if close is not None:
+            close()
+    if owed:
+        raise LostRecordsError(f"executor ended without records for {len(owed)} of the "
+                               f"requested brackets (first: {min(owed)[:200]!r})")
+
+
 class _RecordsOfBatches:
-    """``run`` for executors that define ``run_batches``: the same records, one at a time."""
+    """``run`` and ``run_batches`` for executors that define ``_run_batches``: every record
+    accounted for (``_accounted``), in lists or one at a time."""
+
+    def run_batches(self, store: StoreRef, chunks: list[list[str]], tier: str,
+                    max_work: int | None = None, works: Sequence[float] | None = None
+                    ) -> Iterator[list[dict[str, Any]]]:
+        """Yields the records of every requested bracket exactly once, as lists of those
+        that arrived together (see the executor's ``_run_batches``)."""
+        return _accounted(self._run_batches(store, chunks, tier,  # type: ignore[attr-defined]
+                                            max_work, works), chunks)
 
     def run(self, store: StoreRef, chunks: list[list[str]], tier: str,
             max_work: int | None = None, works: Sequence[float] | None = None
             ) -> Iterator[dict[str, Any]]:
-        return _flatten(self.run_batches(store, chunks, tier,  # type: ignore[attr-defined]
-                                         max_work, works))
+        return _flatten(self.run_batches(store, chunks, tier, max_work, works))
 
 
 class SerialExecutor(_RecordsOfBatches):
@@ -151,9 +190,9 @@ class SerialExecutor(_RecordsOfBatches):
     name = "serial"
     workers = 1
 
-    def run_batches(self, store: StoreRef, chunks: list[list[str]], tier: str,
-                    max_work: int | None = None, works: Sequence[float] | None = None
-                    ) -> Iterator[list[dict[str, Any]]]:
+    def _run_batches(self, store: StoreRef, chunks: list[list[str]], tier: str,
+                     max_work: int | None = None, works: Sequence[float] | None = None
+                     ) -> Iterator[list[dict[str, Any]]]:
         """Yields the records of consecutive chunks grouped as a one-worker Dask run would
         group them from ``works`` (``batching.batches``: about 0.25 s of estimated work, a
         chunk estimated above that alone; one chunk per list without ``works``), and a list
@@ -188,9 +227,9 @@ class ProcessExecutor(_RecordsOfBatches):
     def __init__(self, workers: int):
         self.workers = workers
 
-    def run_batches(self, store: StoreRef, chunks: list[list[str]], tier: str,
-                    max_work: int | None = None, works: Sequence[float] | None = None
-                    ) -> Iterator[list[dict[str, Any]]]:
+    def _run_batches(self, store: StoreRef, chunks: list[list[str]], tier: str,
+                     max_work: int | None = None, works: Sequence[float] | None = None
+                     ) -> Iterator[list[dict[str, Any]]]:
         """Yields the records of all chunks that finished together (one ``wait``) as one
         list; while the caller journals a list, more chunks finish, so lists grow with the
         rate.  A chunk that raised propagates its error after the others' records."""
@@ -263,12 +302,14 @@ class DaskExecutor(_RecordsOfBatches):
             return [range(i, i + 1) for i in range(n)]
         return batches(works if works is not None else [0] * n, self.workers, self.batch)
 
-    def run_batches(self, store: StoreRef, chunks: list[list[str]], tier: str,
-                    max_work: int | None = None, works: Sequence[float] | None = None
-                    ) -> Iterator[list[dict[str, Any]]]:
+    def _run_batches(self, store: StoreRef, chunks: list[list[str]], tier: str,
+                     max_work: int | None = None, works: Sequence[float] | None = None
+                     ) -> Iterator[list[dict[str, Any]]]:
         """Yields the records of all tasks that have finished since the last list
         (``as_completed(...).batches()``) as one list.  A task that failed propagates its
-        error after the others' records."""
+        error after the others' records.  A task reported done whose result was then lost
+        (its worker died before this process fetched it: status ``lost``, and Dask recomputes
+        it) goes back into the queue and is handed over when it completes again."""
         from distributed import as_completed
 
         # A bounded window of tasks, as in ProcessExecutor: the scheduler holds a few tasks
@@ -292,6 +333,11 @@ class DaskExecutor(_RecordsOfBatches):
             submit(WINDOW_PER_WORKER * self.workers)
             for done in queue.batches():
                 ok, bad = _split_failed(done, lambda f: f.status != "finished")
+                failed = [f for f in bad if f.status in ("error", "cancelled")]
+                for fut in bad:
+                    if fut.status not in ("error", "cancelled"):
+                        queue.add(fut)  # lost or pending again: Dask is recomputing it
+                bad = failed
                 batch: list[dict[str, Any]] = []
                 for fut in ok:
                     batch.extend(fut.result())

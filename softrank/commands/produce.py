@@ -585,7 +585,7 @@ def _map_dask(jobs: list[tuple[Any, ...]], scheduler: Any, batch: int | None = N
     from distributed import as_completed
 
     from softrank.audit.batching import batches
-    from softrank.audit.executors import WINDOW_PER_WORKER, DaskExecutor
+    from softrank.audit.executors import WINDOW_PER_WORKER, DaskExecutor, LostRecordsError
 
     ex = DaskExecutor(scheduler)  # a Client (``_run`` connected): not closed here
     todo = iter(batches([_job_work(j) for j in jobs], ex.workers, batch))
@@ -612,5 +612,8 @@ def _map_dask(jobs: list[tuple[Any, ...]], scheduler: Any, batch: int | None = N
             while nxt in done:
                 yield done.pop(nxt)
                 nxt += 1
+        if nxt != len(jobs):  # never a shorter store that reads as the whole corpus
+            raise LostRecordsError(f"the cluster returned results for {nxt} of {len(jobs)} "
+                                   f"operators")
     finally:
         ex.client.cancel(list(live.values()))
