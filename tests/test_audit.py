@@ -668,3 +668,41 @@ def test_per_head_csv_matches_the_truth(known):
     assert len(lines) == len(want) + 2  # the header twice: first page and continued
     assert sum(ln.startswith(("alpha", "beta", "gamma")) for ln in lines) == len(want)
     assert r"\begin{longtable}" in tex and r"\endhead" in tex
+
+
+@pytest.mark.parametrize("command", ["audit", "check"])
+def test_records_lost_by_the_executor_end_in_an_internal_error_not_a_report(
+        known, tmp_path, monkeypatch, capsys, command):
+    """A worker path that drops a bracket's record (as a cluster that lost a finished task's
+    result did) must not shorten the report: exit 3, and no report written."""
+    from softrank.audit import executors
+
+    real = executors.check_chunk
+    victim = sorted(b.id for b in open_store(known[0]).brackets)[1]
+
+    def dropping(store, ids, tier, *rest):
+        return [r for r in real(store, ids, tier, *rest) if r["bracket"] != victim]
+    monkeypatch.setattr(executors, "check_chunk", dropping)
+    out = tmp_path / "o"
+    args = ([command, str(known[0]), "--out", str(out), "--no-progress", "--jobs", "2"]
+            if command == "audit" else [command, str(known[0]), "--json", "--jobs", "2"])
+    monkeypatch.setattr(executors, "ProcessPoolExecutor", _ThreadPool)
+    assert main(args) == 3
+    err = capsys.readouterr().err
+    assert "records" in err and victim[:20] in err
+    assert not (out / "report.json").exists()
+
+
+class _ThreadPool:
+    """Runs the pool executor's chunks in this process (the monkeypatched check_chunk is only
+    seen here, not in spawned workers)."""
+
+    def __init__(self, max_workers, initializer=None, initargs=()):
+        from concurrent.futures import ThreadPoolExecutor
+        self._pool = ThreadPoolExecutor(max_workers=max_workers)
+
+    def submit(self, fn, *args, **kwargs):
+        return self._pool.submit(fn, *args, **kwargs)
+
+    def shutdown(self, wait=True, cancel_futures=False):
+        self._pool.shutdown(wait=wait, cancel_futures=cancel_futures)
