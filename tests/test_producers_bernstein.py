@@ -360,10 +360,10 @@ def test_step_lp_equals_linprog_at_every_radius_of_a_halving_sequence(seed):
     W, _ = bn.normalise(np.random.default_rng(seed).standard_normal((16, 4)))
     f, P, X = bn.row_values(A, W)
     lp = bn._StepLP(A, W, f, P, X)
-    n = lp.n
-    assert lp.A_ub.shape[0] >= 1 and lp.A_ub.shape[1] == n + 1
+    n = 16 * 4
     for radius in (0.2, 0.1, 0.05, 0.025, 0.3):
         dW = lp.solve(radius, clock() + 30)
+        assert lp.A_ub.shape[0] >= 1 and lp.A_ub.shape == (lp.A_ub.shape[0], n + 1)
         ref = linprog(np.r_[np.zeros(n), 1.0], A_ub=lp.A_ub, b_ub=lp.b_ub,
                       bounds=[(-radius, radius)] * n + [(None, None)], method="highs")
         assert ref.status == 0 and dW is not None

@@ -234,6 +234,14 @@ class _StepLP:
 
     def __init__(self, A: np.ndarray, W: np.ndarray, f: np.ndarray, P: np.ndarray,
                  X: np.ndarray):
+        # built on the first solve: a descent may stop before stepping from its last state
+        self._state: tuple[np.ndarray, ...] | None = (A, W, f, P, X)
+        self.h: object | None = None
+
+    def _build(self) -> None:
+        assert self._state is not None
+        A, W, f, P, X = self._state
+        self._state = None
         F = float(f.max())
         # rows with equal W_j still have different gradients (the e_j term): keep them all
         act = np.flatnonzero(f >= F * (1 - ACTIVE))
@@ -244,8 +252,6 @@ class _StepLP:
         self.n, self.shape = N * p, (N, p)
         self.A_ub = np.hstack([G, -np.ones((len(act), 1))])
         self.b_ub = -f[act]
-        self.h: object | None = None
-        self.fresh = True
 
     def solve(self, radius: float, deadline: float) -> np.ndarray | None:
         """Returns the minimising dW (N x p) at ``radius``, or None when the LP fails or
@@ -253,10 +259,12 @@ class _StepLP:
         left = deadline - clock()
         if left <= 0:
             return None
+        fresh = self._state is not None
+        if fresh:
+            self._build()
         n = self.n
         lo, hi = np.r_[np.full(n, -radius), -np.inf], np.r_[np.full(n, radius), np.inf]
-        if self.fresh:
-            self.fresh = False
+        if fresh:
             self.h = lp_model(self.A_ub, np.r_[np.zeros(n), 1.0], lo, hi,
                               np.full(len(self.b_ub), -np.inf), self.b_ub)
         elif self.h is not None:
