@@ -105,3 +105,26 @@ def test_a_claimed_time_beyond_the_float_range_still_prints(tmp_path, capsys):
     assert main(["producers", store, "--reference", "big"]) == 0
     out = capsys.readouterr().out
     assert "e+400" in out or "e400" in out
+
+
+def test_the_cost_column_names_the_unit_the_store_records(tmp_path, capsys):
+    """Work-mode stores record work units, cpu-mode stores seconds: the tables say which."""
+    src = tmp_path / "ops.npz"
+    np.savez(src, A=_attention(8, 5))
+    for mode, unit in (("work", "work"), ("cpu", "s")):
+        store = tmp_path / mode
+        assert main(["produce", str(store), "--npz", str(src), "--npz-kind", "probs", "--eps",
+                     "0.25", "--producers", "tsvd", "keyset", "nonzero", "--budget-mode", mode,
+                     "--quiet"]) == 0
+        capsys.readouterr()
+        assert main(["producers", str(store), "--reference", "tsvd", "--quiet"]) == 0
+        text = capsys.readouterr().out
+        header = text.splitlines()[0]
+        assert header.rstrip().endswith(f"claimed {unit}")
+        assert f"claimed {'s' if unit == 'work' else 'work'} " not in text
+        assert main(["producers", str(store), "--json", "--reference", "tsvd"]) == 0
+        assert json.loads(capsys.readouterr().out)["cost_unit"] == unit
+    # a hand-built store without cost claims
+    bare = _hostile_store(tmp_path / "bare", "x", {})
+    assert main(["producers", bare, "--json", "--reference", "x"]) == 0
+    assert json.loads(capsys.readouterr().out)["cost_unit"] == "-"

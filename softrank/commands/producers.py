@@ -99,6 +99,20 @@ def _claimed_cost(claims: dict[str, Any], name: str) -> Any:
     return claims.get(f"{name}_work") if v is None else v
 
 
+def cost_unit(store: str) -> str:
+    """Returns the unit of the cost claims the store's brackets carry: "s" (CPU seconds,
+    ``--budget-mode cpu``), "work" (work units, ``--budget-mode work``), "s|work" when
+    brackets of both modes are mixed, "-" when none records a cost."""
+    units = set()
+    for br in open_store(store).brackets:
+        for name in ("upper", "lower_producer"):
+            if f"{name}_seconds" in br.claims:
+                units.add("s")
+            elif f"{name}_work" in br.claims:
+                units.add("work")
+    return "|".join(sorted(units)) if units else "-"
+
+
 def lower_times(store: str) -> dict[str, dict[str, Any]]:
     """Returns per lower producer the sum of its claimed seconds over the brackets that record
     the lower producers' times (``lower_producer_seconds``), how many runs that sums, and how
@@ -238,9 +252,9 @@ def _secs(v: Fraction | None) -> str:
     return f"{float(v):.0f}" if v < 10**12 else sci(v)
 
 
-def format_lower_table(table: dict[str, Any]) -> str:
+def format_lower_table(table: dict[str, Any], unit: str = "s") -> str:
     lines = [f"{'lower':<14} {'won':>5} {'proved':>7} {'median rank':>11} {'closed':>7} "
-             f"{'claimed s':>9}  kinds"]
+             f"{'claimed ' + unit:>9}  kinds"]
     order = sorted(table, key=lambda n: (-table[n]["certificates"], n))
     for n in order:
         t = table[n]
@@ -277,9 +291,10 @@ def _sum_claimed(vals: list[Fraction | None]) -> Fraction | None:
     return sum(known, Fraction(0)) if known else None
 
 
-def format_table(table: dict[str, Any], reference: str) -> str:
+def format_table(table: dict[str, Any], reference: str, unit: str = "s") -> str:
     lines = [f"{'producer':<12} {'witnesses':>9} {'proved':>7} {'median rank':>11} "
-             f"{'median / ' + shown(reference):>16} {'mean ratio':>10} {'claimed s':>9}"]
+             f"{'median / ' + shown(reference):>16} {'mean ratio':>10} "
+             f"{'claimed ' + unit:>9}"]
     order = sorted(table, key=lambda n: (table[n]["median_ratio"] is None,
                                          table[n]["median_ratio"] or 0, n))
     for n in order:
@@ -301,9 +316,11 @@ def run(args: argparse.Namespace) -> int:
     lower_failed = sum(r["status"] != "holds" for r in lowers)
     opened = open_brackets(rows, lowers, pair_claims(args.store))
     pairs = len({(r["operator"], r["eps"]) for r in rows})
+    unit = cost_unit(args.store)
     if args.json:
         print(jsonexact.dumps({"store": str(args.store), "reference": args.reference,
                                "table": table, "witnesses_not_proved": failed,
+                               "cost_unit": unit,
                                "lower_table": lower_table,
                                "certificates_not_proved": lower_failed,
                                "open_brackets": opened,
@@ -314,15 +331,17 @@ def run(args: argparse.Namespace) -> int:
     else:
         if args.reference not in table:
             print(f"(no {shown(args.reference)} brackets in the store: ratios unavailable)")
-        print(format_table(table, args.reference))
+        print(format_table(table, args.reference, unit))
         print(f"{len(rows)} witnesses rechecked by certify.check_upper; {failed} not proved "
               "(counted as full rank)")
         if lower_table:
             print()
-            print(format_lower_table(lower_table))
+            print(format_lower_table(lower_table, unit))
             print(f"{len(lowers)} certificates (the best per operator and eps) rechecked by "
                   f"certify.check_lower; {lower_failed} not proved (counted as rank 0)")
-        print("claimed s: the producers' own timings summed from the store (unchecked claims)")
+        print(f"claimed {unit}: the producers' own costs summed from the store (unchecked "
+              "claims; s: CPU seconds of --budget-mode cpu, work: the work units of "
+              "--budget-mode work)")
         if opened:
             print()
             print(format_open_table(opened, pairs))
