@@ -8,10 +8,11 @@ with the record.  :func:`read_npz` instead
 2. reads the zip central directory (names, declared sizes, compression) without inflating
    anything, and refuses too many members, names that are not ``<name>.npy``, declared sizes
    above the cap and compression ratios no float data reaches;
-3. inflates only the first bytes of each member to read its npy header with
-   ``numpy.lib.format``'s header readers, refuses object, structured and exotic dtypes, a data
-   length that disagrees with the member's declared size, and asks the caller's ``expect``
-   whether this name, dtype and shape are what the record says;
+3. inflates only the first bytes of each member to read its npy header (versions 1.0 and 2.0,
+   parsed by :func:`parse_header`, which accepts only the dict numpy's own writer produces),
+   refuses object, structured and exotic dtypes, a data length that disagrees with the
+   member's declared size, and asks the caller's ``expect`` whether this name, dtype and shape
+   are what the record says;
 4. only then allocates each array (exactly the declared number of bytes) and fills it.
 
 Nothing here unpickles; every refusal is an :class:`certify.errors.InputError` naming the file
@@ -24,6 +25,7 @@ import hashlib
 import io
 import math
 import os
+import re
 import zipfile
 import zlib
 from collections.abc import Callable
@@ -32,7 +34,6 @@ from pathlib import Path
 from typing import IO
 
 import numpy as np
-from numpy.lib import format as npformat
 
 from softrank.certify.errors import InputError
 from softrank.terminal import shown
@@ -42,6 +43,21 @@ MAX_MEMBERS = 64
 MAX_RATIO = 1000  # float data never deflates 1000:1; a bomb does
 RATIO_FLOOR = 64 << 20  # below this any ratio is allowed (identity-like or sparse matrices)
 MAX_HEADER = 10_000  # numpy's own default limit for npy header length
+_MAGIC = b"\x93NUMPY"
+# The header dict exactly as numpy's writer spells it (``format._write_array_header``: keys
+# sorted, ``repr`` of each value, a final ", " before "}"), the final ", " optional (a plain
+# ``repr(dict)``, as other writers and hand-made test files have it), then the writer's space
+# padding and newline.  Anything else (other quoting, other key order, comments, Python 2
+# ``3L`` integers, nested structures) is refused: a regular expression over at most
+# MAX_HEADER bytes cannot be made to recurse or to allocate, which ``ast.literal_eval`` can.
+# The descr is a simple dtype string (byte order, one of the type letters numpy writes, item
+# size, an optional datetime unit); structured dtypes (lists) never match.
+_DIM = rb"(?:0|[1-9][0-9]{0,18})"
+_HEADER = re.compile(
+    rb"\{'descr': '(?P<descr>[<>|=][biufcmMOSUV][0-9]{0,5}(?:\[[0-9A-Za-z]{1,8}\])?)', "
+    rb"'fortran_order': (?P<fortran>True|False), "
+    rb"'shape': \((?P<shape>|" + _DIM + rb",|" + _DIM + rb"(?:, " + _DIM + rb")+)\)"
+    rb"(?:, )?\} *\n")
 _DTYPE_KINDS = "fiub"
 
 
@@ -171,31 +187,61 @@ def _read_vetted_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, src: str,
         return h.name, _read_member(fh, h, src)
 
 
+def parse_header(header: bytes) -> tuple[tuple[int, ...], bool, np.dtype]:
+    """Returns (shape, fortran_order, dtype) of an npy header dict (the bytes after the
+    length field, padding and newline included).
+
+    Accepts exactly the form of ``_HEADER`` (what numpy's writer produces, the final ", "
+    optional); raises ValueError for anything else.  The dtype is not yet vetted: the caller
+    refuses the kinds it does not take (an object descr ``|O`` parses here).
+    """
+    m = _HEADER.fullmatch(header)
+    if m is None:
+        raise ValueError(f"not a numpy header dict: {header[:120]!r}")
+    try:
+        dtype = np.dtype(m["descr"].decode("ascii"))
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"descr {m['descr'][:20]!r} is not a dtype: {err}") from None
+    dims = m["shape"]
+    shape = tuple(int(d) for d in dims.split(b",") if d) if dims else ()
+    return shape, m["fortran"] == b"True", dtype
+
+
+def _read_exact(fh: IO[bytes], n: int, what: str) -> bytes:
+    b = fh.read(n)
+    if len(b) != n:
+        raise ValueError(f"member ends inside the {what}")
+    return b
+
+
 def _read_header(fh: IO[bytes], info: zipfile.ZipInfo, src: str,
                  expect: Expect | None) -> MemberHeader:
     """Returns the vetted header of member ``info`` read from its stream ``fh`` (left
-    positioned at the data)."""
+    positioned at the data); raises InputError naming the member for anything refused."""
     name = info.filename[:-4]
     try:
-        version = npformat.read_magic(fh)
-        if version == (1, 0):
-            shape, fortran, dtype = npformat.read_array_header_1_0(
-                fh, max_header_size=MAX_HEADER)
-        elif version == (2, 0):
-            shape, fortran, dtype = npformat.read_array_header_2_0(
-                fh, max_header_size=MAX_HEADER)
+        # magic, version and (for 1.0) the whole length field in one read
+        pre = _read_exact(fh, 10, "npy magic")
+        if pre[:6] != _MAGIC:
+            raise ValueError(f"not an npy member: magic {pre[:6]!r}")
+        if pre[6:8] == b"\x01\x00":
+            hlen, offset = int.from_bytes(pre[8:10], "little"), 10
+        elif pre[6:8] == b"\x02\x00":
+            rest = _read_exact(fh, 2, "npy header length")
+            hlen, offset = int.from_bytes(pre[8:10] + rest, "little"), 12
         else:
-            raise ValueError(f"unsupported npy format version {version}")
-        offset = fh.tell()
-    except (ValueError, OSError, EOFError, zipfile.BadZipFile, zlib.error, SyntaxError,
-            TypeError, RecursionError) as err:
+            raise ValueError(f"unsupported npy format version {pre[6]}.{pre[7]}")
+        if hlen > MAX_HEADER:  # refused before the header is read, let alone parsed
+            raise ValueError(f"header of {hlen} bytes (at most {MAX_HEADER})")
+        shape, fortran, dtype = parse_header(_read_exact(fh, hlen, "npy header"))
+        offset += hlen
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile, zlib.error) as err:
         raise InputError(f"bad npy header: {str(err)[:200]}", field=name, source=src) from None
     if dtype.hasobject or dtype.fields is not None or dtype.subdtype is not None or \
             dtype.kind not in _DTYPE_KINDS or dtype.itemsize == 0:
         raise InputError(f"dtype {dtype.str!r} refused (numeric arrays only; never pickles)",
                          field=name, source=src)
-    shape = tuple(shape)
-    if len(shape) > 8 or not all(isinstance(s, int) and s >= 0 for s in shape):
+    if len(shape) > 8:
         raise InputError(f"bad shape {shape!r:.80}", field=name, source=src)
     nbytes = math.prod(shape) * dtype.itemsize
     if offset + nbytes != info.file_size:
@@ -205,7 +251,7 @@ def _read_header(fh: IO[bytes], info: zipfile.ZipInfo, src: str,
         why = expect(name, dtype, shape)
         if why:
             raise InputError(why, field=name, source=src)
-    return MemberHeader(name, dtype, shape, bool(fortran), offset, nbytes)
+    return MemberHeader(name, dtype, shape, fortran, offset, nbytes)
 
 
 def _read_member(fh: IO[bytes], h: MemberHeader, src: str) -> np.ndarray:
