@@ -97,14 +97,21 @@ def nonneg_product_upper(P: np.ndarray, Q: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class Ball:
-    """A float64 midpoint-radius matrix: the set {X : |X - mid| <= rad entrywise}."""
+    """A float64 midpoint-radius matrix: the set {X : |X - mid| <= rad entrywise}.
+
+    ``zero_rad`` True promises rad == 0 everywhere (``Ball.exact``), so products skip their
+    radius terms without scanning rad; False promises nothing.
+    """
 
     mid: np.ndarray
     rad: np.ndarray
+    zero_rad: bool = False
 
     @staticmethod
     def exact(X: np.ndarray) -> Ball:
-        return Ball(X, np.zeros_like(X))
+        """Returns the ball {X}; its rad is a read-only broadcast zero (no memory to fill:
+        a decoder check builds five of these per bracket, one of them the operator)."""
+        return Ball(X, np.broadcast_to(np.zeros((), dtype=X.dtype), X.shape), zero_rad=True)
 
 
 def ball_matmul(A: Ball, B: Ball) -> Ball:
@@ -120,14 +127,14 @@ def ball_matmul(A: Ball, B: Ball) -> Ball:
     absb = np.abs(B.mid)
     g = gamma_up(max(k, 1))
     k_eta = n_eta_up(k)
-    if np.any(B.rad):
+    if not B.zero_rad and np.any(B.rad):
         R = nonneg_product_upper(np.abs(A.mid), up(up(absb * g) + B.rad))
     else:
         # exact B: |a| (g |b|) = g (|a| |b|), so gamma is charged on the (usually much
         # smaller) product instead of entrywise on |b| -- two outward passes saved per entry
         R = up(nonneg_product_upper(np.abs(A.mid), absb) * g)
     R = up(R + k_eta)
-    if np.any(A.rad):
+    if not A.zero_rad and np.any(A.rad):
         R = up(R + nonneg_product_upper(A.rad, up(absb + B.rad)))
     return Ball(C, R)
 
