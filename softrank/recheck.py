@@ -12,6 +12,8 @@ from collections.abc import Iterable
 from fractions import Fraction
 from typing import Any
 
+import numpy as np
+
 from softrank import certify
 from softrank.certify.errors import InputError
 from softrank.certify.numerics import workbound
@@ -71,6 +73,9 @@ class _OperatorCache:
         raises again without repeating the work)."""
         if op_id != self.key:
             arrays = self.reader.operator(op_id).load()
+            # A widened to float64 once here, not by the kernel on each of the operator's
+            # checks: the same exact numbers (stored A is float32 or float64, load checks)
+            arrays["A"] = np.asarray(arrays["A"], dtype=np.float64)
             try:
                 with workbound.metered(max_work):
                     chi = operator_chi(self.reader, op_id, arrays)
