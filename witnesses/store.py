@@ -96,18 +96,16 @@ def _refuse_bad_rel(rel: Any, fld: str, src: str) -> str:
     return rel
 
 
-def safe_member_path(root: Path, rel: Any, fld: str, src: str,
-                     guard: ArraysGuard | None = None) -> Path:
+def safe_member_path(root: Path, rel: Any, fld: str, src: str) -> Path:
     """Returns ``root / rel`` after checking that it names a file inside ``root/arrays``.
 
     Refused (InputError naming ``fld``), before anything is opened: a non-string, an absolute
     path, a drive or backslash, a ``.`` or ``..`` component, a path outside ``arrays/``, and a
-    path whose resolved target (following symlinks) leaves ``root/arrays``.  ``guard`` (the
-    store's :class:`ArraysGuard` for ``root``) gives the same verdicts faster.
+    path whose resolved target (following symlinks) leaves ``root/arrays``.
     """
     rel = _refuse_bad_rel(rel, fld, src)
     path = root / rel
-    if guard is not None and guard.plainly_inside(rel):
+    if _no_symlink_below(root, rel):
         return path
     try:
         inside = (root.resolve() / "arrays")
@@ -121,54 +119,31 @@ def safe_member_path(root: Path, rel: Any, fld: str, src: str,
     return path
 
 
-class ArraysGuard:
-    """The fast half of :func:`safe_member_path` for the array paths of one store root.
+def _no_symlink_below(root: Path, rel: str) -> bool:
+    """True when ``rel`` (already checked as text: relative, inside ``arrays/``, no ``.`` or
+    ``..``) leads from ``root`` through folders that are not symlinks to an entry that is not
+    one either, or to nothing (a missing file resolves inside too; reading it fails later).
 
-    A full check resolves the root and the path (an lstat of every component of both) on each
-    call, twice per file; a store of 10,000 brackets spent a noticeable share of its load time
-    there.  This resolves the root once, then proves a path (already checked as text: relative,
-    inside ``arrays/``, no ``.`` or ``..``) inside by an lstat of each of its own components:
-    when none is a symlink, the resolved target is the resolved root joined with the path,
-    inside ``arrays/`` by construction.  Anything else (a symlink anywhere below the root, a
-    component missing or not a folder) is left to the full resolve, so the verdicts are those
-    of the full check.  Only the root's own resolution is reused: the reader assumes the path
-    to its root does not change while it is in use (the components below it are looked at
-    anew on every call).
+    Then the resolved target is resolve(root) / rel, inside resolve(root) / "arrays" by
+    construction: the full check's verdict, for an lstat per component of ``rel`` instead of
+    two full resolves (every component of the root's path, twice per file; a store of 10,000
+    brackets spent a noticeable share of its load time there).  The root's own path is
+    walked by the kernel on each lstat, as the full check resolves it on each call, so
+    nothing is cached.  False means "ask the full check", never "refused".
     """
-
-    def __init__(self, root: Path):
-        self.root = root
-        self._real: str | None = None
-        self._cwd: str | None = None  # what a relative root was resolved against
-
-    def plainly_inside(self, rel: str) -> bool:
-        """True when ``rel`` (checked as text by ``_refuse_bad_rel``) leads from the resolved
-        root through real folders to an entry that is not a symlink, or to nothing (a missing
-        file resolves inside too; reading it fails later).  False means "ask the full
-        check", never "refused"."""
+    at = os.fspath(root)
+    last = rel.count("/")
+    for i, part in enumerate(rel.split("/")):
+        at = os.path.join(at, part)
         try:
-            # a relative root names another folder once the process changes directory
-            cwd = None if self.root.is_absolute() else os.getcwd()
-            if self._real is None or cwd != self._cwd:
-                self._real, self._cwd = os.path.realpath(self.root, strict=True), cwd
-        except (OSError, RuntimeError):  # the full check reports it
-            return False
-        at = self._real
-        parts = rel.split("/")
-        try:
-            for i, part in enumerate(parts):
-                at = os.path.join(at, part)
-                try:
-                    mode = os.lstat(at).st_mode
-                except FileNotFoundError:
-                    # nothing there: the same path as the full resolve's non-strict target,
-                    # refused by nobody here (and reported missing when read)
-                    return i == len(parts) - 1
-                if stat.S_ISLNK(mode) or (i < len(parts) - 1 and not stat.S_ISDIR(mode)):
-                    return False
+            mode = os.lstat(at).st_mode
+        except FileNotFoundError:
+            return i == last
         except OSError:
             return False
-        return True
+        if stat.S_ISLNK(mode) or (i < last and not stat.S_ISDIR(mode)):
+            return False
+    return True
 
 
 def _expect_shapes(table: Mapping[str, tuple[int, ...] | None], kinds: str
@@ -216,7 +191,6 @@ class OperatorRecord:
     beta: Fraction | None
     meta: dict[str, Any]
     root: Path = field(repr=False, compare=False)
-    guard: ArraysGuard | None = field(default=None, repr=False, compare=False)
 
     @property
     def path(self) -> Path:
@@ -232,8 +206,7 @@ class OperatorRecord:
 
     def load(self) -> dict[str, np.ndarray]:
         """Returns {"A": ..., and "logits" or "block", "Q" and "K" if present}, shapes checked."""
-        path = safe_member_path(self.root, self.file, "operator.file", str(self.root),
-                                self.guard)
+        path = safe_member_path(self.root, self.file, "operator.file", str(self.root))
         m, N = self.shape
         shapes: dict[str, tuple[int | None, ...]] = {name: self.shape for name in self.arrays}
         if "Q" in shapes:  # m x d and N x d: d is not in the record, only capped
@@ -288,7 +261,6 @@ class BracketRecord:
     claims: dict[str, Any]
     root: Path = field(repr=False, compare=False)
     shape: tuple[int, int] | None = field(default=None, repr=False, compare=False)
-    guard: ArraysGuard | None = field(default=None, repr=False, compare=False)
 
     @property
     def path(self) -> Path:
@@ -300,8 +272,7 @@ class BracketRecord:
         upper = {"kind": "factors", "rank": k, "U": U, "V": V}; lower likewise with its arrays.
         Checks that the file holds exactly the arrays the kinds need.
         """
-        path = safe_member_path(self.root, self.file, "bracket.file", str(self.root),
-                                self.guard)
+        path = safe_member_path(self.root, self.file, "bracket.file", str(self.root))
         arrs = load_npz(path, self.sha256, expect=_expect_shapes(self.expected_shapes(), "fiu"))
         src = str(self.path)
         ends: list[dict[str, Any] | None] = []
@@ -369,8 +340,7 @@ def _record_head(rec: Any, src: str, line: int) -> tuple[str, str]:
     return where, rid
 
 
-def _parse_operator(rec: Any, src: str, line: int, root: Path,
-                    guard: ArraysGuard | None = None) -> OperatorRecord:
+def _parse_operator(rec: Any, src: str, line: int, root: Path) -> OperatorRecord:
     where, oid = _record_head(rec, src, line)
     shape = _require(rec, "shape", list, where, src)
     if len(shape) != 2 or not all(isinstance(s, int) and not isinstance(s, bool) and s > 0
@@ -402,12 +372,12 @@ def _parse_operator(rec: Any, src: str, line: int, root: Path,
     if not isinstance(meta, dict):
         raise InputError("meta must be an object", field=f"{where}.meta", source=src)
     file = _require(rec, "file", str, where, src)
-    safe_member_path(root, file, f"{where}.file", src, guard)
+    safe_member_path(root, file, f"{where}.file", src)
     return OperatorRecord(
         id=oid, family=str(_require(rec, "family", str, where, src)),
         shape=(shape[0], shape[1]), file=file,
         sha256=_require(rec, "sha256", str, where, src), arrays=arrays, beta=beta,
-        meta=meta, root=root, guard=guard)
+        meta=meta, root=root)
 
 
 def _parse_end(val: Any, fld: str, src: str, table: Mapping[str, tuple[str, ...]]) -> EndRecord:
@@ -438,8 +408,7 @@ def _check_rank_fits(end: EndRecord | None, shape: tuple[int, int], fld: str, sr
                          f"{shape[0]} x {shape[1]} matrix", field=fld, source=src)
 
 
-def _parse_bracket(rec: Any, src: str, line: int, root: Path,
-                   guard: ArraysGuard | None = None) -> BracketRecord:
+def _parse_bracket(rec: Any, src: str, line: int, root: Path) -> BracketRecord:
     where, bid = _record_head(rec, src, line)
     if "eps" not in rec:
         raise InputError("missing field", field=f"{where}.eps", source=src)
@@ -455,12 +424,12 @@ def _parse_bracket(rec: Any, src: str, line: int, root: Path,
     if not isinstance(producer, dict) or not isinstance(claims, dict):
         raise InputError("producer and claims must be objects", field=where, source=src)
     file = _require(rec, "file", str, where, src)
-    safe_member_path(root, file, f"{where}.file", src, guard)
+    safe_member_path(root, file, f"{where}.file", src)
     return BracketRecord(
         id=bid, operator=_require(rec, "operator", str, where, src), eps=eps,
         file=file,
         sha256=_require(rec, "sha256", str, where, src), upper=upper, lower=lower_end,
-        producer=producer, claims=claims, root=root, guard=guard)
+        producer=producer, claims=claims, root=root)
 
 
 def _read_jsonl(path: Path) -> Iterator[tuple[int, Any]]:
@@ -523,11 +492,10 @@ def open_store(path: str | Path) -> StoreReader:
     ops_path, br_path = root / "operators.jsonl", root / "brackets.jsonl"
     op_cap = _cap("SOFTRANK_MAX_OPERATORS", MAX_OPERATORS)
     br_cap = _cap("SOFTRANK_MAX_BRACKETS", MAX_BRACKETS)
-    guard = ArraysGuard(root)  # one per reader: records share its resolved root
-    operators = [_parse_operator(r, str(ops_path), n, root, guard)
+    operators = [_parse_operator(r, str(ops_path), n, root)
                  for n, r in _capped(_read_jsonl(ops_path), op_cap, str(ops_path),
                                      "SOFTRANK_MAX_OPERATORS")]
-    brackets = [_parse_bracket(r, str(br_path), n, root, guard)
+    brackets = [_parse_bracket(r, str(br_path), n, root)
                 for n, r in _capped(_read_jsonl(br_path), br_cap, str(br_path),
                                     "SOFTRANK_MAX_BRACKETS")]
     _unique([o.id for o in operators], str(ops_path))

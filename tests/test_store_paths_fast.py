@@ -1,4 +1,5 @@
-"""witnesses.store.ArraysGuard: the cached-root path check gives the full check's verdicts."""
+"""witnesses.store.safe_member_path: the lstat walk below the root gives the full resolve's
+verdicts, and nothing is cached between calls."""
 
 from __future__ import annotations
 
@@ -8,17 +9,24 @@ from pathlib import Path
 import pytest
 
 from softrank.certify import InputError
-from softrank.witnesses import open_store
-from softrank.witnesses.store import ArraysGuard, safe_member_path
+from softrank.witnesses import open_store, store
+from softrank.witnesses.store import safe_member_path
 
 from .storefactory import build_store
 
 
-def _verdict(root: Path, rel: str, guard: ArraysGuard | None):
+def _verdict(root: Path, rel: str):
     try:
-        return ("ok", safe_member_path(root, rel, "f", "src", guard))
+        return ("ok", safe_member_path(root, rel, "f", "src"))
     except InputError as err:
         return ("refused", err.reason, err.field)
+
+
+def _full_verdict(root: Path, rel: str, monkeypatch):
+    """The verdict of the full resolve alone (the lstat walk switched off)."""
+    with monkeypatch.context() as m:
+        m.setattr(store, "_no_symlink_below", lambda root, rel: False)
+        return _verdict(root, rel)
 
 
 @pytest.fixture
@@ -52,82 +60,75 @@ RELS = ["arrays/a.npz", "arrays/sub/b.npz", "arrays/sub", "arrays/missing.npz",
 
 
 @pytest.mark.parametrize("rel", RELS)
-def test_guard_verdicts_equal_the_full_check(tree, rel):
-    guard = ArraysGuard(tree)
-    for _ in range(2):  # the second call uses the cached root
-        assert _verdict(tree, rel, guard) == _verdict(tree, rel, None)
+def test_fast_verdicts_equal_the_full_resolve(tree, rel, monkeypatch):
+    assert _verdict(tree, rel) == _full_verdict(tree, rel, monkeypatch)
 
 
-def test_guard_refuses_what_leaves_the_store(tree):
-    guard = ArraysGuard(tree)
+def test_what_leaves_the_store_is_refused(tree):
     for rel in ("arrays/out.npz", "arrays/up.npz", "arrays/outdir/c.npz"):
-        assert _verdict(tree, rel, guard)[0] == "refused"
+        assert _verdict(tree, rel)[0] == "refused"
     for rel in ("arrays/a.npz", "arrays/in.npz", "arrays/self/a.npz", "arrays/missing.npz"):
-        assert _verdict(tree, rel, guard)[0] == "ok"
+        assert _verdict(tree, rel)[0] == "ok"
 
 
-def test_guard_with_an_arrays_folder_symlinked_elsewhere(tmp_path):
+def test_an_arrays_folder_symlinked_elsewhere(tmp_path, monkeypatch):
     root = tmp_path / "s"
     root.mkdir()
     (tmp_path / "elsewhere").mkdir()
     (tmp_path / "elsewhere" / "a.npz").write_bytes(b"x")
     os.symlink(tmp_path / "elsewhere", root / "arrays")
     for rel in ("arrays/a.npz", "arrays/missing.npz"):
-        v = _verdict(root, rel, ArraysGuard(root))
+        v = _verdict(root, rel)
         assert v[0] == "refused" and "outside" in v[1]
-        assert v == _verdict(root, rel, None)
+        assert v == _full_verdict(root, rel, monkeypatch)
 
 
-def test_guard_through_a_symlinked_root(tmp_path):
+def test_a_symlinked_root_is_followed(tmp_path):
     real = tmp_path / "real"
     (real / "arrays").mkdir(parents=True)
     (real / "arrays" / "a.npz").write_bytes(b"x")
     os.symlink(real, tmp_path / "link")
     root = tmp_path / "link"
-    assert _verdict(root, "arrays/a.npz", ArraysGuard(root)) == ("ok", root / "arrays/a.npz")
+    assert _verdict(root, "arrays/a.npz") == ("ok", root / "arrays/a.npz")
 
 
-def test_guard_sees_a_file_replaced_by_a_symlink_after_the_first_check(tree, tmp_path):
-    guard = ArraysGuard(tree)
-    assert _verdict(tree, "arrays/a.npz", guard)[0] == "ok"
+def test_nothing_is_cached_between_calls(tree, tmp_path, monkeypatch):
+    assert _verdict(tree, "arrays/a.npz")[0] == "ok"
     (tree / "arrays" / "a.npz").unlink()
     os.symlink(tmp_path / "out.npz", tree / "arrays" / "a.npz")
-    assert _verdict(tree, "arrays/a.npz", guard)[0] == "refused"
-    # and a folder replaced by a symlink out of the store
-    assert _verdict(tree, "arrays/sub/b.npz", guard)[0] == "ok"
+    assert _verdict(tree, "arrays/a.npz")[0] == "refused"
+    # a folder replaced by a symlink out of the store
+    assert _verdict(tree, "arrays/sub/b.npz")[0] == "ok"
     (tree / "arrays" / "sub" / "b.npz").unlink()
     (tree / "arrays" / "sub").rmdir()
     os.symlink(tmp_path / "outdir", tree / "arrays" / "sub")
     (tmp_path / "outdir" / "b.npz").write_bytes(b"x")
-    assert _verdict(tree, "arrays/sub/b.npz", guard)[0] == "refused"
-
-
-def test_guard_of_a_relative_root_follows_the_working_directory(tmp_path, monkeypatch):
-    # the same relative root names another folder after a chdir: the guard resolves again
+    assert _verdict(tree, "arrays/sub/b.npz")[0] == "refused"
+    # a root symlink pointed at another folder: the new target's arrays/ is what counts
     good, bad = tmp_path / "good", tmp_path / "bad"
-    (good / "s" / "arrays").mkdir(parents=True)
-    (good / "s" / "arrays" / "a.npz").write_bytes(b"x")
-    (bad / "s").mkdir(parents=True)
-    (tmp_path / "elsewhere").mkdir()
-    os.symlink(tmp_path / "elsewhere", bad / "s" / "arrays")
-    guard = ArraysGuard(Path("s"))
-    monkeypatch.chdir(good)
-    assert _verdict(Path("s"), "arrays/a.npz", guard)[0] == "ok"
-    monkeypatch.chdir(bad)
-    assert _verdict(Path("s"), "arrays/a.npz", guard)[0] == "refused"
+    (good / "arrays").mkdir(parents=True)
+    (good / "arrays" / "a.npz").write_bytes(b"x")
+    (bad / "arrays").mkdir(parents=True)
+    os.symlink(tmp_path / "out.npz", bad / "arrays" / "a.npz")
+    os.symlink(good, tmp_path / "root")
+    assert _verdict(tmp_path / "root", "arrays/a.npz")[0] == "ok"
+    (tmp_path / "root").unlink()
+    os.symlink(bad, tmp_path / "root")
+    assert _verdict(tmp_path / "root", "arrays/a.npz")[0] == "refused"
+    # a relative root after a change of directory
+    monkeypatch.chdir(good.parent)
+    assert _verdict(Path("good"), "arrays/a.npz")[0] == "ok"
+    assert _verdict(Path("bad"), "arrays/a.npz")[0] == "refused"
 
 
-def test_a_plain_store_is_checked_without_resolving_paths(tmp_path, monkeypatch):
-    # the point of the guard: one realpath of the root per reader, then lstats only
+def test_a_plain_store_is_read_without_resolving_paths(tmp_path, monkeypatch):
+    # the point of the lstat walk: no full resolve for a store without symlinks
     build_store(tmp_path / "s", n_ops=2)
     calls = []
-    real_realpath = os.path.realpath
     monkeypatch.setattr(Path, "resolve", lambda self, *a, **k: calls.append(self) or self)
-    monkeypatch.setattr(os.path, "realpath",
-                        lambda p, *a, **k: calls.append(p) or real_realpath(p, *a, **k))
     reader = open_store(tmp_path / "s")
     for op in reader.operators:
         op.load()
     for b in reader.brackets:
         b.load()
-    assert calls == [tmp_path / "s"]
+    assert calls == []
