@@ -44,7 +44,7 @@ def iter_checks(store_path: str | Path, ids: Iterable[str] | None = None, *, job
     path = str(Path(store_path).resolve())
     executor = make_executor(jobs, scheduler, batch)
     chunks = operator_chunks(wanted)
-    works = chunk_works(reader, chunks) if scheduler is not None else None
+    works = chunk_works(reader, chunks)
     yield from executor.run((path, store_digest(path)), chunks, tier, max_work, works)
 
 

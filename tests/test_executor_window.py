@@ -51,6 +51,35 @@ def test_window_bounds_queued_chunks_and_runs_each_once(monkeypatch, workers):
     assert _CountingPool.peak >= min(len(chunks), workers)  # every worker had work
 
 
+@pytest.mark.parametrize("workers", [1, 2])
+def test_pool_tasks_group_chunks_by_their_estimated_work(monkeypatch, workers):
+    seen: list[list[list[str]]] = []
+    real = executors.check_batch
+
+    def batch(store, chunks, tier, *extra):
+        seen.append([list(c) for c in chunks])
+        return real(store, chunks, tier, *extra)
+    monkeypatch.setattr(executors, "ProcessPoolExecutor", _CountingPool)
+    monkeypatch.setattr(executors, "check_batch", batch)
+    monkeypatch.setattr(executors, "check_chunk", _one_record_each)
+    chunks = [[f"b{k}a", f"b{k}b"] for k in range(200)]
+    # cheap chunks: at most 200 // (4 x POOL_SPREAD x workers) per task, each chunk once
+    out = list(executors.ProcessExecutor(workers).run(("s", "d"), chunks, "auto", None,
+                                                      [1.0] * 200))
+    assert sorted(r["bracket"] for r in out) == sorted(i for c in chunks for i in c)
+    assert sorted(c for task in seen for c in task) == sorted(chunks)
+    assert len(seen) == -(-200 // min(64, 200 // (4 * executors.POOL_SPREAD * workers)))
+    assert len(seen) < 200
+    # a chunk estimated above the target travels alone; without estimates, one per task
+    seen.clear()
+    list(executors.ProcessExecutor(workers).run(("s", "d"), chunks[:10], "auto", None,
+                                                [TARGET_TASK_WORK * 2.0] * 10))
+    assert sorted(len(t) for t in seen) == [1] * 10
+    seen.clear()
+    list(executors.ProcessExecutor(workers).run(("s", "d"), chunks[:10], "auto"))
+    assert sorted(len(t) for t in seen) == [1] * 10
+
+
 def test_window_error_in_a_chunk_propagates(monkeypatch):
     monkeypatch.setattr(executors, "ProcessPoolExecutor", _CountingPool)
 

@@ -100,9 +100,9 @@ def _check_into(journal: Journal, executor: Any, reader: Any, store_ref: tuple[s
     wanted = set(sample)
     bad: list[str] = []
     chunks = plan_chunks(reader, [*todo, *sample], executor.workers)
-    # the estimated work of each chunk: a Dask executor groups chunks into tasks by it, a
-    # serial one into lists journaled together (a pool hands over what finished together)
-    works = chunk_works(reader, chunks) if executor.name in ("dask", "serial") else None
+    # the estimated work of each chunk: Dask and pool executors group chunks into tasks by
+    # it, a serial one into lists journaled together
+    works = chunk_works(reader, chunks)
     with tqdm(total=total, initial=total - len(todo), unit="bracket", file=sys.stderr,
               disable=not progress, desc="audit") as bar:
         # closing(): on an error, stop the executor (cancel queued chunks) now,

@@ -7,9 +7,10 @@ of every chunk or task that finished since the last list, or, serially, of conse
 of about a quarter second of estimated work), so the audit journals each list with one fsync
 (``Journal.append_many``); ``run`` is its concatenation.
 Work is cut into one chunk per operator, so a worker loads each operator's arrays (and
-computes its slack chi) once in the whole run.  On Dask, several chunks travel as one task
-(``batching.batches``: about a quarter second of estimated work, at most 64 operators), since
-a Dask task costs milliseconds of overhead; each chunk in a task is still checked alone.
+computes its slack chi) once in the whole run.  On Dask and in a pool, several chunks travel
+as one task when their estimated work is given (``batching.batches``: about a quarter second
+of estimated work, at most 64 operators), since a Dask task costs milliseconds of overhead and
+a pool task a round of pickling in both processes; each chunk in a task is still checked alone.
 
 Workers open the store themselves from its path: on a cluster, every worker must see the
 store at that path (a shared file system).
@@ -80,7 +81,7 @@ def check_batch(store: StoreRef, chunks: Sequence[Sequence[str]], tier: str,
                 max_work: int | None = None) -> list[dict[str, Any]]:
     """Worker entry point of a Dask task: returns the records of every chunk of ``chunks``,
     each chunk checked by ``check_chunk`` exactly as a task of its own would check it."""
-    return [r for c in chunks for r in check_chunk(store, c, tier, max_work)]
+    return [r for c in chunks for r in check_chunk(store, c, tier, *_extra(max_work))]
 
 
 def _extra(max_work: int | None) -> tuple[int, ...]:
@@ -219,6 +220,9 @@ class SerialExecutor(_RecordsOfBatches):
                 yield batch
 
 
+POOL_SPREAD = 4
+
+
 class ProcessExecutor(_RecordsOfBatches):
     """Checks chunks in a local pool of ``workers`` processes."""
 
@@ -230,27 +234,37 @@ class ProcessExecutor(_RecordsOfBatches):
     def _run_batches(self, store: StoreRef, chunks: list[list[str]], tier: str,
                      max_work: int | None = None, works: Sequence[float] | None = None
                      ) -> Iterator[list[dict[str, Any]]]:
-        """Yields the records of all chunks that finished together (one ``wait``) as one
-        list; while the caller journals a list, more chunks finish, so lists grow with the
-        rate.  A chunk that raised propagates its error after the others' records."""
+        """Yields the records of all tasks that finished together (one ``wait``) as one
+        list; while the caller journals a list, more tasks finish, so lists grow with the
+        rate.  A task holds several chunks when ``works`` (their estimated work) is given,
+        as ``batching.batches`` groups them, else one.  A task that raised propagates its
+        error after the others' records."""
         pool = ProcessPoolExecutor(max_workers=self.workers, initializer=init_worker,
                                    initargs=(os.getpid(),))
+        # 4x the tasks per worker a Dask run gets: a pool task costs far less than a Dask
+        # one, and the estimates do not see the cost of a lower kind (a polytope check of a
+        # 64 x 64 head takes seconds), so small stores keep one heavy chunk per task
+        groups = [range(i, i + 1) for i in range(len(chunks))] \
+            if works is None or len(works) != len(chunks) else \
+            batches(works, POOL_SPREAD * self.workers)
         try:
-            # A bounded window of queued chunks, not one future per chunk up front: ``wait``
+            # A bounded window of queued tasks, not one future per task up front: ``wait``
             # walks every pending future on each call, so queuing a 3,000-operator corpus at
             # once cost the parent quadratic CPU (~13 s at 3,334 chunks, taken from the two
-            # cores the workers run on); a few chunks per worker keep every worker busy.
-            todo = iter(chunks)
+            # cores the workers run on); a few tasks per worker keep every worker busy.  Tasks
+            # of several cheap chunks: each task costs both processes a round of pickling and
+            # queueing, which weighed on a corpus of 13 ms operators.
+            todo = ([chunks[i] for i in g] for g in groups)
             window = WINDOW_PER_WORKER * self.workers
-            pending = {pool.submit(check_chunk, store, c, tier, *_extra(max_work))
-                       for c in itertools.islice(todo, window)}
+            pending = {pool.submit(check_batch, store, g, tier, *_extra(max_work))
+                       for g in itertools.islice(todo, window)}
             while pending:
                 done, pending = wait(pending, return_when=FIRST_COMPLETED)
                 ok, bad = _split_failed(done, lambda f: f.cancelled() or f.exception() is not None)
                 batch: list[dict[str, Any]] = []
                 for fut in ok:
-                    for c in itertools.islice(todo, 1):
-                        pending.add(pool.submit(check_chunk, store, c, tier, *_extra(max_work)))
+                    for g in itertools.islice(todo, 1):
+                        pending.add(pool.submit(check_batch, store, g, tier, *_extra(max_work)))
                     batch.extend(fut.result())
                 if batch:
                     yield batch
