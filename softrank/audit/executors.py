@@ -79,7 +79,8 @@ def check_chunk(store: StoreRef, ids: Sequence[str], tier: str,
 
 def check_batch(store: StoreRef, chunks: Sequence[Sequence[str]], tier: str,
                 max_work: int | None = None) -> list[dict[str, Any]]:
-    """Worker entry point of a Dask task: returns the records of every chunk of ``chunks``,
+    """Worker entry point of a Dask or pool task: returns the records of every chunk of
+    ``chunks``,
     each chunk checked by ``check_chunk`` exactly as a task of its own would check it."""
     return [r for c in chunks for r in check_chunk(store, c, tier, *_extra(max_work))]
 
@@ -220,6 +221,9 @@ class SerialExecutor(_RecordsOfBatches):
                 yield batch
 
 
+# a pool groups chunks into 4x the tasks per worker a Dask run gets: a pool task costs far
+# less than a Dask one, and the estimates do not see the cost of a lower kind (a polytope
+# check of a 64 x 64 head takes seconds), so small stores keep one heavy chunk per task
 POOL_SPREAD = 4
 
 
@@ -241,9 +245,6 @@ class ProcessExecutor(_RecordsOfBatches):
         error after the others' records."""
         pool = ProcessPoolExecutor(max_workers=self.workers, initializer=init_worker,
                                    initargs=(os.getpid(),))
-        # 4x the tasks per worker a Dask run gets: a pool task costs far less than a Dask
-        # one, and the estimates do not see the cost of a lower kind (a polytope check of a
-        # 64 x 64 head takes seconds), so small stores keep one heavy chunk per task
         groups = [range(i, i + 1) for i in range(len(chunks))] \
             if works is None or len(works) != len(chunks) else \
             batches(works, POOL_SPREAD * self.workers)
