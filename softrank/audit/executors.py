@@ -80,8 +80,8 @@ def check_chunk(store: StoreRef, ids: Sequence[str], tier: str,
 def check_batch(store: StoreRef, chunks: Sequence[Sequence[str]], tier: str,
                 max_work: int | None = None) -> list[dict[str, Any]]:
     """Worker entry point of a Dask or pool task: returns the records of every chunk of
-    ``chunks``,
-    each chunk checked by ``check_chunk`` exactly as a task of its own would check it."""
+    ``chunks``, each chunk checked by ``check_chunk`` exactly as a task of its own would check
+    it."""
     return [r for c in chunks for r in check_chunk(store, c, tier, *_extra(max_work))]
 
 
