@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml
 	@echo "creating $(VENV) and installing softrank-certify (first run only, about a minute)"
 	@$(PYTHON) -m venv $(VENV)
 	@$(BIN)/python -m pip install -qq --upgrade pip
-	@$(BIN)/python -m pip install -qq -e '.[test,plots]'
+	@$(BIN)/python -m pip install -qq -e '.[test,plots,fast]'
 	@touch $(STAMP)
 
 demo: $(STAMP)

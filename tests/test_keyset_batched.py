@@ -60,9 +60,9 @@ def _same(a, b):
     assert [s.tolist() for s in a[1][1]] == [s.tolist() for s in b[1][1]]
 
 
-def _worked(f):
+def _worked(f, *args):
     with _common.budget_settings(mode="work"):
-        out = f()
+        out = f(*args)
         return out, _common.work_done()
 
 
@@ -75,16 +75,16 @@ def test_stacked_search_takes_the_scans_steps(seed):
     rows: list[int] = []
     swaps = 0
     for _ in range(min(m, N, 8)):
-        new, w_new = _worked(lambda: ks._grow(A, rows, False, cands))
-        ref, w_ref = _worked(lambda: _grow_ref(A, rows, cands))
+        new, w_new = _worked(ks._grow, A, rows, False, cands)
+        ref, w_ref = _worked(_grow_ref, A, rows, cands)
         _same(new, ref)
         assert w_new == w_ref
         if ref[1] is None:
             break
         # a goal below reach: the swap search runs both passes
         goal = 0.5 * ref[0]
-        new, w_new = _worked(lambda: ks._improve(A, ref[1], ref[0], goal, False, cands))
-        old, w_old = _worked(lambda: _improve_ref(A, ref[1], ref[0], goal, cands))
+        new, w_new = _worked(ks._improve, A, ref[1], ref[0], goal, False, cands)
+        old, w_old = _worked(_improve_ref, A, ref[1], ref[0], goal, cands)
         _same((new[0], new[1]), (old[0], old[1]))
         assert w_new == w_old
         swaps += list(old[1][0]) != list(ref[1][0])
