@@ -384,3 +384,20 @@ def test_step_lp_past_its_deadline_returns_nothing():
     W, _ = bn.normalise(np.random.default_rng(0).standard_normal((12, 3)))
     lp = bn._StepLP(A, W, *bn.row_values(A, W))
     assert lp.solve(0.1, clock() - 1.0) is None
+
+
+def test_row_values_in_a_given_order_are_the_same_and_exit_early_on_the_worst_row(monkeypatch):
+    A = attention(24, 10, 3.0, 5)
+    W, _ = bn.normalise(np.random.default_rng(2).standard_normal((24, 6)))
+    f, P, X = bn.row_values(A, W)
+    g, Q, Y = bn.row_values(A, W, first=-f)  # the worst rows last: every LP still solved
+    assert np.allclose(f, g, rtol=1e-9, atol=1e-12)
+    assert np.allclose(np.abs(Q).sum(axis=1), g)
+    solved = []
+    real = bn._RowLP.solve
+    monkeypatch.setattr(bn._RowLP, "solve", lambda self, c: solved.append(1) or real(self, c))
+    assert bn.row_values(A, W, stop_above=0.999 * f.max(), first=f) is None
+    assert len(solved) == 1  # the row that attains the maximum came first
+    solved.clear()
+    assert bn.row_values(A, W, stop_above=0.999 * f.max(), first=-f) is None
+    assert len(solved) == len(np.unique(W, axis=0))  # in the reverse order it came last

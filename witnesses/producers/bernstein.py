@@ -153,11 +153,15 @@ class _RowLP:
 
 
 def row_values(A: np.ndarray, W: np.ndarray, *, stop_above: float = np.inf,
-               deadline: float | None = None
+               deadline: float | None = None, first: np.ndarray | None = None
                ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """Returns (f, P, X): f_j = min ||P_j||_1 s.t. P_j A W = W_j for every row j, the
     minimisers P (N x m) and the duals X (N x p).  None when some row LP fails or passes
-    ``deadline`` (clock()), or (early exit) once some f_j exceeds ``stop_above``."""
+    ``deadline`` (clock()), or (early exit) once some f_j exceeds ``stop_above``.
+
+    ``first`` (N values, e.g. the f of the subspace a trial step starts from) orders the row
+    LPs, largest first: a step that raises the maximum usually raises it on a row that was
+    near it, so the early exit comes after a few LPs instead of a scan in row order."""
     N, p = W.shape
     m = A.shape[0]
     solver = _RowLP(A @ W, deadline)
@@ -166,7 +170,12 @@ def row_values(A: np.ndarray, W: np.ndarray, *, stop_above: float = np.inf,
     X = np.zeros((N, p))
     U, inv = np.unique(W, axis=0, return_inverse=True)
     inv = np.asarray(inv).ravel()
-    for u in range(U.shape[0]):
+    order = np.arange(U.shape[0])
+    if first is not None:
+        rank = np.full(U.shape[0], -np.inf)
+        np.maximum.at(rank, inv, np.nan_to_num(first, nan=np.inf))
+        order = np.argsort(-rank, kind="stable")
+    for u in order:
         if not np.any(U[u]):
             continue  # a zero row of W: P_j = 0
         r = solver.solve(U[u])
@@ -322,7 +331,7 @@ def descend(A: np.ndarray, W0: np.ndarray, goal: float, deadline: float, *,
         except (np.linalg.LinAlgError, ValueError):
             radius /= 2
             continue
-        rn = row_values(A, Wn, stop_above=F, deadline=deadline)
+        rn = row_values(A, Wn, stop_above=F, deadline=deadline, first=f)
         if rn is not None and float(rn[0].max()) < F:
             W, (f, P, X) = Wn, rn
             F = float(f.max())
