@@ -143,3 +143,11 @@ def test_member_data_past_the_archive_end_is_refused(backend):
     data[at + 20:at + 24] = (len(data) * 2).to_bytes(4, "little")
     with pytest.raises(InputError):
         npzsafe.read_npz_bytes(bytes(data), "x.npz")
+
+
+def test_a_negative_header_offset_never_reads_from_the_end(backend, monkeypatch):
+    data = _npz(True, **_arrays())
+    info = zipfile.ZipFile(io.BytesIO(data)).getinfo("A.npy")
+    info.header_offset = -len(data) + info.header_offset  # the same bytes, indexed from the end
+    with pytest.raises(ValueError, match="offset"):
+        npzsafe._MemberStream(memoryview(data), info)

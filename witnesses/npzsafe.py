@@ -197,6 +197,8 @@ class _MemberStream:
 
     def __init__(self, raw: memoryview, info: zipfile.ZipInfo):
         at = info.header_offset
+        if at < 0:  # a directory inconsistent with the end record: never index from the end
+            raise ValueError("bad local file header offset")
         head = bytes(raw[at:at + 30])
         if len(head) != 30 or head[:4] != _LOCAL:
             raise ValueError("bad local file header")
