@@ -113,10 +113,7 @@ def _scores(A: np.ndarray, trials: np.ndarray, *, charged: bool = True
     n, p = trials.shape
     if charged:
         _charge(n, p, A.shape[1])
-    AQ = A[trials]  # n x p x N
-    owner = np.argmax(AQ, axis=1)
-    top = np.take_along_axis(AQ, owner[:, None, :], axis=1)[:, 0, :]
-    rest = AQ.sum(axis=1) - top
+    AQ, owner, top, rest = _ownership(A, trials)
     mine = owner[:, :, None] == np.arange(p)  # n x N x p: key j is query t's
     best = np.full(n, np.inf)
     which = np.zeros(n, dtype=np.int64)
@@ -136,10 +133,22 @@ def _charge(n: int, p: int, N: int) -> None:
         charge_keyset(p, N)
 
 
+def _ownership(A: np.ndarray, trials: np.ndarray
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Returns (AQ, owner, top, rest) of the query lists ``trials`` (n x p): their rows of A
+    (n x p x N), each key's query of most mass, that mass, and the others' mass on it."""
+    AQ = A[trials]
+    owner = np.argmax(AQ, axis=1)
+    top = np.take_along_axis(AQ, owner[:, None, :], axis=1)[:, 0, :]
+    return AQ, owner, top, AQ.sum(axis=1) - top
+
+
 def _config(A: np.ndarray, rows: list[int], gamma: int) -> Config:
-    sets = assign(A, rows, singletons=False, gamma=GAMMAS[gamma])
-    assert sets is not None  # _scores found every query a key with this gamma
-    return rows, sets
+    """The key sets of ``rows`` at GAMMAS[gamma], by the arithmetic ``_scores`` used (a
+    stack of one list: the same sums, so the same keys)."""
+    _, owner, top, rest = _ownership(A, np.array([rows], dtype=np.int64))
+    keep = top[0] > GAMMAS[gamma] * rest[0]
+    return rows, [np.flatnonzero(keep & (owner[0] == t)) for t in range(len(rows))]
 
 
 def _first_better(scores: np.ndarray, than: float) -> int | None:
