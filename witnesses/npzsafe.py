@@ -254,7 +254,7 @@ def _read_vetted_member(raw: memoryview, info: zipfile.ZipInfo, src: str,
     try:
         fh = _MemberStream(raw, info)
     except (ValueError, *_INFLATE_ERRORS) as err:
-        raise InputError(f"bad npy header: {str(err)[:200]}", field=info.filename[:-4],
+        raise InputError(f"bad zip member: {str(err)[:200]}", field=info.filename[:-4],
                          source=src) from None
     h = _read_header(fh, info, src, expect)
     return h.name, _read_member(fh, h, src)
