@@ -95,6 +95,41 @@ def test_shared_witnesses_keep_every_facet_above_the_goal(seed):
     assert all(any(np.array_equal(z, w) for w in Z) for z in Zs)
 
 
+def _share_by_recount(AI, F, Z, goal, pool):
+    """share_witnesses' greedy cover with every gain recounted from scratch per choice."""
+    f, k = len(Z), len(AI)
+    rng = np.random.default_rng(poly.SEED)
+    cand = np.arange(f) if f <= pool else np.sort(rng.choice(f, pool, replace=False))
+    sig = np.where(F < k, 1.0, -1.0)
+    ok = ((Z[cand] @ AI.T)[:, F % k] * sig).min(axis=2) > goal
+    G, open_, chosen = np.arange(f), np.ones(f, dtype=bool), []
+    while open_.any():
+        gain = (ok & open_).sum(axis=1)
+        c = int(gain.argmax())
+        if gain[c] <= 1:
+            break
+        G[ok[c] & open_] = cand[c]
+        open_ &= ~ok[c]
+        chosen.append(int(cand[c]))
+    keep = np.unique(np.concatenate([np.array(chosen, dtype=np.int64), G[open_]]))
+    index = np.full(f, -1, dtype=np.int64)
+    index[keep] = np.arange(len(keep))
+    return Z[keep], index[G]
+
+
+@pytest.mark.parametrize(("seed", "pool"), [(0, 25), (1, 600), (2, 40)])
+def test_the_kept_gains_choose_as_recounted_gains(seed, pool):
+    rng = np.random.default_rng(seed)
+    k, f, p, N = 15, 300, 3, 9
+    AI = rng.standard_normal((k, N))
+    F = np.stack([rng.choice(2 * k, p, replace=False) for _ in range(f)])
+    Z = np.sign(rng.standard_normal((f, N)))
+    goal = float(np.quantile(poly.facet_values(Z, AI, F).min(axis=1), 0.3))
+    Zs, G = poly.share_witnesses(AI, F, Z, goal, pool=pool)
+    Zr, Gr = _share_by_recount(AI, F, Z, goal, pool)
+    assert np.array_equal(Zs, Zr) and np.array_equal(G, Gr)
+
+
 def test_the_producer_lifts_only_the_rank_it_missed(monkeypatch):
     A = attention(16, 5, 3.0, 6)
     W = svd_subspace(A, 3)

@@ -161,8 +161,8 @@ def share_witnesses(AI: np.ndarray, F: np.ndarray, Z: np.ndarray, goal: float, *
     G = np.arange(f)
     open_ = np.ones(f, dtype=bool)
     chosen: list[int] = []
+    gain = ok.sum(axis=1)  # kept up to date as facets are served
     while open_.any():
-        gain = (ok & open_).sum(axis=1)
         c = int(gain.argmax())
         if gain[c] <= 1:
             break
@@ -170,6 +170,7 @@ def share_witnesses(AI: np.ndarray, F: np.ndarray, Z: np.ndarray, goal: float, *
         G[served] = cand[c]
         open_ &= ~served
         chosen.append(int(cand[c]))
+        gain -= ok[:, served].sum(axis=1)
     keep = np.unique(np.concatenate([np.array(chosen, dtype=np.int64), G[open_]]))
     index = np.full(f, -1, dtype=np.int64)
     index[keep] = np.arange(len(keep))
@@ -251,11 +252,15 @@ def star_cover(A: np.ndarray, I: np.ndarray, F: np.ndarray, Z: np.ndarray, goal:
         ok[:, blk] = (Vc[:, F[blk] % k] * sig[blk]).min(axis=2) > goal
     G2 = np.full(f, -1, dtype=np.int64)
     chosen: list[int] = []
+    gain = ok.sum(axis=1)  # kept up to date: recounting per choice was quadratic in f
     while (G2 < 0).any() and len(chosen) < len(Zs):
-        gain = ok[:, G2 < 0].sum(axis=1)
         c = int(gain.argmax())
-        G2[ok[c] & (G2 < 0)] = len(chosen)
+        newly = ok[c] & (G2 < 0)
+        if not newly.any():  # no candidate serves an open facet: the cover stays as it is
+            break
+        G2[newly] = len(chosen)
         chosen.append(c)
+        gain -= ok[:, newly].sum(axis=1)
     if (G2 >= 0).all() and len(chosen) < len(Zs):
         return np.ascontiguousarray(C[chosen]), G2
     return Zs, G
