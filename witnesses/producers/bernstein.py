@@ -42,7 +42,9 @@ passes a valid upper end.
 
 Where the search ends, the best subspace that missed the next rank (within LIFT_NEAR of the
 goal) is lifted to a ``polytope`` certificate (``polytope.lift``): the facets of conv(+-A W)
-keep their labels and each may choose its own witness outside the subspace.
+keep their labels and each may choose its own witness outside the subspace; facets whose
+labels no witness serves together are repaired by subdividing an edge with a new labelled point
+(``subdivide.repair``), and such a certificate's ``start`` is "lift+subdivided".
 
 The certificate's claims say how near the search came to the next rank p + 1 (when it stopped
 below the ceiling and tried a subspace there): ``lower_next_rank`` = p + 1 and
@@ -609,10 +611,12 @@ class Bernstein(BudgetedLower):
         # the best subspace that missed the next rank: its polytope lift may reach it
         p = (found[0] if found is not None else 0) + 1
         if p <= ceiling and p in near and near[p][0] * eps <= polytope.LIFT_NEAR:
-            lifted = polytope.lift(A, near[p][1], eps, clock() + budget)
+            report: dict = {}
+            lifted = polytope.lift(A, near[p][1], eps, clock() + budget, report=report)
             if lifted is not None:
                 # nothing was searched at rank p + 1: no claim about the next rank
-                return ("polytope", p, lifted[0], lifted[1], "lift")
+                start = "lift+subdivided" if report.get("subdivisions") else "lift"
+                return ("polytope", p, lifted[0], lifted[1], start)
         return Reached(found, next_rank_claims(near, p, ceiling, eps))
 
     def _parts(self, found):

@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.spatial import ConvexHull, QhullError
 
+from . import subdivide
 from ._common import clock, linprog, target
 
 MAX_RANK = 8  # past it the hulls of MiniLM heads exceed MAX_FACETS (p = 9: 230,000 pairs, 23 s)
@@ -26,6 +27,7 @@ MAX_FACETS = 100_000  # the kernel's limit on listed facets (certify/lower/polyt
 LIFT_NEAR = 1.25  # lift subspaces whose Bernstein value is within this factor of the goal
 JITTER = 1e-9
 SEED = 20261202
+POOL_RECENT = 256  # LP witnesses tried on a weak facet before its own LP
 POOL = 600  # candidate witnesses of the greedy cover that shares witnesses between facets
 
 
@@ -98,11 +100,13 @@ def subspace_certificate(A: np.ndarray, W: np.ndarray
     return Y, I, F, np.clip(Z, -1.0, 1.0)
 
 
-def lift(A: np.ndarray, W: np.ndarray, eps: float, deadline: float
-         ) -> tuple[dict[str, np.ndarray], float] | None:
+def lift(A: np.ndarray, W: np.ndarray, eps: float, deadline: float, *,
+         report: dict | None = None) -> tuple[dict[str, np.ndarray], float] | None:
     """Returns (arrays, value) of a polytope certificate at rank p = W.shape[1] whose float64
     value eps / min_F tau_F is at most 1 - 1e-6 (the claim budget), or None (no such lift
-    found by ``deadline``, ``_common.clock()`` seconds)."""
+    found by ``deadline``, ``_common.clock()`` seconds).  Facets whose labels no witness
+    serves together are repaired by edge subdivisions (``subdivide.repair``); a dict
+    ``report`` receives {"subdivisions": points added} of a lift returned."""
     if not 1 <= W.shape[1] <= MAX_RANK:
         return None
     goal = target(eps) / (1.0 - 1e-6)  # every facet's tau must exceed this
@@ -113,20 +117,38 @@ def lift(A: np.ndarray, W: np.ndarray, eps: float, deadline: float
     k = len(I)
     AI = np.ascontiguousarray(A[I])
     tau = facet_values(Z, AI, F).min(axis=1)
+    sig = np.where(F < k, 1.0, -1.0)
+    pool = np.empty((0, A.shape[1]))  # recent LP witnesses: neighbouring facets share many
     for r in np.argsort(tau):
         if tau[r] > goal:
             break
         if clock() > deadline:
             return None
+        if len(pool):
+            v = (pool @ AI[F[r] % k].T * sig[r]).min(axis=1)
+            c = int(v.argmax())
+            if v[c] > goal:
+                Z[r], tau[r] = pool[c], v[c]
+                continue
         got = best_witness(A, I, F[r], k)
-        if got is None or not got[1] > goal:
+        if got is None:
             return None
         Z[r], tau[r] = got
+        pool = np.vstack([got[0], pool[:POOL_RECENT - 1]])
+    if not tau.min() > goal:  # labels no witness serves together: subdivide their edges
+        fixed = subdivide.repair(A, Y, I, F, Z, tau, goal, deadline)
+        if fixed is None or not subdivide.strictly_inside(fixed[0], fixed[2]):
+            return None
+        Y, I, F, Z = fixed
+        AI = np.ascontiguousarray(A[I])
     Zs, G = star_cover(A, I, F, Z, goal, deadline)
     Zs = round_witnesses(Zs, AI, F, G, goal)
     tau = facet_values(Zs, AI, F, G).min(axis=1)
     if not tau.min() > goal:  # cannot happen (every step keeps it): never emit a weak lift
         return None
+    if report is not None:
+        report["subdivisions"] = len(I) - k
+    k = len(I)
     arrays = {"Y": np.ascontiguousarray(Y), "I": small_int(I, A.shape[0]),
               "F": small_int(F, 2 * k), "Z": Zs, "G": small_int(G, len(Zs))}
     return arrays, float(target(eps) / tau.min())
