@@ -20,7 +20,7 @@ import numpy as np
 from scipy.spatial import ConvexHull, QhullError
 
 from . import subdivide
-from ._common import clock, linprog, target
+from ._common import clock, target
 
 MAX_RANK = 8  # past it the hulls of MiniLM heads exceed MAX_FACETS (p = 9: 230,000 pairs, 23 s)
 MAX_FACETS = 100_000  # the kernel's limit on listed facets (certify/lower/polytope.py)
@@ -56,17 +56,7 @@ def best_witness(A: np.ndarray, I: np.ndarray, facet: np.ndarray, k: int
     """Returns (z, tau): a z in the unit cube maximising tau = min over the facet's labels of
     sigma (A z)_i (an LP with N + 1 unknowns and one constraint per label; ``facet`` may
     list any signed points, e.g. the union of several facets), or None when it fails."""
-    N = A.shape[1]
-    rows = A[I[facet % k]] * np.where(facet < k, 1.0, -1.0)[:, None]
-    c = np.zeros(N + 1)
-    c[-1] = -1.0
-    res = linprog(c, A_ub=np.hstack([-rows, np.ones((len(rows), 1))]),
-                  b_ub=np.zeros(len(rows)), bounds=[(-1.0, 1.0)] * N + [(None, None)],
-                  method="highs")
-    if res.status != 0:
-        return None
-    z = np.clip(res.x[:N], -1.0, 1.0)
-    return z, float((rows @ z).min())
+    return subdivide.witness_lp(A[I[facet % k]] * np.where(facet < k, 1.0, -1.0)[:, None])
 
 
 def subspace_certificate(A: np.ndarray, W: np.ndarray

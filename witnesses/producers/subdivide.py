@@ -33,6 +33,22 @@ CANDIDATES = 12  # labels tried per edge with LPs (all 2m are ranked)
 MIN_DELTA = 1e-6  # below it the new point is too close to the facets for qhull's jitter
 
 
+def witness_lp(rows: np.ndarray) -> tuple[np.ndarray, float] | None:
+    """Returns (z, tau): a z in the unit cube maximising tau = min_j rows[j] . z (an LP with
+    N + 1 unknowns and one constraint per row, each row a signed row of A), or None when
+    HiGHS fails."""
+    N = rows.shape[1]
+    c = np.zeros(N + 1)
+    c[-1] = -1.0
+    res = linprog(c, A_ub=np.hstack([-rows, np.ones((len(rows), 1))]),
+                  b_ub=np.zeros(len(rows)), bounds=[(-1.0, 1.0)] * N + [(None, None)],
+                  method="highs")
+    if res.status != 0:
+        return None
+    z = np.clip(res.x[:N], -1.0, 1.0)
+    return z, float((rows @ z).min())
+
+
 class LabelLP:
     """The best witness of a set of signed labels (row * 2 + (1 if negative)), cached: z in
     the unit cube maximising the least sigma (A z)_i over the set (one HiGHS LP)."""
@@ -47,19 +63,9 @@ class LabelLP:
         got = self.cache.get(key)
         if got is not None:
             return got
-        A = self.A
-        N = A.shape[1]
-        rows = A[[x >> 1 for x in key]] * np.array([-1.0 if x & 1 else 1.0 for x in key])[:, None]
-        c = np.zeros(N + 1)
-        c[-1] = -1.0
-        res = linprog(c, A_ub=np.hstack([-rows, np.ones((len(rows), 1))]),
-                      b_ub=np.zeros(len(rows)), bounds=[(-1.0, 1.0)] * N + [(None, None)],
-                      method="highs")
-        if res.status != 0:
-            got = (None, -np.inf)
-        else:
-            z = np.clip(res.x[:N], -1.0, 1.0)
-            got = (z, float((rows @ z).min()))
+        rows = self.A[[x >> 1 for x in key]] * np.array([-1.0 if x & 1 else 1.0
+                                                          for x in key])[:, None]
+        got = witness_lp(rows) or (None, -np.inf)
         self.cache[key] = got
         return got
 
