@@ -97,9 +97,13 @@ def naive_value(A, W, P, eps: float) -> float:
 
 def test_naive_float_says_holds_at_the_boundary_but_the_kernel_does_not():
     """With P = W pinv(A W) the residual is a few ulps: plain float64 misjudges it, and at the
-    exact boundary (rounded to a float eps) often lands below 1, a false "holds"."""
+    exact boundary (rounded to a float eps) often lands below 1, a false "holds".  How often
+    depends on the BLAS kernels of the CPU (2 of the first 40 seeds on one machine, more on
+    another), so seeds are drawn until five traps are found."""
     wrong = 0
-    for seed in range(40):
+    for seed in range(400):
+        if wrong >= 5:
+            break
         rng = np.random.default_rng(2000 + seed)
         A = random_attention(rng, 5, 5, scale=2.0)
         J = rng.choice(5, size=3, replace=False)
