@@ -66,7 +66,6 @@ def subspace_certificate(A: np.ndarray, W: np.ndarray
     z = W n / ||W n||_inf (n the facet's normal, Y[F] n = 1); None when qhull refuses the
     points, the facets exceed MAX_FACETS, or a facet's normal cannot be solved."""
     m = A.shape[0]
-    p = W.shape[1]
     G0 = A @ W
     try:
         verts = np.unique(ConvexHull(np.vstack([G0, -G0])).vertices % m)
@@ -79,10 +78,8 @@ def subspace_certificate(A: np.ndarray, W: np.ndarray
     if hf is None:
         return None
     Y, F = hf
-    k = len(I)
-    Yf = np.where(F[:, :, None] < k, Y[F % k], -Y[F % k])
     try:
-        n = np.linalg.solve(Yf, np.ones((len(F), p, 1)))[..., 0]
+        n = subdivide.normals(Y, F)
     except np.linalg.LinAlgError:
         return None
     Z = n @ W.T

@@ -92,18 +92,18 @@ def normals(Y: np.ndarray, F: np.ndarray) -> np.ndarray:
     return np.linalg.solve(Yf, np.ones((len(F), Y.shape[1], 1)))[..., 0]
 
 
-def _room(Y: np.ndarray, F: np.ndarray, star: np.ndarray, m: np.ndarray) -> float:
+def _room(n: np.ndarray, star: np.ndarray, m: np.ndarray) -> float:
     """Returns the largest delta such that (1 + delta) m is beneath every facet (and mirror)
-    outside ``star`` (rows of F whose facet or mirror contains the edge of midpoint m)."""
-    rest = np.ones(len(F), dtype=bool)
+    outside ``star`` (rows of the facets, with normals n, whose facet or mirror contains the
+    edge of midpoint m)."""
+    rest = np.ones(len(n), dtype=bool)
     rest[star] = False
-    d = np.abs(normals(Y, F[rest]) @ m)
+    d = np.abs(n[rest] @ m)
     d = d[d > 0]
     return float((1.0 / d - 1.0).min()) if d.size else 1.0
 
 
-def star(F: np.ndarray, k: int, a: int, b: int
-             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def star(F: np.ndarray, k: int, a: int, b: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Returns (rows, facets, flipped): the rows of F whose facet or mirror contains both a
     and b, those facets written so that they contain a and b, and which were mirrored."""
     mir = (F + k) % (2 * k)
@@ -127,11 +127,10 @@ def _try_edge(A: np.ndarray, lp: LabelLP, I: np.ndarray, F: np.ndarray, Z: np.nd
         z_own = -Z[rows[j]] if flip[j] else Z[rows[j]]
         for x in (a, b):
             pos = int(np.flatnonzero(g == x)[0])
-            others = np.delete(lab, pos)
             if tau[rows[j]] > goal:
                 parts.append((g, pos, z_own, tau[rows[j]]))
                 continue
-            z, v = lp.best(others.tolist())
+            z, v = lp.best(np.delete(lab, pos).tolist())
             if z is None:
                 return None
             parts.append((g, pos, z, v))  # may stay weak: a later subdivision goes on
@@ -183,12 +182,13 @@ def repair(A: np.ndarray, Y: np.ndarray, I: np.ndarray, F: np.ndarray, Z: np.nda
         drop = [lp.best(np.delete(lab, j).tolist())[1] for j in range(len(lab))]
         pairs = sorted(((i, j) for i in range(len(lab)) for j in range(i + 1, len(lab))),
                        key=lambda ij: -min(drop[ij[0]], drop[ij[1]]))
+        n = normals(Y, F)  # once per point added: every edge tried measures its room in them
         best = None
         for n_edge, (i, j) in enumerate(pairs):
             if n_edge >= EDGES and best is not None and best[0] > tau[r]:
                 break  # an improvement is in hand: the other edges only when none is
             a, b = int(F[r, i]), int(F[r, j])
-            place = edge_point(Y, F, a, b)
+            place = edge_point(Y, F, a, b, n)
             if place is None:
                 continue
             got = _try_edge(A, lp, I, F, Z, tau, a, b, goal, deadline)
@@ -207,18 +207,19 @@ def repair(A: np.ndarray, Y: np.ndarray, I: np.ndarray, F: np.ndarray, Z: np.nda
     return None if (tau <= goal).any() else (Y, I, F, Z)
 
 
-def edge_point(Y: np.ndarray, F: np.ndarray, a: int, b: int
+def edge_point(Y: np.ndarray, F: np.ndarray, a: int, b: int, n: np.ndarray | None = None
                ) -> tuple[np.ndarray, np.ndarray] | None:
     """Returns (v, rows): the point v = (1 + delta) (y_a + y_b) / 2 beyond exactly the facets
     (and mirrors) through the edge {a, b} of conv(+-Y), which are the rows ``rows`` of F (one
     facet of each mirror pair), with delta half the room the other facets leave (at most
-    1e-2); None when that room is below MIN_DELTA (float64 normals: a screen, not a proof)."""
+    1e-2); None when that room is below MIN_DELTA (float64 normals: a screen, not a proof).
+    ``n``: the normals of F's rows when already solved (:func:`normals`)."""
     k = len(Y)
     ya = Y[a % k] * (1.0 if a < k else -1.0)
     yb = Y[b % k] * (1.0 if b < k else -1.0)
     m = 0.5 * (ya + yb)
     rows = star(F, k, a, b)[0]
-    delta = min(0.5 * _room(Y, F, rows, m), 1e-2)
+    delta = min(0.5 * _room(normals(Y, F) if n is None else n, rows, m), 1e-2)
     if not delta >= MIN_DELTA:
         return None
     return (1.0 + delta) * m, rows
