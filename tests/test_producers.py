@@ -460,3 +460,40 @@ def test_produce_accepts_a_zero_descent(tmp_path, monkeypatch):
     src = _npz(tmp_path, a=np.full((3, 3), 1 / 3))
     assert main(["produce", str(tmp_path / "st"), "--npz", src, "--quiet", "--producers",
                  "tsvd"]) == 0
+
+
+def test_truncations_remove_one_component_of_the_fit():
+    rng = np.random.default_rng(7)
+    A, _ = attention(20, 16, 6, 4.0, 5)
+    k = 5
+    U, V = rng.standard_normal((20, k + 1)), rng.standard_normal((k + 1, 16))
+    starts = altl1._truncations(A, U, V, k)
+    assert 1 <= len(starts) <= 2
+    Ub, sb, Vtb = np.linalg.svd(U @ V, full_matrices=False)
+    comps = [(Ub[:, j] * sb[j], Vtb[j]) for j in range(k + 1)]
+    for U0, V0 in starts:
+        assert U0.shape == (20, k) and V0.shape == (k, 16)
+        # each start is the fit without exactly one of its SVD components
+        gone = U @ V - U0 @ V0
+        assert np.linalg.matrix_rank(gone, tol=1e-9 * np.abs(U @ V).max()) == 1
+        assert any(np.allclose(gone, np.outer(u, v), atol=1e-9) for u, v in comps)
+
+    def err(X):
+        return np.abs(A - X).sum(axis=1).max()
+
+    least = min(err(U @ V - np.outer(u, v)) for u, v in comps)
+    assert np.isclose(err(starts[0][0] @ starts[0][1]), least, rtol=1e-12)
+    # the truncated SVD is the second start, unless it is the first
+    tsvd = (Ub[:, :k] * sb[:k]) @ Vtb[:k]
+    assert np.allclose(starts[-1][0] @ starts[-1][1], tsvd, atol=1e-9)
+
+
+def test_alt_l1_chain_claims_its_rank_and_never_ends_above_the_tsvd():
+    A, _ = attention(40, 40, 10, 6.0, 11)
+    eps = Fraction(1, 5)
+    w = AlternatingL1(descent_budget=0).produce(A, eps)
+    assert w is not None and check_upper(A, w.U, w.V, eps, rank=w.rank).holds
+    assert w.rank == w.claims["chain_rank"] <= w.claims["tsvd_rank"]
+    if w.rank > 1:  # the chain's failing run below its rank is claimed
+        assert w.claims["upper_next_rank"] == w.rank - 1
+        assert w.claims["upper_next_ratio"] > 1

@@ -94,7 +94,7 @@ def test_alt_l1_descent_never_raises_the_rank_and_holds():
     w1 = AlternatingL1(descent_budget=0.5).produce(A, EPS)
     assert w0 is not None and w1 is not None
     assert w1.rank <= w0.rank
-    assert w1.claims["bisection_rank"] == w0.rank
+    assert w1.claims["chain_rank"] == w0.rank
     assert check_upper(A, w1.U, w1.V, EPS, rank=w1.rank).holds
 
 

@@ -81,7 +81,7 @@ def test_refresh_lowers_the_upper_end_of_the_producers_own_brackets(tmp_path, mo
     assert anchor["producer"] == {"upper": "alt_l1", "lower": "nonzero"}
     assert anchor["claims"]["upper_rank"] == anchor["upper"]["rank"]
     assert anchor["claims"]["lower_rank"] == 1  # claims about the lower end are kept
-    assert "bisection_rank" in anchor["claims"]
+    assert "chain_rank" in anchor["claims"]
     up, low = open_store(root).brackets[0].load()
     assert up["rank"] == anchor["upper"]["rank"] and low["kind"] == "nonzero"
     recs = {r["bracket"]: r for r in iter_checks(str(root))}

@@ -3,17 +3,22 @@
 For a fixed rank k it minimizes max_i sum_j |A - U V|_ij by alternating iteratively
 reweighted least squares (IRLS) steps on U (row by row) and V (column by column), with
 entry weights 1 / |E_ij| (the l1 majorizer) times Lawson-style row weights that push
-towards the worst rows (the max over rows).  Warm start: the truncated SVD.  The rank is
-searched (galloping + bisection) below the truncated-SVD rank; each step is a few GEMMs and
-batched k x k solves, so a 128 x 128 operator takes about a second with one BLAS thread.
+towards the worst rows (the max over rows).  Each step is a few GEMMs and batched k x k
+solves, so a 128 x 128 operator takes about a second with one BLAS thread.
 
-Below the rank the bisection found, a patient descent tries the next rank from the SVD start
-and then from seeded restarts (random rows of A, random rotations of the leading singular
-subspace): the max-row-l1 landscape has several basins, and on real heads a restart
-sometimes reaches the target where the SVD start stalls a few per cent above it.
+The rank is searched by a *chain* from the truncated-SVD rank downwards: each rank starts from
+the fit found at the rank above with one SVD component of that fit removed (``_truncations``:
+the component whose removal leaves the least max-row-l1 error, then the smallest one), a run of
+CHAIN_ITERS steps each.  Such a start is already close to eps, so most ranks cost a fraction of
+a run from the SVD of A; a chain replaced a galloping bisection of SVD starts, which stopped 1 -
+14 ranks higher on large-rank heads for more work.  Where the chain fails, a patient descent
+tries the next rank from longer runs of the same truncated starts, from the SVD start and then
+from seeded restarts (random rows of A, random rotations of the leading singular subspace): the
+max-row-l1 landscape has several basins, and on real heads a restart sometimes reaches the
+target where the others stall a few per cent above it.
 
 Below the rank k it returns, the least float64 error any run reached at rank k - 1 (the
-bisection's attempt and the descent's runs) is claimed as ``upper_next_error`` with
+chain's runs and the descent's) is claimed as ``upper_next_error`` with
 ``upper_next_ratio`` = that / eps and ``upper_next_rank`` = k - 1: how far above eps the best
 rank-(k - 1) fit found stayed.  A float64 search result, not a proof of anything (a better fit
 may exist); omitted when no run reached rank k - 1 (k = 1, or no time left).
@@ -44,7 +49,7 @@ from ._common import (
 
 DESCENT_ENV = "SOFTRANK_ALT_L1_DESCENT"
 DEFAULT_DESCENT = 30.0  # CPU seconds per call on a 128 x 128 operator (``size_scale``)
-DEFAULT_BISECTION = 10.0  # likewise, for the bisection below the truncated-SVD rank
+DEFAULT_CHAIN = 10.0  # likewise, for the chain below the truncated-SVD rank
 # IRLS steps of the SVD start's runs, in turn: the floor anneals over the run's steps, and a
 # short schedule gets below eps sooner where there is slack (rank 72 in 6 s on a 128 x 128
 # head where 5,000 steps reached 75 in 30 s), a long one ends lower where there is none
@@ -52,6 +57,9 @@ DEFAULT_BISECTION = 10.0  # likewise, for the bisection below the truncated-SVD 
 DESCENT_ITERS = (2000, 5000)
 RESTARTS = 12  # seeded restarts per rank of the descent (a budget-independent stop)
 RESTART_ITERS = 600  # IRLS steps per restart
+# IRLS steps of a chain run, and of the descent's runs from the truncated fit of the rank above
+CHAIN_ITERS = 600
+WARM_ITERS = (600, 2000)
 SEED = 20261201
 
 
@@ -134,7 +142,7 @@ class AlternatingL1(BaseProducer):
     name = "alt_l1"
     role = "upper"
 
-    def __init__(self, iters: int = 300, budget: float | None = None,
+    def __init__(self, iters: int = CHAIN_ITERS, budget: float | None = None,
                  descent_iters: int | tuple[int, ...] = DESCENT_ITERS,
                  descent_budget: float | None = None, restarts: int = RESTARTS):
         self.iters = iters
@@ -142,7 +150,7 @@ class AlternatingL1(BaseProducer):
         # environment's descent budget) are per 128 x 128 operator and scale with its size;
         # a budget given here is seconds per call as it stands.
         self._sized = budget is None, descent_budget is None
-        self.budget = DEFAULT_BISECTION if budget is None else float(budget)
+        self.budget = DEFAULT_CHAIN if budget is None else float(budget)
         self.descent_iters = (descent_iters,) if isinstance(descent_iters, int) \
             else tuple(descent_iters)
         self.restarts = restarts
@@ -170,46 +178,50 @@ class AlternatingL1(BaseProducer):
         if not errs.get(k_svd, np.inf) <= t:
             return None
 
-        deadline = clock() + budget
+        # one deadline for both phases: the chain spends what it needs, the descent the rest
+        deadline = clock() + budget + descent_budget
         # the least float64 error any alt_l1 run reached, per rank (for the claims on the
         # rank below the one returned: how far from eps the best fit there stayed)
         least: dict[int, float] = {}
-
-        def attempt(k: int):
-            if clock() > deadline:
-                return False, None
-            U, V, e = alt_l1(A, k, t, Us[:, :k] * s[:k], Vt[:k], iters=self.iters,
-                             deadline=deadline)
-            _note(least, k, e)
-            return e <= t, (U, V)
-
-        if k_svd > 1:
-            k, (U, V) = least_rank(attempt, k_svd, known_ok=(k_svd, (U_s, V_s)))
-        else:
-            k, (U, V) = 1, (U_s, V_s)
+        # the chain: each rank from the fit of the rank above, truncated (``_truncated``)
+        k, (U, V) = k_svd, (U_s, V_s)
+        done = None  # the rank whose chain runs ran to their end and failed: not run again
+        while k > 1 and clock() < deadline:
+            for U0, V0 in _truncations(A, U, V, k - 1):
+                U2, V2, e = alt_l1(A, k - 1, t, U0, V0, iters=self.iters,
+                                   deadline=deadline, patient=True)
+                _note(least, k - 1, e)
+                if e <= t or clock() > deadline:
+                    break
+            if not e <= t:
+                done = k - 1 if clock() <= deadline else None
+                break
+            k, U, V = k - 1, U2, V2
         err = float(row_l1(A, U, V).max())
         if not err <= t:
             return None
         k_search = k
-        # the bisection's give-up rules stop a rank after a fraction of a second; at the
-        # ranks just below the one found, spend the descent budget without them
-        descent_end = clock() + descent_budget
+        # at the ranks below the chain's, spend the descent budget on more starts
+        descent_end = deadline
         restarts_used = 0
-        while k > 1 and clock() < descent_end:
+        while descent_budget > 0 and k > 1 and clock() < descent_end:
             found = None
             starts = _starts(A, k - 1, Us, s, Vt, self.restarts)
             svd = next(starts)
             # the restarts stay lazy: each costs a least-squares fit, wasted once a run succeeds
-            runs = chain(((n, svd) for n in self.descent_iters),
-                         ((RESTART_ITERS, st) for st in starts))
-            for r, (n, (U0, V0)) in enumerate(runs):
+            runs = chain(((False, n, w) for w in _truncations(A, U, V, k - 1)
+                          for n in WARM_ITERS if not (k - 1 == done and n == self.iters)),
+                         ((False, n, svd) for n in self.descent_iters),
+                         ((True, RESTART_ITERS, st) for st in starts))
+            used = 0
+            for restart, n, (U0, V0) in runs:
                 if clock() > descent_end:
                     break
+                used += restart
                 U2, V2, e2 = alt_l1(A, k - 1, t, U0, V0, iters=n, deadline=descent_end,
                                     patient=True)
                 _note(least, k - 1, e2)
                 if e2 <= t:
-                    used = max(0, r - len(self.descent_iters) + 1)
                     found, restarts_used = (U2, V2, e2), restarts_used + used
                     break
             if found is None:
@@ -217,7 +229,7 @@ class AlternatingL1(BaseProducer):
             k, (U, V, err) = k - 1, found
         return Witness(rank=k, U=np.ascontiguousarray(U), V=np.ascontiguousarray(V),
                        claims={"upper_error": err, "upper_rank": int(k), "tsvd_rank": k_svd,
-                               "bisection_rank": int(k_search), "restarts_used": restarts_used,
+                               "chain_rank": int(k_search), "restarts_used": restarts_used,
                                **next_rank_claims(least, k, eps)})
 
 
@@ -239,6 +251,28 @@ def next_rank_claims(least: dict[int, float], k: int, eps: Fraction | float
         return {}
     return {"upper_next_rank": int(k - 1), "upper_next_error": search_claim(e),
             "upper_next_ratio": search_claim(e / float(eps))}
+
+
+def _truncations(A: np.ndarray, U: np.ndarray, V: np.ndarray, k: int
+                 ) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Returns two rank-k starts (U0, V0) from the fit U V of rank k + 1, written as the sum of
+    its k + 1 SVD components: without the component whose removal leaves the least
+    max-row-l1 error, and without the smallest one (the truncated SVD).  The fit found at
+    rank k + 1 already bends towards the max-row-l1 optimum, which the SVD of A does not;
+    started here the next rank often needs a fraction of the SVD start's steps."""
+    Q, R = np.linalg.qr(U)
+    Ur, sr, Vtr = np.linalg.svd(R @ V, full_matrices=False)
+    Ub = (Q @ Ur[:, :k + 1]) * sr[:k + 1]
+    Vb = Vtr[:k + 1]
+    E = A - Ub @ Vb
+    charge_irls(*A.shape, k)  # about one IRLS step's work: k + 1 rank-one updates of E
+    drop = int(np.argmin([np.abs(E + np.outer(Ub[:, j], Vb[j])).sum(axis=1).max()
+                          for j in range(k + 1)]))
+    keep = [j for j in range(k + 1) if j != drop]
+    starts = [(Ub[:, keep], Vb[keep])]
+    if drop != k:
+        starts.append((Ub[:, :k], Vb[:k]))
+    return starts
 
 
 def _starts(A: np.ndarray, k: int, Us: np.ndarray, s: np.ndarray, Vt: np.ndarray,
