@@ -10,8 +10,9 @@ The rank is searched by a *chain* from the truncated-SVD rank downwards: each ra
 the fit found at the rank above with one SVD component of that fit removed (``_truncations``:
 the component whose removal leaves the least max-row-l1 error, then the smallest one), a run of
 CHAIN_ITERS steps each.  Such a start is already close to eps, so most ranks cost a fraction of
-a run from the SVD of A; a chain replaced a galloping bisection of SVD starts, which stopped 1 -
-14 ranks higher on large-rank heads for more work.  Where the chain fails, a patient descent
+a run from the SVD of A.  It replaced a galloping bisection of SVD starts: on six tuning heads
+of tsvd rank 23 - 97 the chain alone ended at the bisection's rank on three and 1 - 4 ranks
+below it on three, after 0.4 - 12.7 work units (the bisection had 10).  Where the chain fails, a patient descent
 tries the next rank from longer runs of the same truncated starts, from the SVD start and then
 from seeded restarts (random rows of A, random rotations of the leading singular subspace): the
 max-row-l1 landscape has several basins, and on real heads a restart sometimes reaches the
