@@ -190,9 +190,9 @@ def per_head(text_index: int, tokens: int, eps: str, out: Path, *, shard: int = 
              shards: int = 1, texts: Path = TEXTS) -> None:
     """Today's producers against the new ones, head by head, in one process.
 
-    For each head (every ``shards``-th from ``shard``): the alternating-l1 bisection alone
+    For each head (every ``shards``-th from ``shard``): the alternating-l1 chain alone
     (``alt_l1`` before the descent) and the best of the earlier lower producers give the
-    baseline bracket; ``alt_l1`` as built in (descent and restarts below the bisection's
+    baseline bracket; ``alt_l1`` as built in (descent and restarts below the chain's
     rank), ``decoder_lp`` and ``bernstein`` add records.  Every end
     is validated by ``certify.check_bracket`` with the operator slack chi; one JSON line per
     head goes to ``out`` (heads already there are skipped, so a run resumes).

@@ -12,11 +12,11 @@ the component whose removal leaves the least max-row-l1 error, then the smallest
 CHAIN_ITERS steps each.  Such a start is already close to eps, so most ranks cost a fraction of
 a run from the SVD of A.  It replaced a galloping bisection of SVD starts: on six tuning heads
 of tsvd rank 23 - 97 the chain alone ended at the bisection's rank on three and 1 - 4 ranks
-below it on three, after 0.4 - 12.7 work units (the bisection had 10).  Where the chain fails, a patient descent
-tries the next rank from longer runs of the same truncated starts, from the SVD start and then
-from seeded restarts (random rows of A, random rotations of the leading singular subspace): the
-max-row-l1 landscape has several basins, and on real heads a restart sometimes reaches the
-target where the others stall a few per cent above it.
+below it on three, after 0.4 - 12.7 work units (the bisection had 10).  Where the chain fails,
+a patient descent tries the next rank from longer runs of the same truncated starts, from the
+SVD start and then from seeded restarts (random rows of A, random rotations of the leading
+singular subspace): the max-row-l1 landscape has several basins, and on real heads a restart
+sometimes reaches the target where the others stall a few per cent above it.
 
 Below the rank k it returns, the least float64 error any run reached at rank k - 1 (the
 chain's runs and the descent's) is claimed as ``upper_next_error`` with
