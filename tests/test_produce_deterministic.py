@@ -75,6 +75,28 @@ def test_two_jobs_write_the_same_bytes(serial, npz, tmp_path):
     assert all(got[k] == serial[k] for k in serial)
     prov = json.loads((out / "store.json").read_text())["provenance"]["produce_budgets"]
     assert prov[0]["budget_mode"] == "work" and prov[0]["budget_scale"] == "0.05"
+    # the software the brackets depend on, down to the BLAS kernels OpenBLAS chose here
+    sw = prov[0]["software"]
+    assert sw["numpy"] == np.__version__ and len(sw["producer_sources_sha256"]) == 64
+    assert sw["blas"] and all("internal_api" in b for b in sw["blas"])
+
+
+def test_the_producer_digest_follows_the_sources(tmp_path, monkeypatch):
+    # a copy of the witnesses package with one byte changed has another digest
+    import shutil
+
+    from softrank import software, witnesses
+
+    src = Path(witnesses.__file__).resolve().parent
+    pkg = tmp_path / "softrank" / "witnesses"
+    shutil.copytree(src, pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    (tmp_path / "softrank" / "__init__.py").write_text("")
+    here = software.producer_sources_sha256()
+    monkeypatch.setattr(witnesses, "__file__", str(pkg / "__init__.py"))
+    assert software.producer_sources_sha256() == here
+    altl1 = pkg / "producers" / "altl1.py"
+    altl1.write_bytes(altl1.read_bytes() + b"#")
+    assert software.producer_sources_sha256() != here
 
 
 def test_a_resumed_run_writes_the_same_records(serial, npz, tmp_path):
