@@ -77,6 +77,15 @@ def test_fresh_venv_install_runs(wheel, tmp_path):
                           cwd=tmp_path, timeout=1200)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "every claim proved" in done.stdout
+    # the software record of a produced store digests the installed producer sources, which
+    # must be the repository's own
+    from softrank.software import producer_sources_sha256
+
+    probe = "from softrank.software import producer_sources_sha256 as d; print(d())"
+    done = subprocess.run([str(py), "-c", probe], capture_output=True, text=True,
+                          cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == producer_sources_sha256()
     work = tmp_path / "work"
     work.mkdir()
     done = run_example(str(py), str(bindir), work)
