@@ -376,6 +376,33 @@ def test_provenance_states_versions_tiers_and_precisions(known):
     assert rep[VOLATILE_KEY]["command"].startswith("softrank-certify audit ")
 
 
+
+def test_the_producers_record_is_shown_as_written_and_escaped(known):
+    from softrank.audit.escape import md
+    from softrank.audit.provenance import PRODUCED_BY_MAX, produced_by
+    from softrank.audit.report import report_markdown
+
+    _, _, out, _ = known
+    rep = json.loads((out / "report.json").read_text())
+    assert rep["produced_by"] == []  # this store was not written by `produce`
+    hostile = "<script>x</script>[l](http://e.x)"
+    entry = {"budget_mode": "work", "budget_scale": "1.0",
+             "software": {"softrank_certify": hostile, "producer_sources_sha256": "ab" * 32,
+                          "numpy": "2.0", "scipy": 7,
+                          "blas": [{"internal_api": "openblas", "version": "0.3",
+                                    "architecture": "SkylakeX"}, "junk"]}}
+    header = {"provenance": {"produce_budgets": [entry, "junk"] + [entry] * 20}}
+    rows = produced_by(header)
+    assert len(rows) == PRODUCED_BY_MAX - 1  # the bounded prefix, non-objects skipped
+    assert rows[0]["blas"] == "openblas 0.3 SkylakeX" and rows[0]["scipy"] == "7"
+    assert produced_by({"provenance": {"produce_budgets": "x"}}) == produced_by(None) == []
+    text = report_markdown({**rep, "produced_by": rows})
+    line = next(ln for ln in text.splitlines() if ln.startswith("- produced (as store.json"))
+    # every bracket and angle bracket of the producer's string arrives backslash-escaped
+    assert "<script>" not in text and md(hostile) in line
+    assert "\\<script\\>" in md(hostile) and "\\](http" in md(hostile)
+    assert "SkylakeX" in line and "ab" * 32 in line
+
 def test_figures_are_written(known):
     _, _, out, _ = known
     rep = json.loads((out / "report.json").read_text())

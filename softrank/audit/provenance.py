@@ -101,3 +101,37 @@ def methods_text(m: dict[str, Any]) -> list[str]:
                      f"chi changed {c.get('ends_changed', 0)} claim outcomes in "
                      f"{c.get('records_changed', 0)} brackets")
     return lines
+
+
+# at most this many produce_budgets entries are summarised (a store may hold any number)
+PRODUCED_BY_MAX = 8
+
+
+def produced_by(header: Any) -> list[dict[str, str]]:
+    """Returns, for each of the first PRODUCED_BY_MAX ``produce_budgets`` entries of a store
+    header's provenance, the settings and software its producer recorded, as strings
+    (budget mode and scale, package version, producer-source digest, numpy, scipy, the BLAS
+    libraries with their kernel architectures).  These are the producer's own words, never
+    checked: a report shows them as recorded.  Returns [] when the header has none."""
+    prov = header.get("provenance") if isinstance(header, dict) else None
+    entries = prov.get("produce_budgets") if isinstance(prov, dict) else None
+    if not isinstance(entries, list):
+        return []
+    out = []
+    for e in entries[:PRODUCED_BY_MAX]:
+        if not isinstance(e, dict):
+            continue
+        row = {"budget_mode": str(e.get("budget_mode")), "budget_scale": str(e.get("budget_scale"))}
+        sw = e.get("software")
+        if isinstance(sw, dict):
+            for key in ("softrank_certify", "producer_sources_sha256", "numpy", "scipy"):
+                if key in sw:
+                    row[key] = str(sw[key])
+            blas = sw.get("blas")
+            if isinstance(blas, list):
+                row["blas"] = "; ".join(
+                    " ".join(str(b.get(k)) for k in ("internal_api", "version", "architecture")
+                             if b.get(k) is not None)
+                    for b in blas[:PRODUCED_BY_MAX] if isinstance(b, dict))
+        out.append(row)
+    return out

@@ -20,7 +20,7 @@ from ..assumptions import assumptions, assumptions_markdown
 from ..words import end_reason, end_result, word
 from . import loose, stats, tables, tightening
 from .escape import md, md_code, tex_comment
-from .provenance import methods_text
+from .provenance import methods_text, produced_by
 
 REPORT_FORMAT = "softrank-audit-report"
 REPORT_VERSION = 1
@@ -161,6 +161,7 @@ def build_report(records: list[dict[str, Any]], *, store: dict[str, Any], tier: 
         "options": {"tier": tier, "budgets": budgets, "bootstrap": settings},
         "definitions": DEFINITIONS, "assumptions": assumptions(),
         "environment": environment, "methods": methods,
+        "produced_by": produced_by(store.get("header")),
         "summary": summary,
         "tables": table_set,
         "groups": groups, "intervals": intervals, "layers": per_layer,
@@ -292,6 +293,10 @@ def report_markdown(rep: dict[str, Any]) -> str:
     out += [f"- store: {md_code(st['path'])} ({st['operators']} operators, {st['brackets']} "
             f"brackets; sha256 of its record files {md(st['sha256'])})"]
     out += [f"- {md(k)}: {md(v)}" for k, v in rep["environment"].items()]
+    # the producer's own record in store.json: shown as written, never checked
+    out += ["- produced (as store.json records it, not checked): "
+            + ", ".join(f"{md(k)} {md(v)}" for k, v in row.items())
+            for row in rep.get("produced_by") or []]
     out += [f"- command: {md_code(run.get('command'))}",
             f"- executor: {run.get('executor')} ({run.get('workers')} workers); "
             f"{run.get('resumed_records')} records taken from the journal of an earlier run",
