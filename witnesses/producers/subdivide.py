@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._common import clock, linprog
+from ._common import charge_lp, clock, linprog
+from ._highs import linprog_ub
 
 MAX_POINTS = 4096  # the kernel's limit on points (certify/lower/polytope.py)
 MAX_FACETS = 100_000  # the kernel's limit on listed facets
@@ -40,12 +41,21 @@ def witness_lp(rows: np.ndarray) -> tuple[np.ndarray, float] | None:
     N = rows.shape[1]
     c = np.zeros(N + 1)
     c[-1] = -1.0
-    res = linprog(c, A_ub=np.hstack([-rows, np.ones((len(rows), 1))]),
-                  b_ub=np.zeros(len(rows)), bounds=[(-1.0, 1.0)] * N + [(None, None)],
-                  method="highs")
-    if res.status != 0:
+    A_ub, b_ub = np.hstack([-rows, np.ones((len(rows), 1))]), np.zeros(len(rows))
+    # the lifts solve tens of thousands of these small LPs: the same model and options as
+    # linprog, without its per-call overhead (same solutions, same work charged)
+    got = linprog_ub(c, A_ub, b_ub, np.r_[np.full(N, -1.0), -np.inf],
+                     np.r_[np.full(N, 1.0), np.inf])
+    if got is None:  # pragma: no cover - a scipy without the HiGHS binding
+        res = linprog(c, A_ub=A_ub, b_ub=b_ub, bounds=[(-1.0, 1.0)] * N + [(None, None)],
+                      method="highs")
+        ok, x = res.status == 0, res.x
+    else:
+        ok, x, nit = got
+        charge_lp(len(rows) + N + 1, nit)
+    if not ok:
         return None
-    z = np.clip(res.x[:N], -1.0, 1.0)
+    z = np.clip(x[:N], -1.0, 1.0)
     return z, float((rows @ z).min())
 
 

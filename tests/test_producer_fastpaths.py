@@ -1,0 +1,189 @@
+"""The producers' fast paths compute what the slower code they replaced computed, bit for bit.
+
+A work-mode store is meant to be the same bytes wherever and however fast it is written, so a
+change that only saves CPU must not move a single search: each fast path is compared here with
+a plain reference (the code it replaced, or scipy's own ``linprog``) on many random inputs.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from scipy.optimize import linprog
+
+from softrank.witnesses.producers import _highs, altl1, keyset, subdivide
+from softrank.witnesses.producers._common import budget_settings, clock, row_l1
+from softrank.witnesses.producers._common import linprog as charged_linprog
+
+core = _highs.core
+needs_binding = pytest.mark.skipif(core is None, reason="scipy without the HiGHS binding")
+
+
+def _stochastic(rng: np.random.Generator, m: int, n: int) -> np.ndarray:
+    X = rng.exponential(size=(m, n)) ** rng.uniform(1.0, 6.0)
+    return X / X.sum(axis=1, keepdims=True)
+
+
+# -- key sets ---------------------------------------------------------------------------
+
+def _assign_scan(A, rows, gamma):
+    """The scan the key-set search used before: one pass over the keys per query."""
+    AQ = A[rows]
+    owner = np.argmax(AQ, axis=0)
+    top = AQ[owner, np.arange(AQ.shape[1])]
+    keep = top > gamma * (AQ.sum(axis=0) - top)
+    sets = [np.flatnonzero(keep & (owner == t)) for t in range(len(rows))]
+    return None if any(s.size == 0 for s in sets) else sets
+
+
+def _score_scan(A, rows):
+    best = (np.inf, None)
+    for gamma in (1.0, 0.5, 2.0):
+        sets = _assign_scan(A, rows, gamma)
+        if sets is None:
+            continue
+        M = np.stack([A[rows][:, S].sum(axis=1) for S in sets], axis=1)
+        nrm, _ = keyset.inv_norm(M)
+        if nrm < best[0]:
+            best = (nrm, (rows, sets))
+    return best
+
+
+def test_keyset_scoring_equals_the_scan():
+    rng = np.random.default_rng(20261204)
+    seen_none = seen_sets = 0
+    for _ in range(12):
+        m, n = (int(v) for v in rng.integers(2, 160, 2))
+        A = _stochastic(rng, m, n)
+        for _ in range(60):
+            p = int(rng.integers(1, min(m, n, 40) + 1))
+            rows = [int(r) for r in rng.choice(m, p, replace=False)]
+            for gamma in (1.0, 0.5, 2.0):
+                want, got = _assign_scan(A, rows, gamma), keyset.assign(
+                    A, rows, singletons=False, gamma=gamma)
+                assert (want is None) == (got is None)
+                if want is not None:
+                    assert len(want) == len(got)
+                    assert all(np.array_equal(a, b) for a, b in zip(want, got, strict=True))
+                    assert np.array_equal(keyset.matrix(A, rows, want),
+                                          keyset.matrix(A, rows, got))
+            want, got = _score_scan(A, rows), keyset._score(A, rows, False)
+            assert want[0] == got[0] or (np.isinf(want[0]) and np.isinf(got[0]))
+            assert (want[1] is None) == (got[1] is None)
+            if want[1] is None:
+                seen_none += 1
+            else:
+                seen_sets += 1
+                assert all(np.array_equal(a, b)
+                           for a, b in zip(want[1][1], got[1][1], strict=True))
+    assert seen_none and seen_sets  # both outcomes were compared
+
+
+# -- alternating l1 ---------------------------------------------------------------------
+
+def test_alt_l1_error_is_the_row_l1_of_its_factors():
+    """alt_l1 keeps |A - U V| of its iterate instead of recomputing it for the row errors:
+    the error it returns is exactly row_l1's maximum for the factors it returns."""
+    rng = np.random.default_rng(7)
+    for m, n, k in ((24, 30, 3), (40, 40, 9), (64, 48, 20)):
+        A = _stochastic(rng, m, n)
+        Us, s, Vt = np.linalg.svd(A, full_matrices=False)
+        for iters, patient in ((40, False), (120, True)):
+            U, V, err = altl1.alt_l1(A, k, 0.05, Us[:, :k] * s[:k], Vt[:k], iters=iters,
+                                     patient=patient)
+            assert err == float(row_l1(A, U, V).max())
+
+
+# -- HiGHS models -----------------------------------------------------------------------
+
+def _model_by_lp(C, cost, lo, hi, rlo, rhi):
+    """The construction lp_model used before: a HighsLp filled attribute by attribute."""
+    n_row, n_col = C.shape
+    M = sp.csc_matrix(C)
+    lp = core.HighsLp()
+    lp.num_col_, lp.num_row_ = n_col, n_row
+    lp.a_matrix_.num_col_, lp.a_matrix_.num_row_ = n_col, n_row
+    lp.a_matrix_.format_ = core.MatrixFormat.kColwise
+    lp.a_matrix_.start_, lp.a_matrix_.index_, lp.a_matrix_.value_ = M.indptr, M.indices, M.data
+    lp.col_cost_, lp.col_lower_, lp.col_upper_ = cost, lo, hi
+    lp.row_lower_, lp.row_upper_ = rlo, rhi
+    h = core._Highs()
+    h.setOptionValue("output_flag", False)
+    h.setOptionValue("presolve", "off")
+    h.setOptionValue("threads", 1)
+    h.setOptionValue("simplex_iteration_limit", 50 * (n_col + n_row) + 1000)
+    h.passModel(lp)
+    return h
+
+
+def _state(h):
+    s = h.getSolution()
+    return (h.getModelStatus(), np.array(s.col_value), np.array(s.row_dual),
+            h.getInfo().simplex_iteration_count)
+
+
+@needs_binding
+def test_lp_model_solves_as_the_highslp_model_did():
+    """Warm-started runs after changed column bounds and row bounds, as the descents do."""
+    rng = np.random.default_rng(3)
+    for _ in range(25):
+        m, n = int(rng.integers(2, 30)), int(rng.integers(5, 600))
+        C = rng.standard_normal((m, n)) * (rng.random((m, n)) < 0.6)
+        args = (C, rng.standard_normal(n), -rng.random(n), rng.random(n),
+                np.full(m, -np.inf), rng.random(m))
+        h1, h2 = _model_by_lp(*args), _highs.lp_model(*args)
+        assert h2 is not None
+        for step in range(4):
+            h1.run()
+            h2.run()
+            a, b = _state(h1), _state(h2)
+            assert a[0] == b[0] and a[3] == b[3]
+            assert np.array_equal(a[1], b[1]) and np.array_equal(a[2], b[2])
+            if step % 2:
+                lo, hi = -rng.random(n) / 2, rng.random(n) / 2
+                for h in (h1, h2):
+                    h.changeColsBounds(n, np.arange(n, dtype=np.int32), lo, hi)
+            else:
+                r, v = int(rng.integers(m)), float(rng.random())
+                for h in (h1, h2):
+                    h.changeRowBounds(r, -np.inf, v)
+
+
+@needs_binding
+def test_witness_lp_equals_linprog():
+    """subdivide.witness_lp's direct HiGHS call returns linprog's solution, bit for bit,
+    and charges the same work."""
+    rng = np.random.default_rng(11)
+    A = _stochastic(rng, 48, 40)
+    for _ in range(150):
+        p = int(rng.integers(1, 30))
+        rows = A[rng.choice(48, p)] * rng.choice([-1.0, 1.0], p)[:, None]
+        rows *= rng.uniform(0.0, 3.0)
+        N = rows.shape[1]
+        c = np.r_[np.zeros(N), -1.0]
+        ref = linprog(c, A_ub=np.hstack([-rows, np.ones((p, 1))]), b_ub=np.zeros(p),
+                      bounds=[(-1.0, 1.0)] * N + [(None, None)], method="highs")
+        with budget_settings("work", 1.0, {}):
+            w0 = clock()
+            got = subdivide.witness_lp(rows)
+            charged = clock() - w0
+        assert ref.status == 0 and got is not None
+        z = np.clip(ref.x[:N], -1.0, 1.0)
+        assert np.array_equal(got[0], z) and got[1] == float((rows @ z).min())
+        with budget_settings("work", 1.0, {}):
+            w0 = clock()
+            charged_linprog(c, A_ub=np.hstack([-rows, np.ones((p, 1))]), b_ub=np.zeros(p),
+                            bounds=[(-1.0, 1.0)] * N + [(None, None)])
+            assert clock() - w0 == charged
+
+
+@needs_binding
+def test_linprog_ub_reports_failures_as_linprog_does():
+    """An infeasible LP (x >= 2 within [-1, 1]) is a failure on both paths."""
+    c = np.array([1.0, 0.0])
+    A_ub, b_ub = np.array([[-1.0, 0.0]]), np.array([-2.0])
+    lo, hi = np.array([-1.0, -np.inf]), np.array([1.0, np.inf])
+    ref = linprog(c, A_ub=A_ub, b_ub=b_ub, bounds=[(-1.0, 1.0), (None, None)], method="highs")
+    ok, x, _ = _highs.linprog_ub(c, A_ub, b_ub, lo, hi)
+    assert ref.status != 0 and not ok and x is None
