@@ -150,14 +150,25 @@ def test_lp_model_solves_as_the_highslp_model_did():
                     h.changeRowBounds(r, -np.inf, v)
 
 
+def test_dense_csc_holds_scipys_arrays():
+    rng = np.random.default_rng(2)
+    for m, n in ((1, 1), (3, 7), (20, 129), (7, 1000), (5, 0), (0, 4)):
+        C = rng.standard_normal((m, n)) * (rng.random((m, n)) < 0.5)
+        want = sp.csc_array(C)
+        got = _highs.dense_csc(C)
+        for a, b in zip(got, (want.indptr, want.indices, want.data), strict=True):
+            assert np.array_equal(a, b)
+        assert got[0].dtype == got[1].dtype == np.int32 and got[2].dtype == np.float64
+
+
 @needs_binding
 def test_witness_lp_equals_linprog():
     """subdivide.witness_lp's direct HiGHS call returns linprog's solution, bit for bit,
     and charges the same work."""
     rng = np.random.default_rng(11)
     A = _stochastic(rng, 48, 40)
-    for _ in range(150):
-        p = int(rng.integers(1, 30))
+    for _ in range(400):
+        p = int(rng.integers(1, 40))
         rows = A[rng.choice(48, p)] * rng.choice([-1.0, 1.0], p)[:, None]
         rows *= rng.uniform(0.0, 3.0)
         N = rows.shape[1]

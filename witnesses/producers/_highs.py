@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import scipy.sparse as sp
 
 from ._common import charge_lp
 
@@ -31,7 +30,7 @@ def lp_model(C: np.ndarray, cost: np.ndarray, col_lower: np.ndarray, col_upper: 
         return None
     try:
         n_row, n_col = C.shape
-        M = sp.csc_matrix(C)
+        indptr, indices, data = dense_csc(C)
         h = core._Highs()
         h.setOptionValue("output_flag", False)
         h.setOptionValue("presolve", "off")
@@ -42,16 +41,27 @@ def lp_model(C: np.ndarray, cost: np.ndarray, col_lower: np.ndarray, col_upper: 
         # model is the same (all columns continuous), and so are the solves (compared in
         # tests/test_highs_model.py)
         f64 = np.float64
-        h.passModel(n_col, n_row, int(M.nnz), int(core.MatrixFormat.kColwise),
+        h.passModel(n_col, n_row, len(data), int(core.MatrixFormat.kColwise),
                     int(core.ObjSense.kMaximize if maximize else core.ObjSense.kMinimize), 0.0,
                     np.ascontiguousarray(cost, f64), np.ascontiguousarray(col_lower, f64),
                     np.ascontiguousarray(col_upper, f64), np.ascontiguousarray(row_lower, f64),
-                    np.ascontiguousarray(row_upper, f64), M.indptr.astype(np.int32),
-                    M.indices.astype(np.int32), np.ascontiguousarray(M.data, f64),
+                    np.ascontiguousarray(row_upper, f64), indptr, indices, data,
                     np.zeros(n_col, np.int32))
         return h
     except Exception:  # any binding mismatch: the caller's linprog path
         return None
+
+
+def dense_csc(C: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Returns (indptr, indices, data) of the dense matrix C in compressed sparse column
+    form (int32 indices, zeros left out, rows ascending within a column): the arrays
+    ``scipy.sparse.csc_array(C)`` holds, without its conversions through COO."""
+    CT = C.T
+    nz = CT != 0
+    cols, rows = np.nonzero(nz)
+    indptr = np.zeros(CT.shape[0] + 1, dtype=np.int32)
+    np.cumsum(nz.sum(axis=1), out=indptr[1:])
+    return indptr, rows.astype(np.int32), np.ascontiguousarray(CT[cols, rows], np.float64)
 
 
 def run(h: Any) -> None:
@@ -84,27 +94,19 @@ def linprog_ub(c: np.ndarray, A_ub: np.ndarray, b_ub: np.ndarray, lb: np.ndarray
         return None
     try:
         inf = core.kHighsInf
-        M = sp.csc_array(A_ub)
-        lp = core.HighsLp()
         n_row, n_col = A_ub.shape
-        lp.num_col_, lp.num_row_ = n_col, n_row
-        lp.a_matrix_.num_col_, lp.a_matrix_.num_row_ = n_col, n_row
-        lp.a_matrix_.format_ = core.MatrixFormat.kColwise
-        lp.col_cost_ = c
-        lp.col_lower_ = np.where(np.isinf(lb), np.sign(lb) * inf, lb)
-        lp.col_upper_ = np.where(np.isinf(ub), np.sign(ub) * inf, ub)
-        lp.row_lower_ = np.full(n_row, -inf)
-        lp.row_upper_ = b_ub
-        lp.a_matrix_.start_, lp.a_matrix_.index_, lp.a_matrix_.value_ = M.indptr, M.indices, M.data
         h = core._Highs()
-        opts = core.HighsOptions()
-        opts.presolve = "on"
-        opts.highs_debug_level = core.HighsDebugLevel.kHighsDebugLevelNone
-        opts.log_to_console = False
-        opts.output_flag = False
-        opts.simplex_strategy = core.simplex_constants.SimplexStrategy.kSimplexStrategyDual
-        h.passOptions(opts)
-        h.passModel(lp)
+        for key, val in (("presolve", "on"), ("highs_debug_level", 0), ("log_to_console", False),
+                         ("output_flag", False), ("simplex_strategy", 1)):  # 1: dual simplex
+            h.setOptionValue(key, val)
+        indptr, indices, data = dense_csc(A_ub)
+        f64 = np.float64
+        h.passModel(n_col, n_row, len(data), int(core.MatrixFormat.kColwise),
+                    int(core.ObjSense.kMinimize), 0.0, np.ascontiguousarray(c, f64),
+                    np.where(np.isinf(lb), np.sign(lb) * inf, lb).astype(f64),
+                    np.where(np.isinf(ub), np.sign(ub) * inf, ub).astype(f64),
+                    np.full(n_row, -inf), np.ascontiguousarray(b_ub, f64), indptr, indices,
+                    data, np.zeros(n_col, np.int32))
         h.run()
     except Exception:  # any binding mismatch: the caller's linprog path
         return None
