@@ -39,7 +39,7 @@ def lp_model(C: np.ndarray, cost: np.ndarray, col_lower: np.ndarray, col_upper: 
         # the overload taking numpy arrays: filling a HighsLp converts each array element
         # by element (about 5 ms for a descent's 20 x 3,329 step LP against 1 ms); the
         # model is the same (all columns continuous), and so are the solves (compared in
-        # tests/test_highs_model.py)
+        # tests/test_producer_fastpaths.py)
         f64 = np.float64
         h.passModel(n_col, n_row, len(data), int(core.MatrixFormat.kColwise),
                     int(core.ObjSense.kMaximize if maximize else core.ObjSense.kMinimize), 0.0,
