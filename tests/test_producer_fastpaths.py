@@ -97,7 +97,7 @@ def test_alt_l1_error_is_the_row_l1_of_its_factors():
 
 # -- HiGHS models -----------------------------------------------------------------------
 
-def _model_by_lp(C, cost, lo, hi, rlo, rhi):
+def _model_by_lp(C, cost, lo, hi, rlo, rhi, maximize=False):
     """The construction lp_model used before: a HighsLp filled attribute by attribute."""
     n_row, n_col = C.shape
     M = sp.csc_matrix(C)
@@ -108,6 +108,8 @@ def _model_by_lp(C, cost, lo, hi, rlo, rhi):
     lp.a_matrix_.start_, lp.a_matrix_.index_, lp.a_matrix_.value_ = M.indptr, M.indices, M.data
     lp.col_cost_, lp.col_lower_, lp.col_upper_ = cost, lo, hi
     lp.row_lower_, lp.row_upper_ = rlo, rhi
+    if maximize:
+        lp.sense_ = core.ObjSense.kMaximize
     h = core._Highs()
     h.setOptionValue("output_flag", False)
     h.setOptionValue("presolve", "off")
@@ -127,12 +129,13 @@ def _state(h):
 def test_lp_model_solves_as_the_highslp_model_did():
     """Warm-started runs after changed column bounds and row bounds, as the descents do."""
     rng = np.random.default_rng(3)
-    for _ in range(25):
+    for trial in range(30):
+        maximize = bool(trial % 3 == 2)  # rowset's orthant LPs maximise
         m, n = int(rng.integers(2, 30)), int(rng.integers(5, 600))
         C = rng.standard_normal((m, n)) * (rng.random((m, n)) < 0.6)
         args = (C, rng.standard_normal(n), -rng.random(n), rng.random(n),
                 np.full(m, -np.inf), rng.random(m))
-        h1, h2 = _model_by_lp(*args), _highs.lp_model(*args)
+        h1, h2 = _model_by_lp(*args, maximize), _highs.lp_model(*args, maximize=maximize)
         assert h2 is not None
         for step in range(4):
             h1.run()
