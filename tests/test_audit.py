@@ -376,7 +376,6 @@ def test_provenance_states_versions_tiers_and_precisions(known):
     assert rep[VOLATILE_KEY]["command"].startswith("softrank-certify audit ")
 
 
-
 def test_the_producers_record_is_shown_as_written_and_escaped(known):
     from softrank.audit.escape import md
     from softrank.audit.provenance import PRODUCED_BY_MAX, produced_by
@@ -402,6 +401,7 @@ def test_the_producers_record_is_shown_as_written_and_escaped(known):
     assert "<script>" not in text and md(hostile) in line
     assert "\\<script\\>" in md(hostile) and "\\](http" in md(hostile)
     assert "SkylakeX" in line and "ab" * 32 in line
+
 
 def test_figures_are_written(known):
     _, _, out, _ = known

@@ -30,26 +30,34 @@ def lp_model(C: np.ndarray, cost: np.ndarray, col_lower: np.ndarray, col_upper: 
         return None
     try:
         n_row, n_col = C.shape
-        indptr, indices, data = dense_csc(C)
         h = core._Highs()
         h.setOptionValue("output_flag", False)
         h.setOptionValue("presolve", "off")
         h.setOptionValue("threads", 1)
         h.setOptionValue("simplex_iteration_limit", 50 * (n_col + n_row) + 1000)
-        # the overload taking numpy arrays: filling a HighsLp converts each array element
-        # by element (about 5 ms for a descent's 20 x 3,329 step LP against 1 ms); the
-        # model is the same (all columns continuous), and so are the solves (compared in
-        # tests/test_producer_fastpaths.py)
-        f64 = np.float64
-        h.passModel(n_col, n_row, len(data), int(core.MatrixFormat.kColwise),
-                    int(core.ObjSense.kMaximize if maximize else core.ObjSense.kMinimize), 0.0,
-                    np.ascontiguousarray(cost, f64), np.ascontiguousarray(col_lower, f64),
-                    np.ascontiguousarray(col_upper, f64), np.ascontiguousarray(row_lower, f64),
-                    np.ascontiguousarray(row_upper, f64), indptr, indices, data,
-                    np.zeros(n_col, np.int32))
+        _pass_model(h, C, cost, col_lower, col_upper, row_lower, row_upper, maximize=maximize)
         return h
     except Exception:  # any binding mismatch: the caller's linprog path
         return None
+
+
+def _pass_model(h: Any, C: np.ndarray, cost: np.ndarray, col_lower: np.ndarray,
+                col_upper: np.ndarray, row_lower: np.ndarray, row_upper: np.ndarray, *,
+                maximize: bool = False) -> None:
+    """Passes  min (or max) cost . x  subject to  row_lower <= C x <= row_upper  and the column
+    bounds to model ``h`` through the overload taking numpy arrays: filling a HighsLp converts
+    each array element by element (about 5 ms for a descent's 20 x 3,329 step LP against 1
+    ms); the model is the same (all columns continuous), and so are the solves (compared in
+    tests/test_producer_fastpaths.py)."""
+    n_row, n_col = C.shape
+    indptr, indices, data = dense_csc(C)
+    f64 = np.float64
+    h.passModel(n_col, n_row, len(data), int(core.MatrixFormat.kColwise),
+                int(core.ObjSense.kMaximize if maximize else core.ObjSense.kMinimize), 0.0,
+                np.ascontiguousarray(cost, f64), np.ascontiguousarray(col_lower, f64),
+                np.ascontiguousarray(col_upper, f64), np.ascontiguousarray(row_lower, f64),
+                np.ascontiguousarray(row_upper, f64), indptr, indices, data,
+                np.zeros(n_col, np.int32))
 
 
 def dense_csc(C: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -99,18 +107,14 @@ def linprog_ub(c: np.ndarray, A_ub: np.ndarray, b_ub: np.ndarray, lb: np.ndarray
         for key, val in (("presolve", "on"), ("highs_debug_level", 0), ("log_to_console", False),
                          ("output_flag", False), ("simplex_strategy", 1)):  # 1: dual simplex
             h.setOptionValue(key, val)
-        indptr, indices, data = dense_csc(A_ub)
-        f64 = np.float64
-        h.passModel(n_col, n_row, len(data), int(core.MatrixFormat.kColwise),
-                    int(core.ObjSense.kMinimize), 0.0, np.ascontiguousarray(c, f64),
-                    np.where(np.isinf(lb), np.sign(lb) * inf, lb).astype(f64),
-                    np.where(np.isinf(ub), np.sign(ub) * inf, ub).astype(f64),
-                    np.full(n_row, -inf), np.ascontiguousarray(b_ub, f64), indptr, indices,
-                    data, np.zeros(n_col, np.int32))
+        # linprog hands HiGHS its own infinity, not IEEE inf
+        _pass_model(h, A_ub, c, np.where(np.isinf(lb), np.sign(lb) * inf, lb),
+                    np.where(np.isinf(ub), np.sign(ub) * inf, ub), np.full(n_row, -inf), b_ub)
         h.run()
     except Exception:  # any binding mismatch: the caller's linprog path
         return None
-    iters = int(h.getInfo().simplex_iteration_count)
+    info = h.getInfo()
+    iters = int(info.simplex_iteration_count)
     if h.getModelStatus() != core.HighsModelStatus.kOptimal:
         return False, None, iters
     sol = h.getSolution()
@@ -120,7 +124,7 @@ def linprog_ub(c: np.ndarray, A_ub: np.ndarray, b_ub: np.ndarray, lb: np.ndarray
     # sqrt(tol) * 10, or with a NaN, is reported as a failure
     tol = np.sqrt(1e-9) * 10
     slack = b_ub - sol.row_value
-    fun = h.getInfo().objective_function_value
+    fun = info.objective_function_value
     ok = bool(not (np.isnan(x).any() or np.isnan(fun) or np.isnan(slack).any())
               and ((x >= lb - tol) & (x <= ub + tol)).all() and not (slack < -tol).any())
     return ok, x, iters
