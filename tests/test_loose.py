@@ -27,7 +27,7 @@ def claims(up_rank=4, up=1.02, lo_rank=3, lo=1.3):
 def test_the_side_nearer_its_threshold_is_named():
     d = loose.diagnose(claims(), 2, 5)
     assert d == {"upper_next_ratio": Fraction(1.02), "lower_next_value": Fraction(1.3),
-                 "likely_loose": "upper"}
+                 "upper_next_agree": None, "upper_next_runs": None, "likely_loose": "upper"}
     d = loose.diagnose(claims(up=1.5, lo=1.01), 2, 5)
     assert d["likely_loose"] == "lower"
     assert loose.diagnose(claims(up=1.25, lo=1.25), 2, 5)["likely_loose"] == "unknown"  # tie
@@ -37,7 +37,7 @@ def test_a_missing_number_is_unknown():
     only_upper = {"upper_next_rank": 4, "upper_next_ratio": 1.02}
     d = loose.diagnose(only_upper, 2, 5)
     assert d == {"upper_next_ratio": Fraction(1.02), "lower_next_value": None,
-                 "likely_loose": "unknown"}
+                 "upper_next_agree": None, "upper_next_runs": None, "likely_loose": "unknown"}
     assert loose.diagnose({}, 2, 5)["likely_loose"] == "unknown"
 
 
@@ -61,6 +61,51 @@ def test_the_least_value_over_the_records_of_a_pair_is_used():
     assert d["likely_loose"] == "upper"
 
 
+def agreeing(agree, runs, **kw):
+    return {**claims(**kw), "upper_next_agree": agree, "upper_next_runs": runs}
+
+
+def test_an_upper_value_that_several_runs_agree_on_above_the_band_names_the_lower_end():
+    # the lower value is the nearer to 1, and the upper search's value is settled: lower
+    d = loose.diagnose(agreeing(3, 16, up=1.05, lo=1.3), 2, 5)
+    assert d["likely_loose"] == "lower"
+    assert (d["upper_next_agree"], d["upper_next_runs"]) == (3, 16)
+    # ... also without any lower value
+    d = loose.diagnose({k: v for k, v in agreeing(5, 5, up=1.2).items()
+                        if not k.startswith("lower")}, 2, 5)
+    assert d["lower_next_value"] is None and d["likely_loose"] == "lower"
+
+
+@pytest.mark.parametrize("agree, runs, up", [
+    (2, 16, 1.05),     # too few runs agree: the nearer end, as without the counts
+    (16, 16, "103/100"),  # all agree, but the fit is at the band's edge (not above it)
+    (16, 16, 1.0024),
+])
+def test_an_unsettled_or_near_upper_value_falls_back_to_the_nearer_end(agree, runs, up):
+    d = loose.diagnose(agreeing(agree, runs, up=up, lo=1.3), 2, 5)
+    assert d["likely_loose"] == "upper"
+    assert loose.diagnose(agreeing(agree, runs, up=up, lo=None), 2, 5)["likely_loose"] \
+        == "unknown"
+
+
+@pytest.mark.parametrize("agree, runs", [
+    (True, 16), (3, True), (0, 16), (17, 16), (-3, -1), (3.0, 16), ("3", "16"), (None, 16),
+    (3, None), (np.bool_(True), 4), (float("nan"), 4)])
+def test_adversarial_agreement_counts_read_as_missing(agree, runs):
+    d = loose.diagnose(agreeing(agree, runs, up=1.2, lo=1.1), 2, 5)
+    assert d["upper_next_agree"] is None and d["upper_next_runs"] is None
+    assert d["likely_loose"] == "lower"  # the nearer end (1.1 < 1.2), not the agreement rule
+    d = loose.diagnose(agreeing(agree, runs, up=1.2, lo=1.5), 2, 5)
+    assert d["likely_loose"] == "upper"
+
+
+def test_the_agreement_comes_from_the_record_with_the_least_upper_value():
+    recs = [agreeing(9, 9, up=1.4, lo=1.3), agreeing(1, 9, up=1.2, lo=1.3)]
+    d = loose.diagnose_all(recs, 2, 5)
+    assert (d["upper_next_ratio"], d["upper_next_agree"]) == (Fraction(1.2), 1)
+    assert d["likely_loose"] == "upper"
+
+
 ADVERSARIAL = [True, False, np.bool_(True), float("nan"), float("inf"), -0.5, -1, "nan",
                "inf", "-1/2", "1/0", "abc", "1e999999999", "9" * 800, None, [1.0],
                {"v": 1.0}, np.float64("nan"), b"1.5", complex(1, 0), "", " 1.5"]
@@ -70,7 +115,8 @@ ADVERSARIAL = [True, False, np.bool_(True), float("nan"), float("inf"), -0.5, -1
 def test_adversarial_values_read_as_missing(bad):
     assert loose.claim_number(bad) is None
     d = loose.diagnose(claims(up=bad, lo=bad), 2, 5)
-    assert d == {"upper_next_ratio": None, "lower_next_value": None, "likely_loose": "unknown"}
+    assert d == {"upper_next_ratio": None, "lower_next_value": None, "upper_next_agree": None,
+                 "upper_next_runs": None, "likely_loose": "unknown"}
 
 
 @pytest.mark.parametrize("bad_rank", [True, "4", 4.0, Fraction(4), None, [4]])
@@ -150,7 +196,7 @@ def test_audit_lists_open_brackets_with_escaped_store_text(tmp_path):
     assert "not a proof" in section
     row = next(ln for ln in section.splitlines() if "op\\_a\\_" in ln)
     assert row.startswith("| op\\_a\\_ | ")  # the id's underscores escaped
-    assert row.endswith("| \\[1, 5\\] | 1.5 | 1.125 | lower |")
+    assert row.endswith("| \\[1, 5\\] | 1.5 | - | 1.125 | lower |")
     assert "\n## forged" not in md and "<!--" not in md
 
 
@@ -162,6 +208,6 @@ def test_the_rendered_table_escapes_a_malicious_operator_id():
     md = "\n".join(loose_markdown({"open_brackets_table": t}))
     assert "\n**Result:**" not in md and "<!--" not in md
     assert "| x\\|y\\\\u000a\\*\\*Result\\:\\*\\* forged \\<\\!-- | 0.25 | \\[2, 5\\] | " \
-           "1.02 | - | unknown |" in md
+           "1.02 | - | - | unknown |" in md
     assert "1 of 4 (operator, eps) pairs are open" in md
     assert t["text_columns"] == [0]

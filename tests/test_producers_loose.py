@@ -52,6 +52,27 @@ def test_alt_l1_claims_the_best_fit_it_found_one_rank_below(descent):
     assert c["upper_next_ratio"] == pytest.approx(e / 0.25, rel=REL)
 
 
+def test_alt_l1_counts_the_runs_below_its_rank_and_those_that_agree():
+    from softrank.witnesses.producers.altl1 import AGREE_BAND, next_rank_claims
+
+    ends = {3: [1.0, 1.0 + AGREE_BAND, 1.031, 2.0], 4: [0.5]}
+    c = next_rank_claims(ends, 4, 0.5)
+    assert (c["upper_next_rank"], c["upper_next_runs"], c["upper_next_agree"]) == (3, 4, 2)
+    assert c["upper_next_error"] == 1.0 and c["upper_next_ratio"] == 2.0
+    assert next_rank_claims(ends, 6, 0.5) == {}  # no run at rank 5
+    assert next_rank_claims({0: [1.0]}, 1, 0.5) == {}
+    # the descent adds runs at the rank below the chain's: more runs, the least never larger
+    A, eps = attention(16, 6, 3.0, 0), Fraction(1, 4)
+    with budget_settings("work", 0.05):
+        short = AlternatingL1(descent_budget=0.0).produce(A, eps).claims
+        full = AlternatingL1().produce(A, eps).claims
+    if full["upper_next_rank"] == short["upper_next_rank"]:
+        assert full["upper_next_runs"] > short["upper_next_runs"]
+        assert full["upper_next_error"] <= short["upper_next_error"]
+    for c in (short, full):
+        assert 1 <= c["upper_next_agree"] <= c["upper_next_runs"]
+
+
 def test_alt_l1_claims_nothing_below_rank_one():
     A = attention(16, 6, 3.0, 0)
     w = AlternatingL1().produce(A, Fraction(19, 10))  # the rank-1 SVD is within eps
@@ -122,6 +143,8 @@ def test_produce_stores_both_claims_on_the_open_bracket(store):
     assert c["upper_next_rank"] == br.upper.rank - 1
     assert c["lower_next_rank"] == br.lower.rank + 1
     assert c["upper_next_ratio"] > 1 - REL and c["lower_next_value"] > 1 - REL
+    # the runs that ended at rank U - 1 and those within 3% of the best (itself included)
+    assert 1 <= c["upper_next_agree"] <= c["upper_next_runs"]
 
 
 def test_producers_command_shows_both_numbers(store, capsys):
@@ -133,7 +156,11 @@ def test_producers_command_shows_both_numbers(store, capsys):
     assert (row["lower"], row["upper"]) == (br.lower.rank, br.upper.rank)
     up, lo = Fraction(row["upper_next_ratio"]), Fraction(row["lower_next_value"])
     assert up == br.claims["upper_next_ratio"] and lo == br.claims["lower_next_value"]
-    assert row["likely_loose"] == ("upper" if up < lo else "lower" if lo < up else "unknown")
+    agree, runs = br.claims["upper_next_agree"], br.claims["upper_next_runs"]
+    assert (row["upper_next_agree"], row["upper_next_runs"]) == (agree, runs)
+    settled = agree >= 3 and up > Fraction(103, 100)  # U - 1 probably out of reach
+    assert row["likely_loose"] == ("lower" if settled else "upper" if up < lo
+                                   else "lower" if lo < up else "unknown")
     assert "not proofs" in doc["open_brackets_note"]
     assert main(["producers", str(store), "--quiet"]) == 0
     text = capsys.readouterr().out
@@ -141,7 +168,8 @@ def test_producers_command_shows_both_numbers(store, capsys):
     lines = text[head:].splitlines()
     assert "U-1 fit/eps" in lines[1] and "L+1 value" in lines[1]
     assert lines[2].split() == [br.operator, "0.5", f"[{br.lower.rank},", f"{br.upper.rank}]",
-                                f"{float(up):.4g}", f"{float(lo):.4g}", row["likely_loose"]]
+                                f"{float(up):.4g}", f"{agree}/{runs}", f"{float(lo):.4g}",
+                                row["likely_loose"]]
     assert "1 of 1 (operator, eps) brackets open" in text and "not a proof" in text
 
 
@@ -159,4 +187,5 @@ def test_audit_reports_the_open_bracket(store, tmp_path):
     line = next(ln for ln in section.splitlines() if ln.startswith(f"| {br.operator} |"))
     assert line.endswith(f"| \\[{br.lower.rank}, {br.upper.rank}\\] | "
                          f"{sig(row['upper_next_ratio'], 4)} | "
+                         f"{row['upper_next_agree']}/{row['upper_next_runs']} | "
                          f"{sig(row['lower_next_value'], 4)} | {row['likely_loose']} |")

@@ -74,9 +74,12 @@ DEFINITIONS = {
                     "best float64 values their searches found next to each end: "
                     "upper_next_ratio, the best rank-(U - 1) fit's error over eps, and "
                     "lower_next_value, the best lower-certificate value at rank L + 1 (each "
-                    "below 1 would move its end); likely_loose names the end whose value is "
-                    "nearer 1 (unknown when one is missing or they tie); float64 searches, "
-                    "not proofs (open_brackets, summary.open_brackets)",
+                    "below 1 would move its end), with upper_next_agree of the upper "
+                    "search's upper_next_runs runs at U - 1 ending within 3% of its best fit; "
+                    "likely_loose is lower where at least 3 runs agree and the best fit is "
+                    "more than 3% above eps (U probably the least rank), else the end whose "
+                    "value is nearer 1 (unknown when one is missing or they tie); float64 "
+                    "searches, not proofs (open_brackets, summary.open_brackets)",
 }
 
 

@@ -740,10 +740,19 @@ LOOSE_TITLE = "Open brackets: which side is likely loose (float64 searches, not 
 LOOSE_NOTE = ("U-1 fit/eps: the best float64 fit the upper producer found at rank U - 1, its "
               "max-row-l1 error divided by eps (below 1 would lower U). L+1 value: the best "
               "float64 lower-certificate value the lower producer found at rank L + 1 (a "
-              "Bernstein value eps sup ||w|| / ||Aw||; below 1 would raise L). Likely loose: "
-              "the end whose number is nearer 1; unknown when a number is missing or they "
-              "tie. Best float64 values found by incomplete searches, not a proof: a better "
-              "search or another certificate may move either end. Per-eps brackets.")
+              "Bernstein value eps sup ||w|| / ||Aw||; below 1 would raise L). U-1 runs within "
+              "3%: how many of the upper search's runs at rank U - 1 ended within 3% of its "
+              "best fit. Likely loose: lower where at least 3 runs agree and the best fit is "
+              "more than 3% above eps (U is probably the least rank), else the end whose "
+              "number is nearer 1; unknown when a number is missing or they tie. Best float64 "
+              "values found by incomplete searches, not a proof: a better search or another "
+              "certificate may move either end. Per-eps brackets.")
+
+
+def agree_cell(agree: int | None, runs: int | None) -> str:
+    """Returns "agree/runs" for the upper search's runs at U - 1, "-" when either is
+    missing."""
+    return "-" if agree is None or runs is None else f"{int(agree)}/{int(runs)}"
 
 
 def loose_table(rows: list[dict[str, Any]], n: dict[str, int]) -> dict[str, Any]:
@@ -760,10 +769,12 @@ def loose_table(rows: list[dict[str, Any]], n: dict[str, int]) -> dict[str, Any]
         "count": (f"{n['open']} of {n['pairs']} (operator, eps) pairs are open; likely loose "
                   f"(float64 searches, not proofs): upper {n['upper']}, lower {n['lower']}, "
                   f"unknown {n['unknown']}."),
-        "columns": ["Operator", "eps", "[L, U]", "U-1 fit/eps", "L+1 value", "Likely loose"],
+        "columns": ["Operator", "eps", "[L, U]", "U-1 fit/eps", "U-1 runs within 3%",
+                    "L+1 value", "Likely loose"],
         "left": 3, "text_columns": [0],
         "rows": [[r["operator"], fmt_eps(r["eps"]),
                   f"[{r['lower']}, {r['upper']}]", num(r["upper_next_ratio"]),
+                  agree_cell(r.get("upper_next_agree"), r.get("upper_next_runs")),
                   num(r["lower_next_value"]), r["likely_loose"]] for r in rows],
     }
 

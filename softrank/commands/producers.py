@@ -31,7 +31,7 @@ from typing import Any
 from tqdm import tqdm
 
 from softrank.audit import loose
-from softrank.audit.tables import fmt_eps
+from softrank.audit.tables import agree_cell, fmt_eps
 from softrank.certify import check_lower, check_upper
 from softrank.numfmt import sci, sig
 from softrank.terminal import shown
@@ -227,11 +227,13 @@ def format_open_table(rows: list[dict[str, Any]], pairs: int) -> str:
 
     lines = ["Open brackets: which side is likely loose (float64 searches, not proofs)",
              f"{'open bracket':<28} {'eps':>8} {'[L, U]':>10} {'U-1 fit/eps':>11} "
-             f"{'L+1 value':>9}  likely loose"]
+             f"{'agree':>6} {'L+1 value':>9}  likely loose"]
     for r in rows[:MAX_OPEN_SHOWN]:
         lines.append(f"{shown(r['operator']):<28} {fmt_eps(str(r['eps'])):>8} "
                      f"{'[' + str(r['lower']) + ', ' + str(r['upper']) + ']':>10} "
-                     f"{num(r['upper_next_ratio']):>11} {num(r['lower_next_value']):>9}  "
+                     f"{num(r['upper_next_ratio']):>11} "
+                     f"{agree_cell(r.get('upper_next_agree'), r.get('upper_next_runs')):>6} "
+                     f"{num(r['lower_next_value']):>9}  "
                      f"{r['likely_loose']}")
     if len(rows) > MAX_OPEN_SHOWN:
         lines.append(f"... and {len(rows) - MAX_OPEN_SHOWN} more (--json lists all)")
@@ -239,9 +241,11 @@ def format_open_table(rows: list[dict[str, Any]], pairs: int) -> str:
     lines.append(f"{len(rows)} of {pairs} (operator, eps) brackets open; likely loose: upper "
                  f"{n['upper']}, lower {n['lower']}, unknown {n['unknown']}")
     lines.append("U-1 fit/eps: best float64 fit found at rank U - 1, error / eps (below 1 "
-                 "would lower U); L+1 value: best float64 lower-certificate value found at "
-                 "rank L + 1 (below 1 would raise L); the producers' own claims from "
-                 "incomplete searches, not a proof")
+                 "would lower U); agree: runs at U - 1 ending within 3% of that fit, of all "
+                 "runs there; L+1 value: best float64 lower-certificate value found at "
+                 "rank L + 1 (below 1 would raise L); likely loose: lower where 3 or more "
+                 "runs agree and the fit is more than 3% above eps, else the end nearer 1; "
+                 "the producers' own claims from incomplete searches, not a proof")
     return "\n".join(lines)
 
 

@@ -21,8 +21,12 @@ sometimes reaches the target where the others stall a few per cent above it.
 Below the rank k it returns, the least float64 error any run reached at rank k - 1 (the
 chain's runs and the descent's) is claimed as ``upper_next_error`` with
 ``upper_next_ratio`` = that / eps and ``upper_next_rank`` = k - 1: how far above eps the best
-rank-(k - 1) fit found stayed.  A float64 search result, not a proof of anything (a better fit
-may exist); omitted when no run reached rank k - 1 (k = 1, or no time left).
+rank-(k - 1) fit found stayed; ``upper_next_runs`` counts those runs and ``upper_next_agree``
+the ones that ended within AGREE_BAND (3%) of the least.  Runs from unrelated starts (the
+truncations, the SVD start, random rows, random rotations) that end at one value are a sign
+that the value is the landscape's, not a start's.  Float64 search results, not a proof of
+anything (a better fit may exist); omitted when no run reached rank k - 1 (k = 1, or no time
+left).
 """
 
 from __future__ import annotations
@@ -62,6 +66,8 @@ RESTART_ITERS = 600  # IRLS steps per restart
 CHAIN_ITERS = 600
 WARM_ITERS = (600, 2000)
 SEED = 20261201
+# a run at rank k - 1 "agrees" when its error ends within this fraction of the least one
+AGREE_BAND = 0.03
 
 
 def _balance(U: np.ndarray, V: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -184,9 +190,9 @@ class AlternatingL1(BaseProducer):
 
         # one deadline for both phases: the chain spends what it needs, the descent the rest
         deadline = clock() + budget + descent_budget
-        # the least float64 error any alt_l1 run reached, per rank (for the claims on the
-        # rank below the one returned: how far from eps the best fit there stayed)
-        least: dict[int, float] = {}
+        # the float64 error every alt_l1 run ended at, per rank (for the claims on the rank
+        # below the one returned: how far from eps the fits there stayed, and how many agree)
+        ends: dict[int, list[float]] = {}
         # the chain: each rank from the fit of the rank above, truncated (``_truncated``)
         k, (U, V) = k_svd, (U_s, V_s)
         done = None  # the rank whose chain runs ran to their end and failed: not run again
@@ -194,7 +200,7 @@ class AlternatingL1(BaseProducer):
             for U0, V0 in _truncations(A, U, V, k - 1):
                 U2, V2, e = alt_l1(A, k - 1, t, U0, V0, iters=self.iters,
                                    deadline=deadline, patient=True)
-                _note(least, k - 1, e)
+                _note(ends, k - 1, e)
                 if e <= t or clock() > deadline:
                     break
             if not e <= t:
@@ -224,7 +230,7 @@ class AlternatingL1(BaseProducer):
                 used += restart
                 U2, V2, e2 = alt_l1(A, k - 1, t, U0, V0, iters=n, deadline=descent_end,
                                     patient=True)
-                _note(least, k - 1, e2)
+                _note(ends, k - 1, e2)
                 if e2 <= t:
                     found, restarts_used = (U2, V2, e2), restarts_used + used
                     break
@@ -234,27 +240,31 @@ class AlternatingL1(BaseProducer):
         return Witness(rank=k, U=np.ascontiguousarray(U), V=np.ascontiguousarray(V),
                        claims={"upper_error": err, "upper_rank": int(k), "tsvd_rank": k_svd,
                                "chain_rank": int(k_search), "restarts_used": restarts_used,
-                               **next_rank_claims(least, k, eps)})
+                               **next_rank_claims(ends, k, eps)})
 
 
-def _note(least: dict[int, float], k: int, e: float) -> None:
-    """Keeps e as the least error seen at rank k when it is finite and below the one kept."""
-    if np.isfinite(e) and (k not in least or e < least[k]):
-        least[k] = float(e)
+def _note(ends: dict[int, list[float]], k: int, e: float) -> None:
+    """Keeps e, the error a run at rank k ended at, when it is finite."""
+    if np.isfinite(e):
+        ends.setdefault(k, []).append(float(e))
 
 
-def next_rank_claims(least: dict[int, float], k: int, eps: Fraction | float
+def next_rank_claims(ends: dict[int, list[float]], k: int, eps: Fraction | float
                      ) -> dict[str, float | int]:
-    """Returns the claims on rank k - 1 below a witness of rank k: ``upper_next_rank`` (k - 1),
-    ``upper_next_error`` (the least float64 max-row-l1 error any run reached there, from
-    ``least``) and ``upper_next_ratio`` (that / eps; below 1 would have lowered the rank),
-    both to SEARCH_DIGITS significant digits (``search_claim``); {} when no run reached rank
-    k - 1 or k = 1.  Float64 search results, not proofs."""
-    e = least.get(k - 1)
-    if k <= 1 or e is None:
+    """Returns the claims on rank k - 1 below a witness of rank k, from ``ends`` (the errors
+    the runs at each rank ended at): ``upper_next_rank`` (k - 1), ``upper_next_error`` (the
+    least float64 max-row-l1 error a run reached there) and ``upper_next_ratio`` (that / eps;
+    below 1 would have lowered the rank), both to SEARCH_DIGITS significant digits
+    (``search_claim``), ``upper_next_runs`` (how many runs ended there) and
+    ``upper_next_agree`` (how many of them within AGREE_BAND of the least, itself included);
+    {} when no run reached rank k - 1 or k = 1.  Float64 search results, not proofs."""
+    errs = ends.get(k - 1)
+    if k <= 1 or not errs:
         return {}
+    e = min(errs)
     return {"upper_next_rank": int(k - 1), "upper_next_error": search_claim(e),
-            "upper_next_ratio": search_claim(e / float(eps))}
+            "upper_next_ratio": search_claim(e / float(eps)), "upper_next_runs": len(errs),
+            "upper_next_agree": sum(x <= (1 + AGREE_BAND) * e for x in errs)}
 
 
 def _truncations(A: np.ndarray, U: np.ndarray, V: np.ndarray, k: int
