@@ -89,7 +89,7 @@ def test_an_unsettled_or_near_upper_value_falls_back_to_the_nearer_end(agree, ru
 
 
 @pytest.mark.parametrize("agree, runs", [
-    (True, 16), (3, True), (0, 16), (17, 16), (-3, -1), (3.0, 16), ("3", "16"), (None, 16),
+    (True, 16), (3, True), (0, 0), (17, 16), (-3, -1), (3.0, 16), ("3", "16"), (None, 16),
     (3, None), (np.bool_(True), 4), (float("nan"), 4)])
 def test_adversarial_agreement_counts_read_as_missing(agree, runs):
     d = loose.diagnose(agreeing(agree, runs, up=1.2, lo=1.1), 2, 5)

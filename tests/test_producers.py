@@ -488,6 +488,41 @@ def test_truncations_remove_one_component_of_the_fit():
     assert np.allclose(starts[-1][0] @ starts[-1][1], tsvd, atol=1e-9)
 
 
+def test_components_price_every_drop_and_the_chain_step_screens_them():
+    from softrank.witnesses.producers._common import budget_settings, work_done
+
+    rng = np.random.default_rng(3)
+    A, _ = attention(24, 20, 8, 4.0, 2)
+    k = 6
+    U, V = rng.standard_normal((24, k + 1)) * 0.1, rng.standard_normal((k + 1, 20)) * 0.1
+    Ub, Vb, z = altl1._components(A, U, V)
+    assert np.allclose(Ub @ Vb, U @ V, atol=1e-12)
+    for j in range(k + 1):  # z[j]: the error without component j, exactly as row_l1 has it
+        U0, V0 = altl1._without(Ub, Vb, j)
+        assert z[j] == pytest.approx(np.abs(A - U0 @ V0).sum(axis=1).max(), rel=1e-12)
+    first = altl1._first_drops(z)
+    assert first[0] == int(np.argmin(z)) and first[-1] in (first[0], k)
+    with budget_settings("work", 1.0):
+        # a target no rank-k fit can meet: every screened start, then the patient run, fail;
+        # every run's error is kept, only the patient run's counted for the agreement claims
+        ends: dict[int, list[tuple[float, bool]]] = {}
+        assert altl1._chain_step(A, 1e-9, U, V, k, float("inf"), ends, 50) is None
+        n_first = len(altl1._first_drops(z))
+        screened = n_first + min(altl1.SCREEN_DROPS, k + 1 - n_first)
+        more = len(altl1.SCREEN_MORE) * min(altl1.SCREEN_TOP, screened)
+        assert [c for _, c in ends[k]] == [False] * (screened + more) + [True]
+        assert all(e > 1e-9 for e, _ in ends[k])
+        spent = work_done()
+        # a target the first truncation meets at once: returned after its few screen steps
+        t = float(z.min()) * 1.5
+        ends = {}
+        U2, V2, e = altl1._chain_step(A, t, U, V, k, float("inf"), ends, 50)
+        assert e <= t and U2.shape == (24, k) and V2.shape == (k, 20)
+        assert ends == {k: [(e, False)]}
+        assert e == np.abs(A - U2 @ V2).sum(axis=1).max()
+        assert work_done() - spent < spent
+
+
 def test_alt_l1_chain_claims_its_rank_and_never_ends_above_the_tsvd():
     A, _ = attention(40, 40, 10, 6.0, 11)
     eps = Fraction(1, 5)

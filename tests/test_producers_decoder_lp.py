@@ -127,12 +127,13 @@ def test_alt_l1_restarts_never_raise_the_rank_and_hold(seed):
 
 
 def test_alt_l1_restarts_reach_a_rank_the_svd_start_misses():
-    # found by a search over random softmax operators (seeds 0 - 58): on these, the chain and
-    # the descent's truncated and SVD starts stall above eps at the rank below, and a seeded
-    # restart reaches it
+    # found by a search over random softmax operators: since the chain screens the components
+    # it drops, no 24 x 24 operator at beta 2.5 of seeds 0 - 119 needs a restart; on this one
+    # (beta 4, seed 16) the chain and the descent's truncated and SVD starts stall above eps
+    # at the rank below, and a seeded restart reaches it
     lowered = 0
-    for seed in (13, 58):
-        A = attention(24, 8, 2.5, seed)
+    for seed in (16,):
+        A = attention(24, 8, 4.0, seed)
         w0 = AlternatingL1(descent_budget=30, restarts=0).produce(A, EPS)
         w1 = AlternatingL1(descent_budget=30).produce(A, EPS)
         assert w1.rank <= w0.rank
@@ -178,12 +179,16 @@ def test_alt_l1_descent_runs_truncated_then_svd_starts_before_the_restarts(monke
     assert w is not None and check_upper(A, w.U, w.V, EPS, rank=w.rank).holds
     patient = [c for c in calls if c[2]]
     assert patient, "the descent never ran"
-    # the last rank tried failed on every start: the truncated fits of the rank above (one or
-    # two, each on the chain's schedule and on the longer one), both schedules from the SVD
-    # start, then the restarts, in that order
+    # the last rank tried failed on every start: the chain's screen (short runs from the
+    # truncated fits of the rank above and other drops), the truncated fits (one or two, each
+    # on the chain's schedule and on the longer one), both schedules from the SVD start, then
+    # the restarts, in that order
     last = [c[1] for c in patient if c[0] == patient[-1][0]]
     assert last[-4:] == [50, 80, altl1.RESTART_ITERS, altl1.RESTART_ITERS]
-    warm = sorted(last[:-4])
+    screen = {altl1.SCREEN_ITERS, *altl1.SCREEN_MORE}
+    n_screen = next(i for i, n in enumerate(last) if n not in screen)
+    assert n_screen >= 1 and last[0] == altl1.SCREEN_ITERS
+    warm = sorted(last[n_screen:-4])
     short, long_ = altl1.CHAIN_ITERS, altl1.WARM_ITERS[-1]
     assert warm in ([short, long_], [short, short, long_, long_])
     assert patient[-1][0] == w.rank - 1

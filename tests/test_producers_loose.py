@@ -55,12 +55,21 @@ def test_alt_l1_claims_the_best_fit_it_found_one_rank_below(descent):
 def test_alt_l1_counts_the_runs_below_its_rank_and_those_that_agree():
     from softrank.witnesses.producers.altl1 import AGREE_BAND, next_rank_claims
 
-    ends = {3: [1.0, 1.0 + AGREE_BAND, 1.031, 2.0], 4: [0.5]}
+    ends = {3: [(1.0, True), (1.0 + AGREE_BAND, True), (1.031, True), (2.0, True),
+                (0.9, False)], 4: [(0.5, True)]}
     c = next_rank_claims(ends, 4, 0.5)
-    assert (c["upper_next_rank"], c["upper_next_runs"], c["upper_next_agree"]) == (3, 4, 2)
+    # the least over every run (a short screening run's 0.9 too), the runs counted without it
+    assert (c["upper_next_rank"], c["upper_next_runs"], c["upper_next_agree"]) == (3, 4, 0)
+    assert c["upper_next_error"] == 0.9 and c["upper_next_ratio"] == 1.8
+    del ends[3][-1]
+    c = next_rank_claims(ends, 4, 0.5)
+    assert (c["upper_next_runs"], c["upper_next_agree"]) == (4, 2)
     assert c["upper_next_error"] == 1.0 and c["upper_next_ratio"] == 2.0
+    # only uncounted runs: the least is claimed, no counts
+    c = next_rank_claims({3: [(1.2, False)]}, 4, 0.5)
+    assert c["upper_next_error"] == 1.2 and "upper_next_runs" not in c
     assert next_rank_claims(ends, 6, 0.5) == {}  # no run at rank 5
-    assert next_rank_claims({0: [1.0]}, 1, 0.5) == {}
+    assert next_rank_claims({0: [(1.0, True)]}, 1, 0.5) == {}
     # the descent adds runs at the rank below the chain's: more runs, the least never larger
     A, eps = attention(16, 6, 3.0, 0), Fraction(1, 4)
     with budget_settings("work", 0.05):
@@ -69,8 +78,8 @@ def test_alt_l1_counts_the_runs_below_its_rank_and_those_that_agree():
     if full["upper_next_rank"] == short["upper_next_rank"]:
         assert full["upper_next_runs"] > short["upper_next_runs"]
         assert full["upper_next_error"] <= short["upper_next_error"]
-    for c in (short, full):
-        assert 1 <= c["upper_next_agree"] <= c["upper_next_runs"]
+    for c in (short, full):  # the least may come from a short screening run: agree may be 0
+        assert 0 <= c["upper_next_agree"] <= c["upper_next_runs"]
 
 
 def test_alt_l1_claims_nothing_below_rank_one():
@@ -144,7 +153,7 @@ def test_produce_stores_both_claims_on_the_open_bracket(store):
     assert c["lower_next_rank"] == br.lower.rank + 1
     assert c["upper_next_ratio"] > 1 - REL and c["lower_next_value"] > 1 - REL
     # the runs that ended at rank U - 1 and those within 3% of the best (itself included)
-    assert 1 <= c["upper_next_agree"] <= c["upper_next_runs"]
+    assert 0 <= c["upper_next_agree"] <= c["upper_next_runs"]
 
 
 def test_producers_command_shows_both_numbers(store, capsys):

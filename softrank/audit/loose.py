@@ -102,11 +102,11 @@ def _least(claims_list: Iterable[Any], rank_key: str, value_key: str, rank: int
 
 def agreement(claims: Mapping[str, Any] | None) -> tuple[int, int] | None:
     """Returns (agree, runs) from ``upper_next_agree`` and ``upper_next_runs`` of ``claims``
-    when both are ints (not bools) with 1 <= agree <= runs, else None."""
+    when both are ints (not bools) with 0 <= agree <= runs and runs >= 1, else None."""
     if claims is None:
         return None
     agree, runs = _claim_rank(claims.get(UPPER_AGREE)), _claim_rank(claims.get(UPPER_RUNS))
-    if agree is None or runs is None or not 1 <= agree <= runs:
+    if agree is None or runs is None or not 0 <= agree <= runs or runs < 1:
         return None
     return agree, runs
 
