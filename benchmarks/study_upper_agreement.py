@@ -40,7 +40,12 @@ from softrank.witnesses.producers._common import (  # noqa: E402
     one_blas_thread,
     target,
 )
-from softrank.witnesses.producers.altl1 import AlternatingL1, alt_l1  # noqa: E402
+from softrank.witnesses.producers.altl1 import (  # noqa: E402
+    AlternatingL1,
+    _components,
+    _without,
+    alt_l1,
+)
 
 SCHEDULE = ((10, 0.25), (100, 0.25), (600, 0.25), (5000, 0.0))
 
@@ -49,10 +54,8 @@ def _starts(A: np.ndarray, U: np.ndarray, V: np.ndarray, pool: int,
             rng: np.random.Generator) -> list[tuple[np.ndarray, np.ndarray]]:
     """Returns ``pool`` rank-(k - 1) starts from the rank-k fit U V (see the module note)."""
     k = U.shape[1]
-    Q, R = np.linalg.qr(U)
-    Ur, sr, Vtr = np.linalg.svd(R @ V, full_matrices=False)
-    Ub, Vb = (Q @ Ur) * sr, Vtr
-    out = [(np.delete(Ub, j, axis=1), np.delete(Vb, j, axis=0)) for j in range(k)]
+    Ub, Vb, _ = _components(A, U, V)
+    out = [_without(Ub, Vb, j) for j in range(k)]
     _, _, Vt = np.linalg.svd(A, full_matrices=False)
     while len(out) < pool:
         kind = len(out) % 3
