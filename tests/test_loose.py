@@ -198,6 +198,14 @@ def test_audit_lists_open_brackets_with_escaped_store_text(tmp_path):
     assert row.startswith("| op\\_a\\_ | ")  # the id's underscores escaped
     assert row.endswith("| \\[1, 5\\] | 1.5 | - | 1.125 | lower |")
     assert "\n## forged" not in md and "<!--" not in md
+    # report.tex: the same rows as a longtable, store text escaped
+    tex = (out / "report.tex").read_text()
+    assert tex.count(r"\section*{Open brackets: which side is likely loose}") == 1
+    part = tex[tex.index(r"\label{tab:audit-open-brackets}"):]
+    part = part[:part.index(r"\end{longtable}")]
+    row = next(ln for ln in part.splitlines() if ln.startswith("op\\_a\\_ & "))
+    assert row.endswith(r" & {[}1, 5{]} & 1.5 & - & 1.125 & lower \\")
+    assert r"fam\textbar{}x" in tex and "fam|x" not in tex
 
 
 def test_the_rendered_table_escapes_a_malicious_operator_id():

@@ -355,6 +355,19 @@ def loose_markdown(rep: dict[str, Any]) -> list[str]:
     return out
 
 
+def open_brackets_tex(rep: dict[str, Any]) -> list[str]:
+    """The section of report.tex on open brackets: the table ``open_brackets_table`` as a
+    longtable (every cell escaped; all rows, as in report.json), its count line and what its
+    numbers are in the caption.  Empty for a report without open brackets or without the table
+    (an older one)."""
+    t = rep.get("open_brackets_table")
+    if t is None or not t["rows"]:
+        return []
+    return [r"\clearpage", r"\section*{Open brackets: which side is likely loose}",
+            f"\\noindent {tables.tex_escape(t['count'])}", "",
+            tables.latex_longtable(t, "tab:audit-open-brackets")]
+
+
 def internal_error_text(x: dict[str, Any], esc: Any) -> str:
     """The words of one internal error of ``tightening.inconsistencies``, store text passed
     through ``esc`` (the target format's escaping): never rendered as a bracket."""
@@ -558,6 +571,7 @@ def report_latex(rep: dict[str, Any]) -> str:
         r"\clearpage",
         r"\section*{Per-head brackets}",
         f"\\input{{{PER_HEAD_TEX}}}",
+        *open_brackets_tex(rep),
         r"\end{document}",
     ]
     return "\n".join(lines) + "\n"
