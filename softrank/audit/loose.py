@@ -78,8 +78,8 @@ def claim_number(v: Any) -> Fraction | None:
     return q if q >= 0 else None
 
 
-def _claim_rank(v: Any) -> int | None:
-    """Returns a claimed rank (an int, not a bool), else None."""
+def _claim_int(v: Any) -> int | None:
+    """Returns a claimed integer (a rank or a count: an int, not a bool), else None."""
     if isinstance(v, bool | np.bool_) or not isinstance(v, int | np.integer):
         return None
     return int(v)
@@ -92,7 +92,7 @@ def _least(claims_list: Iterable[Any], rank_key: str, value_key: str, rank: int
     best: Fraction | None = None
     source: Mapping[str, Any] | None = None
     for claims in claims_list:
-        if not isinstance(claims, Mapping) or _claim_rank(claims.get(rank_key)) != rank:
+        if not isinstance(claims, Mapping) or _claim_int(claims.get(rank_key)) != rank:
             continue
         q = claim_number(claims.get(value_key))
         if q is not None and (best is None or q < best):
@@ -105,7 +105,7 @@ def agreement(claims: Mapping[str, Any] | None) -> tuple[int, int] | None:
     when both are ints (not bools) with 0 <= agree <= runs and runs >= 1, else None."""
     if claims is None:
         return None
-    agree, runs = _claim_rank(claims.get(UPPER_AGREE)), _claim_rank(claims.get(UPPER_RUNS))
+    agree, runs = _claim_int(claims.get(UPPER_AGREE)), _claim_int(claims.get(UPPER_RUNS))
     if agree is None or runs is None or not 0 <= agree <= runs or runs < 1:
         return None
     return agree, runs
