@@ -158,6 +158,51 @@ def test_the_producer_lifts_only_the_rank_it_missed(monkeypatch):
     assert c is not None and c.kind == "bernstein" and c.rank == 2
 
 
+def test_a_lift_that_fails_is_tried_from_nearby_subspaces(monkeypatch):
+    A = attention(16, 5, 3.0, 4)
+    W = svd_subspace(A, 4)
+    eps = float(Fraction(bernstein_limit(A, W) * 1.2).limit_denominator(10**6))
+    assert poly.lift(A, W, eps, clock() + 30) is None  # W itself does not lift
+    report: dict = {}
+    got = poly.lift_near(A, W, eps, clock() + 30, clock() + 60, report=report)
+    assert got is not None and report["perturbed"] >= 1
+    c = check_lower(A, {"kind": "polytope", "rank": 4, **got[0]}, Fraction(eps), tier="exact")
+    assert c.status == "holds"
+    again = poly.lift_near(A, W, eps, clock() + 30, clock() + 60)  # seeded: the same lift
+    assert again is not None and all(np.array_equal(got[0][k], again[0][k]) for k in got[0])
+    # no time left for the copies: only W is tried
+    assert poly.lift_near(A, W, eps, clock() + 30, clock() - 1.0) is None
+
+    def missed(A_, eps_, budget, *, near_out=None, **kw):  # the search reached rank 3 only
+        Wn, J = bern.normalise(svd_subspace(A_, 3))
+        _, P, _ = bern.row_values(A_, Wn)
+        near_out[4] = (1.1 / eps_, W)
+        return (3, Wn, P, J, 0.5, "descent")
+
+    monkeypatch.setattr(bern, "search", missed)
+    c = bern.Bernstein(budget=30.0).produce(A, eps)
+    assert c is not None and c.kind == "polytope" and c.rank == 4
+    assert c.claims["start"].startswith("lift+perturbed")
+
+
+def test_perturbed_lifts_are_bounded(monkeypatch):
+    seen: list[np.ndarray] = []
+
+    def never(A_, W_, eps_, deadline, *, report=None):
+        seen.append(W_)
+        return None
+
+    monkeypatch.setattr(poly, "lift", never)
+    W = np.eye(6, 3)
+    assert poly.lift_near(np.eye(6), W, 0.25, clock() + 100, clock() + 100) is None
+    assert len(seen) == 1 + poly.PERTURB_TRIES
+    assert np.array_equal(seen[0], W) and not any(np.array_equal(w, W) for w in seen[1:])
+    seen.clear()  # a zero subspace has no scale to perturb by
+    assert poly.lift_near(np.eye(6), np.zeros((6, 3)), 0.25, clock() + 100,
+                          clock() + 100) is None
+    assert len(seen) == 1
+
+
 @pytest.mark.parametrize("seed", [0, 1])
 def test_star_cover_serves_every_facet_with_fewer_witnesses(seed):
     """The star cover on a real lift: every facet's witness keeps its labelled values above

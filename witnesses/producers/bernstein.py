@@ -44,7 +44,9 @@ Where the search ends, the best subspace that missed the next rank (within LIFT_
 goal) is lifted to a ``polytope`` certificate (``polytope.lift``): the facets of conv(+-A W)
 keep their labels and each may choose its own witness outside the subspace; facets whose
 labels no witness serves together are repaired by subdividing an edge with a new labelled point
-(``subdivide.repair``), and such a certificate's ``start`` is "lift+subdivided".
+(``subdivide.repair``), and such a certificate's ``start`` is "lift+subdivided".  When the
+lift of that subspace fails, perturbed copies of it are lifted (``polytope.lift_near``, one more
+phase budget): "lift+perturbed" or "lift+perturbed+subdivided".
 
 The certificate's claims say how near the search came to the next rank p + 1 (when it stopped
 below the ceiling and tried a subspace there): ``lower_next_rank`` = p + 1 and
@@ -612,10 +614,13 @@ class Bernstein(BudgetedLower):
         p = (found[0] if found is not None else 0) + 1
         if p <= ceiling and p in near and near[p][0] * eps <= polytope.LIFT_NEAR:
             report: dict = {}
-            lifted = polytope.lift(A, near[p][1], eps, clock() + budget, report=report)
+            now = clock()
+            lifted = polytope.lift_near(A, near[p][1], eps, now + budget, now + 2 * budget,
+                                        report=report)
             if lifted is not None:
                 # nothing was searched at rank p + 1: no claim about the next rank
-                start = "lift+subdivided" if report.get("subdivisions") else "lift"
+                start = "lift" + ("+perturbed" if report.get("perturbed") else "") + (
+                    "+subdivided" if report.get("subdivisions") else "")
                 return ("polytope", p, lifted[0], lifted[1], start)
         return Reached(found, next_rank_claims(near, p, ceiling, eps))
 
