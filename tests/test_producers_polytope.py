@@ -130,30 +130,34 @@ def test_the_kept_gains_choose_as_recounted_gains(seed, pool):
     assert np.array_equal(Zs, Zr) and np.array_equal(G, Gr)
 
 
+def missed_search(W: np.ndarray, ratio: float):
+    """A stand-in for ``bernstein.search`` that reached rank p - 1 (p = W.shape[1], the SVD
+    subspace) and missed rank p with W, by ``ratio`` times the goal."""
+    p = W.shape[1]
+
+    def search(A_, eps_, budget, *, near_out=None, **kw):
+        Wn, J = bern.normalise(svd_subspace(A_, p - 1))
+        _, P, _ = bern.row_values(A_, Wn)
+        near_out[p] = (ratio / eps_, W)
+        return (p - 1, Wn, P, J, 0.5, "descent")
+
+    return search
+
+
 def test_the_producer_lifts_only_the_rank_it_missed(monkeypatch):
     A = attention(16, 5, 3.0, 6)
     W = svd_subspace(A, 3)
     eps = float(Fraction(bernstein_limit(A, W) * 1.05).limit_denominator(10**6))
 
-    def missed(A_, eps_, budget, *, near_out=None, **kw):  # the search reached rank 2 only
-        Wn, J = bern.normalise(svd_subspace(A_, 2))
-        _, P, _ = bern.row_values(A_, Wn)
-        near_out[3] = (1.05 / eps_, W)
-        return (2, Wn, P, J, 0.5, "descent")
-
-    monkeypatch.setattr(bern, "search", missed)
+    monkeypatch.setattr(bern, "search", missed_search(W, 1.05))
     c = bern.Bernstein(budget=5.0).produce(A, eps)
     assert c is not None and c.kind == "polytope" and c.rank == 3
     assert c.claims["start"] == "lift"
     assert check_lower(A, {"kind": "polytope", "rank": 3, **c.arrays}, Fraction(eps),
                        tier="exact").status == "holds"
 
-    def far(A_, eps_, budget, *, near_out=None, **kw):  # missed by too much: no lift tried
-        found = missed(A_, eps_, budget, near_out=near_out)
-        near_out[3] = (2.0 * poly.LIFT_NEAR / eps_, W)
-        return found
-
-    monkeypatch.setattr(bern, "search", far)
+    # missed by too much: no lift tried
+    monkeypatch.setattr(bern, "search", missed_search(W, 2.0 * poly.LIFT_NEAR))
     c = bern.Bernstein(budget=5.0).produce(A, eps)
     assert c is not None and c.kind == "bernstein" and c.rank == 2
 
@@ -173,13 +177,7 @@ def test_a_lift_that_fails_is_tried_from_nearby_subspaces(monkeypatch):
     # no time left for the copies: only W is tried
     assert poly.lift_near(A, W, eps, clock() + 30, clock() - 1.0) is None
 
-    def missed(A_, eps_, budget, *, near_out=None, **kw):  # the search reached rank 3 only
-        Wn, J = bern.normalise(svd_subspace(A_, 3))
-        _, P, _ = bern.row_values(A_, Wn)
-        near_out[4] = (1.1 / eps_, W)
-        return (3, Wn, P, J, 0.5, "descent")
-
-    monkeypatch.setattr(bern, "search", missed)
+    monkeypatch.setattr(bern, "search", missed_search(W, 1.1))
     c = bern.Bernstein(budget=30.0).produce(A, eps)
     assert c is not None and c.kind == "polytope" and c.rank == 4
     assert c.claims["start"].startswith("lift+perturbed")
