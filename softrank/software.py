@@ -10,6 +10,7 @@ store bit for bit, and which ``OPENBLAS_CORETYPE`` reproduces it on another CPU.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import platform
 import sys
@@ -64,3 +65,11 @@ def numerics_environment() -> dict[str, Any]:
             "python": platform.python_version(), "numpy": numpy.__version__,
             "scipy": scipy.__version__, "machine": platform.machine() or "unknown",
             "byteorder": sys.byteorder, "blas": _blas()}
+
+
+@functools.lru_cache(maxsize=1)
+def process_environment() -> dict[str, Any]:
+    """Returns ``numerics_environment()`` of this process, computed once: a producing worker
+    attaches it to every operator it returns, and its loaded libraries and modules do not
+    change while it runs."""
+    return numerics_environment()

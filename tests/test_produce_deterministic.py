@@ -79,6 +79,9 @@ def test_two_jobs_write_the_same_bytes(serial, npz, tmp_path):
     sw = prov[0]["software"]
     assert sw["numpy"] == np.__version__ and len(sw["producer_sources_sha256"]) == 64
     assert sw["blas"] and all("internal_api" in b for b in sw["blas"])
+    # the two worker processes ran this machine's software: one environment, the client's
+    used = json.loads((out / "store.json").read_text())["provenance"]["producing_software"]
+    assert used == [sw]
 
 
 def test_the_producer_digest_follows_the_sources(tmp_path, monkeypatch):
@@ -150,6 +153,33 @@ def test_local_cluster_writes_the_serial_bytes(client, serial, npz, tmp_path):
     assert produce(out, npz, "--scheduler", client.scheduler.address) in (0, 1)
     got = snapshot(out)
     assert got.keys() == serial.keys() and all(got[k] == serial[k] for k in serial)
+
+
+def test_cluster_workers_software_is_recorded(client, npz, tmp_path):
+    out = tmp_path / "c"
+    assert produce(out, npz, "--scheduler", client.scheduler.address) in (0, 1)
+    prov = json.loads((out / "store.json").read_text())["provenance"]
+    # the LocalCluster's workers load what this process loads
+    assert prov["producing_software"] == [prov["produce_budgets"][0]["software"]]
+
+
+def test_a_worker_with_other_software_is_recorded_and_named(tmp_path, capsys):
+    from softrank.commands.produce import _Environments
+    from softrank.software import process_environment
+    from softrank.witnesses import Store
+
+    here = process_environment()
+    other = {**here, "blas": [{"internal_api": "openblas", "architecture": "Haswell\x1b[2J"}]}
+    store = Store.create(tmp_path / "s", description="t")
+    envs = _Environments(store, here)
+    for sw in (here, None, other, here, other):
+        envs.note(sw)
+    store.close()
+    used = json.loads((tmp_path / "s" / "store.json").read_text())["provenance"]
+    assert used["producing_software"] == [here, other]  # each once, in the order first seen
+    err = capsys.readouterr().err
+    assert err.count("warning: a worker produced brackets with other numerics software") == 1
+    assert "(blas differ)" in err
 
 
 def test_killed_worker_is_rescheduled_and_the_bytes_agree(client, serial, npz, tmp_path,

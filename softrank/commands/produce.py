@@ -37,7 +37,7 @@ from tqdm import tqdm
 
 from softrank.certify.errors import InputError
 from softrank.certify.rationals import parse_eps
-from softrank.software import numerics_environment
+from softrank.software import numerics_environment, process_environment
 from softrank.terminal import shown
 from softrank.witnesses import Store, open_store
 from softrank.witnesses.models import softmax64
@@ -333,8 +333,9 @@ def _work(job: tuple[str, np.ndarray, np.ndarray | None, list[Fraction], list[st
 
     tune_allocator()  # speed only (a Dask worker is not started by this package)
     with one_blas_thread(), budget_settings(budgets.mode, budgets.scale, budgets.env):
-        return op_id, produce_operator(op_id, A, eps_list, uppers, lowers, logits=logits,
-                                       skip=skip)
+        res = produce_operator(op_id, A, eps_list, uppers, lowers, logits=logits, skip=skip)
+    res.software = process_environment()
+    return op_id, res
 
 
 def _work_batch(jobs: list[tuple[Any, ...]]) -> list[tuple[str, OperatorResult]]:
@@ -520,9 +521,11 @@ def _produce(args: argparse.Namespace, store: Store, root: Path, jobs: list[tupl
     bar = tqdm(total=len(jobs), unit="operator",
                disable=args.quiet or args.json or not sys.stderr.isatty(),
                file=sys.stderr, desc="produce")
+    known = _Environments(store, process_environment())
     try:
         for op_id, res in _map(jobs, args.jobs, getattr(args, "scheduler", None),
                                getattr(args, "batch_k", None)):
+            known.note(res.software)
             for b in res.brackets:
                 store.add_bracket(op_id, b.eps, b.upper, b.lower, producer=b.producer,
                                   claims=b.claims, id=b.id)
@@ -551,6 +554,36 @@ def _produce(args: argparse.Namespace, store: Store, root: Path, jobs: list[tupl
         for f in failures[:20]:
             print(f"  producer failure: {shown(f)}", file=sys.stderr)
     return 1 if failures else 0
+
+
+class _Environments:
+    """The numerics software of the processes that produced this run's brackets, recorded in
+    store.json's provenance ("producing_software": one entry per distinct environment,
+    written before the first bracket it produced).  A Dask worker on another host may load
+    other libraries or BLAS kernels than this process, and in work mode the brackets are a
+    function of them: a store whose producing_software has several entries, or one other
+    than ``produce_budgets[].software``, may not be rewritten bit for bit by one rerun."""
+
+    def __init__(self, store: Store, here: dict[str, Any]):
+        self.store, self.here = store, here
+        self.seen: list[dict[str, Any]] = []
+        self.warned = False
+
+    def note(self, software: dict[str, Any] | None) -> None:
+        """Records ``software`` (a worker's ``numerics_environment()``) unless it was seen
+        already; warns once on stderr when it differs from this process's own."""
+        if software is None or software in self.seen:
+            return
+        self.seen.append(software)
+        self.store.add_provenance({"producing_software": [software]})
+        if software != self.here and not self.warned:
+            self.warned = True
+            diff = sorted(k for k in set(software) | set(self.here)
+                          if software.get(k) != self.here.get(k))
+            print("produce: warning: a worker produced brackets with other numerics software "
+                  f"than this process ({shown(', '.join(diff))} differ); store.json's "
+                  "producing_software lists every environment used: a rerun reproduces "
+                  "the brackets bit for bit only under the same one", file=sys.stderr)
 
 
 def _map(jobs: list[tuple[Any, ...]], n: int, scheduler: Any = None, batch: int | None = None

@@ -69,6 +69,9 @@ class BracketPlan:
 class OperatorResult:
     brackets: list[BracketPlan] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)  # producer errors (messages)
+    # the numerics software of the process that produced these brackets (set by the caller
+    # that ran them, ``softrank.software.numerics_environment``; None when not recorded)
+    software: dict[str, Any] | None = None
 
 
 def _takes(produce: Any, keyword: str) -> bool:
