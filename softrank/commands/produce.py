@@ -37,7 +37,7 @@ from tqdm import tqdm
 
 from softrank.certify.errors import InputError
 from softrank.certify.rationals import parse_eps
-from softrank.software import numerics_environment, process_environment
+from softrank.software import process_environment
 from softrank.terminal import shown
 from softrank.witnesses import Store, open_store
 from softrank.witnesses.models import softmax64
@@ -322,7 +322,7 @@ class Budgets:
         # of the inputs); a resumed run under other libraries adds an entry of its own
         return {"budget_mode": self.mode, "budget_scale": text(float(self.scale or 1.0)),
                 "budget_variables": dict(sorted(self.env.items())), "work_units": units,
-                "software": numerics_environment()}
+                "software": process_environment()}
 
 
 def _work(job: tuple[str, np.ndarray, np.ndarray | None, list[Fraction], list[str], list[str],
