@@ -103,18 +103,35 @@ def test_the_producer_digest_follows_the_sources(tmp_path, monkeypatch):
 
 
 def test_a_resumed_run_writes_the_same_records(serial, npz, tmp_path):
-    # the first run stops after one eps; the rerun skips those brackets and searches the other
-    # eps alone: every record and array file is the one the uninterrupted run wrote
+    # a run killed after 5 of its 16 records (inside the second operator, between its eps):
+    # the rerun searches that operator's stored eps again (the others start from their hints)
+    # and writes only what is missing; every record and array file is the uninterrupted run's
     out = tmp_path / "s"
-    first = ["produce", str(out), "--npz", str(npz), *ARGS]
-    first[first.index("0.35")] = "0.25"  # --eps 0.25 0.25: the set {1/4}
-    assert main(first) in (0, 1)
+    assert produce(out, npz) in (0, 1)
+    journal = out / "brackets.jsonl"
+    journal.write_bytes(b"".join(journal.read_bytes().splitlines(keepends=True)[:5]))
     assert produce(out, npz) in (0, 1)
     got = snapshot(out)
     assert got.keys() == serial.keys()
     lines = sorted(got.pop("brackets.jsonl").splitlines())
     assert lines == sorted(serial["brackets.jsonl"].splitlines())
     assert all(got[k] == serial[k] for k in got)
+
+
+def test_searches_start_from_their_neighbour_eps(serial):
+    # uppers from the smallest eps up, lowers from the largest down; the claims say which eps
+    # left the hints a bracket's search started from
+    recs = [json.loads(ln) for ln in serial["brackets.jsonl"].splitlines()]
+    anchors = [r for r in recs if r["producer"]["upper"] == "alt_l1"]
+    for r in anchors:
+        c = r["claims"]
+        if r["eps"] == "7/20":
+            assert c["upper_hints_from"] == "1/4" and "lower_hints_from" not in c
+        else:
+            assert "upper_hints_from" not in c
+            assert c.get("lower_hints_from") in (None, "7/20")
+    # a fit within eps 1/4 starts the chain at 7/20 below the truncated SVD's rank or at it
+    assert all(r["claims"]["chain_start"] <= r["claims"]["tsvd_rank"] for r in anchors)
 
 
 def test_cpu_mode_keeps_seconds(npz, tmp_path):

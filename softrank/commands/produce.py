@@ -345,13 +345,13 @@ def _work_batch(jobs: list[tuple[Any, ...]]) -> list[tuple[str, OperatorResult]]
 
 
 def _job_work(job: tuple[Any, ...]) -> int:
-    """Returns the estimated work of ``job`` (``batching.produce_work``): its shape, the eps
-    with a bracket still to produce, its producers and budget scale."""
+    """Returns the estimated work of ``job`` (``batching.produce_work``): its shape, its eps
+    (all searched again when one bracket is missing: ``produce_operator``), its producers and
+    budget scale."""
     from softrank.audit.batching import produce_work
 
-    op_id, A, _logits, eps_list, uppers, lowers, skip, budgets = job
-    todo = sum(any(bracket_id(op_id, e, u) not in skip for u in uppers) for e in eps_list)
-    return produce_work(A.shape, todo, [*uppers, *lowers], budgets.scale)
+    _op_id, A, _logits, eps_list, uppers, lowers, _skip, budgets = job
+    return produce_work(A.shape, len(set(eps_list)), [*uppers, *lowers], budgets.scale)
 
 
 def _split_producers(names: list[str]) -> tuple[list[str], list[str]]:

@@ -40,6 +40,12 @@ on a busy machine may not: a phase cut short reaches a lower rank). Every phase 
 ``ceiling``, a rank an upper witness already claims (``produce(..., stop_at=U)``): no lower end
 passes a valid upper end.
 
+Across eps (``produce(..., hints=H)``, the pipeline searching an operator from its largest eps
+down): the subspaces the search at the larger eps ended with, the one it certified and the best
+that missed each rank, are tried first at the smaller one, where F = max_j f_j is the same
+(the row LPs do not depend on eps) and the goal 1 / eps is larger: the largest that certifies
+is the start (``start`` "seed"), the others join the failing subspaces the hops start from.
+
 Where the search ends, the best subspace that missed the next rank (within LIFT_NEAR of the
 goal) is lifted to a ``polytope`` certificate (``polytope.lift``): the facets of conv(+-A W)
 keep their labels and each may choose its own witness outside the subspace; facets whose
@@ -87,6 +93,7 @@ HOP_BUDGETS = 3  # the hop phase's time budget, in per-phase budgets
 HOP_GRACE = 9
 HOP_NEAR = 1.03
 HOP_SEED = 20261201
+SEEDS = "seeds"  # the hints key of the subspaces a search at a larger eps ended with
 
 
 
@@ -371,7 +378,8 @@ Found = tuple[int, np.ndarray, np.ndarray, np.ndarray, float, str]
 
 def search(A: np.ndarray, eps: float, budget: float, *, extra: int = 2,
            steps: int = STEPS, near_out: dict | None = None,
-           ceiling: int | None = None) -> Found | None:
+           ceiling: int | None = None,
+           seeds: list[tuple[float, np.ndarray]] | None = None) -> Found | None:
     """Returns (p, W, P, J, value, start) of the largest rank reached with value at most
     1 - 1e-6, or None.  ``budget`` seconds for each of the key-set path, the key-set
     descent, the other starts and the growth, HOP_BUDGETS times that for the hops (HOP_GRACE
@@ -393,10 +401,11 @@ def search(A: np.ndarray, eps: float, budget: float, *, extra: int = 2,
             break
         if clock() > deadline:
             break
-    p = (found[0] if found is not None else 0) + 1
     # the descent aims a little below the claim budget: polishing P moves the value slightly
     goal = CLAIM_BUDGET * (1 - 1e-4) / eps
     near: dict[int, tuple[float, np.ndarray]] = {}  # best failing subspace per rank
+    found = _seeded(A, seeds or [], eps, budget, top, found, near)
+    p = (found[0] if found is not None else 0) + 1
     while p <= top and p in path and clock() < deadline:
         F, W = descend(A, path[p][1], goal, deadline, steps=steps)
         c = _claimable(A, W, F, eps, budget)
@@ -451,6 +460,28 @@ def search(A: np.ndarray, eps: float, budget: float, *, extra: int = 2,
             _keep(near, p + 1, *descend(A, W0, goal, deadline, steps=steps))
     if near_out is not None:
         near_out.update(near)
+    return found
+
+
+def _seeded(A: np.ndarray, seeds: list[tuple[float, np.ndarray]], eps: float, budget: float,
+            top: int, found: Found | None, near: dict[int, tuple[float, np.ndarray]]
+            ) -> Found | None:
+    """Returns the certificate (start "seed") of the largest-rank seed subspace above
+    ``found``'s rank and at most ``top`` whose polished certificate is within the claim budget
+    at this eps, else ``found``; each seed tried and missed goes to ``near`` with its value
+    recomputed here.  F = max_j f_j does not depend on eps (the row LPs do not), so what a
+    search at a larger eps ended with, reaching its goal or missing it, is a start here."""
+    base = found[0] if found is not None else 0
+    for _, W in sorted(seeds, key=lambda s: -s[1].shape[1]):
+        q = W.shape[1]
+        if q <= base or q > top:
+            continue
+        c = certify_subspace(A, W, eps, clock() + 0.5 * budget + 1.0)
+        if c is None:
+            continue
+        if c[0] <= CLAIM_BUDGET:
+            return (q, c[1], c[2], c[3], c[0], "seed")
+        _keep(near, q, c[0] / eps, c[1])
     return found
 
 
@@ -599,6 +630,15 @@ def next_rank_claims(near: dict[int, tuple[float, np.ndarray]], p: int, ceiling:
             "lower_next_value": search_claim(float(near[p][0] * eps))}
 
 
+def _seeds_of(found: Found | None, near: dict[int, tuple[float, np.ndarray]], eps: float
+              ) -> list[tuple[float, np.ndarray]]:
+    """Returns the subspaces a search ends with, as (F, W): the one it certified (F its value
+    over eps) and the best failing one of every rank it kept; the seeds of the search at a
+    smaller eps (which recomputes every value it uses: ``_seeded``)."""
+    out = [] if found is None else [(found[4] / eps, found[1])]
+    return out + [(F, W) for F, W in near.values()]
+
+
 class Bernstein(BudgetedLower):
     """Bernstein certificate (W, P, J): key-set subspaces, improved by minimax LP descent."""
 
@@ -606,10 +646,13 @@ class Bernstein(BudgetedLower):
     budget_env = BUDGET_ENV
     default_budget = DEFAULT_BUDGET
 
-    def _search(self, A, eps, budget, ceiling):
+    def _search(self, A, eps, budget, ceiling, hints=None):
         near: dict[int, tuple[float, np.ndarray]] = {}
+        seeds = list(hints.get(SEEDS, [])) if hints is not None else []
         # looked up at call time (tests)
-        found = search(A, eps, budget, near_out=near, ceiling=ceiling)
+        found = search(A, eps, budget, near_out=near, ceiling=ceiling, seeds=seeds)
+        if hints is not None:
+            hints[SEEDS] = _seeds_of(found, near, eps)
         # the best subspace that missed the next rank: its polytope lift may reach it
         p = (found[0] if found is not None else 0) + 1
         if p <= ceiling and p in near and near[p][0] * eps <= polytope.LIFT_NEAR:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import inspect
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -347,14 +348,17 @@ class BudgetedLower(BaseProducer):
     constructor, else from the environment variable ``budget_env``, else ``default_budget``
     (these two times ``budget_scale()``, the ``produce --budget-scale`` factor, and, being
     stated for a 128 x 128 operator, times ``size_scale`` of the operator's shape).
-    ``produce(..., stop_at=U)``: U is a rank some upper witness claims (the pipeline passes
-    the best one of the operator and eps); the search stops once it reaches rank U, since no
-    lower end can pass a valid upper end.  ``produce(..., floor=L)``: L is a rank another
-    lower producer already claims; a ``_search`` that takes the keyword ``floor`` may skip
-    work that can only end at ranks <= L (it would not be kept).  Subclasses supply
+    ``produce(..., stop_at=U)``: U is a rank some upper witness claims (the pipeline passes the
+    best one of the operator and eps); the search stops once it reaches rank U, since no lower
+    end can pass a valid upper end. ``produce(..., floor=L)``: L is a rank another lower
+    producer already claims; a ``_search`` that takes the keyword ``floor`` may skip work that
+    can only end at ranks <= L (it would not be kept). ``produce(..., hints=H)``: H is a dict
+    the pipeline keeps for this producer and operator across its eps (searched from the largest
+    eps down); a ``_search`` that takes ``hints`` may read what its search at a larger eps left
+    there and leave its own (untrusted search state, never a claim). Subclasses supply
     ``_search(A, eps, budget, ceiling)`` (their module's search, ranks up to ``ceiling``: None
     when nothing was found) and ``_parts(found)``, which turns what it found into (kind, rank,
-    arrays, value, start); a value above the claim budget is not claimed.  ``_search`` may wrap
+    arrays, value, start); a value above the claim budget is not claimed. ``_search`` may wrap
     what it found in ``Reached`` to add claims of its own (float64 numbers about the search,
     never a verdict)."""
 
@@ -368,17 +372,20 @@ class BudgetedLower(BaseProducer):
                        else float(budget))
 
     def produce(self, A, eps, *, logits=None, stop_at: int | None = None,
-                floor: int | None = None):
+                floor: int | None = None, hints: dict | None = None):
         A = as_float64(A)
         t0, w0 = time.perf_counter(), work_done()
         ceiling = min(A.shape) if stop_at is None else min(min(A.shape), int(stop_at))
         if ceiling < 1:  # a rank-0 upper end: there is no lower end above 0 to look for
             return None
         budget = self.budget * size_scale(A.shape) if self._sized else self.budget
-        if floor is not None and "floor" in inspect.signature(self._search).parameters:
-            found = self._search(A, eps_up(eps), budget, ceiling, floor=int(floor))
-        else:
-            found = self._search(A, eps_up(eps), budget, ceiling)
+        kw: dict[str, Any] = {}
+        params = inspect.signature(self._search).parameters
+        if floor is not None and "floor" in params:
+            kw["floor"] = int(floor)
+        if hints is not None and "hints" in params:
+            kw["hints"] = hints
+        found = self._search(A, eps_up(eps), budget, ceiling, **kw)
         extra: dict[str, float | int] = {}
         if isinstance(found, Reached):
             found, extra = found.found, dict(found.claims)

@@ -13,6 +13,12 @@ of that eps claim (its search stops there: no valid lower end passes a valid upp
 a lower certificate claims that rank, the remaining lower producers are not run (claim
 ``lower_producers_skipped``).  A lower producer whose ``produce`` takes ``floor`` gets the
 largest rank the lower producers before it claim (it may skip work that cannot beat it).
+The lower searches of an operator run from its largest eps down; a producer whose ``produce``
+takes ``hints`` gets a dict kept for it across those eps (a search's state at a larger eps is
+a start at a smaller one: r_eps is non-increasing in eps); the upper searches run from the
+smallest eps up with hints of their own (a fit within a smaller eps is within a larger one).
+Claims ``upper_hints_from`` / ``lower_hints_from`` name the eps whose search left the hints a
+bracket's search was given.
 Claims are float64 and untrusted: if one is wrong the bracket is only less tight than it
 could be, never wrong (``certify`` checks every end).
 """
@@ -91,7 +97,7 @@ def _cost_key() -> str:
 
 
 def _run(name: str, A: np.ndarray, eps: Fraction, logits: np.ndarray | None,
-         stop_at: int | None = None, floor: int | None = None
+         stop_at: int | None = None, floor: int | None = None, hints: dict | None = None
          ) -> tuple[Witness | Certificate | None, float, str | None]:
     """Returns (output, cost, error) of one producer call; cost in the unit of
     ``_cost_key``."""
@@ -103,15 +109,18 @@ def _run(name: str, A: np.ndarray, eps: Fraction, logits: np.ndarray | None,
 
     try:
         # each call counts work from 0: the same search whatever ran before it (a resumed
-        # run skips some), so a work-mode bracket does not depend on what else was produced
+        # run skips some), so a work-mode bracket depends on nothing else produced but the
+        # hints it is given (claim ``lower_hints_from``)
         with fresh_count():
             try:
                 prod = get_producer(name)
-                kw: dict[str, int] = {}
+                kw: dict[str, Any] = {}
                 if stop_at is not None and _takes(prod.produce, "stop_at"):
                     kw["stop_at"] = stop_at
                 if floor is not None and _takes(prod.produce, "floor"):
                     kw["floor"] = floor
+                if hints is not None and _takes(prod.produce, "hints"):
+                    kw["hints"] = hints
                 out = prod.produce(A, eps, logits=logits, **kw)
             finally:
                 spent = work_done()
@@ -126,21 +135,28 @@ def produce_operator(op_id: str, A: np.ndarray, eps_list: list[Fraction], uppers
                      skip: set[str] | frozenset[str] = frozenset()) -> OperatorResult:
     """Returns the brackets of one operator for every eps and upper producer not in ``skip``.
 
-    ``skip`` holds bracket ids already stored (a resumed run).  Lower producers run when the
-    anchor bracket of that eps is still to be written; their best certificate goes to the
-    anchor bracket, or to the first bracket written when the anchor producer gave nothing.
-    A producer that raises or returns a malformed result yields no bracket and a failure
-    message; one that returns None (nothing found) yields no bracket.
+    ``skip`` holds bracket ids already stored (a resumed run); they are searched again but not
+    returned: each search starts from the hints of its neighbour eps, so a bracket is the one
+    an uninterrupted run writes only when every search before it ran (an operator whose
+    brackets are all stored is not passed here).  The best lower certificate of an eps goes to
+    the anchor bracket, or to the first bracket of that eps when the anchor producer gave
+    nothing.  A producer that raises or returns a malformed result yields no bracket and a
+    failure message; one that returns None (nothing found) yields no bracket.
     """
     res = OperatorResult()
     anchor = anchor_of(uppers)
-    for eps in eps_list:
-        plans: list[BracketPlan] = []
+    by_eps: dict[Fraction, list[BracketPlan]] = {}
+    # the upper searches run from the smallest eps up, each producer's hints handed on: a fit
+    # within a smaller eps is within this one, a start below the ranks it would begin at
+    up_hints: dict[str, dict] = {}
+    up_from: dict[str, Fraction] = {}
+    for eps in sorted(set(eps_list)):
+        plans: list[BracketPlan] = by_eps.setdefault(eps, [])
         for up in uppers:
-            bid = bracket_id(op_id, eps, up)
-            if bid in skip:
-                continue
-            w, secs, err = _run(up, A, eps, logits)
+            given = up_hints.setdefault(up, {})
+            seeded_from = up_from.get(up) if given else None
+            w, secs, err = _run(up, A, eps, logits, hints=given)
+            up_from[up] = eps
             if err:
                 res.failures.append(f"{op_id} eps={eps}: {err}")
             if w is None:
@@ -152,35 +168,58 @@ def produce_operator(op_id: str, A: np.ndarray, eps_list: list[Fraction], uppers
             w = compact_witness(A, w, eps)
             claims = {**w.claims, "upper_rank": int(w.rank),
                       f"upper_{_cost_key()}": round(secs, 4)}
+            if seeded_from is not None:
+                claims["upper_hints_from"] = str(seeded_from)
             if budget_scale() != 1.0:
                 # a resumed run with another scale mixes budgets: each bracket says its own
                 claims["budget_scale"] = budget_scale()
             if budget_mode() == "work":
                 claims["budget_mode"] = "work"
-            plans.append(BracketPlan(id=bid, eps=eps, upper=w.to_mapping(), lower=None,
+            plans.append(BracketPlan(id=bracket_id(op_id, eps, up), eps=eps,
+                                     upper=w.to_mapping(), lower=None,
                                      producer={"upper": up, "lower": None},
                                      claims=_jsonable(claims)))
-        if plans and bracket_id(op_id, eps, anchor) not in skip:
+    # the lower searches run from the largest eps down, each producer's hints handed on: what a
+    # search found at a larger eps is a start at a smaller one (see ``_attach_lower``)
+    hints: dict[str, dict] = {}
+    hints_from: Fraction | None = None
+    for eps in sorted(by_eps, reverse=True):
+        plans = by_eps[eps]
+        if plans:
             target_plan = next((b for b in plans if b.producer["upper"] == anchor), plans[0])
             least_upper = min(int(b.upper["rank"]) for b in plans)
-            _attach_lower(target_plan, op_id, A, eps, lowers, logits, res, least_upper)
-        res.brackets.extend(plans)
+            _attach_lower(target_plan, op_id, A, eps, lowers, logits, res, least_upper,
+                          hints=hints, hints_from=hints_from)
+            hints_from = eps
+    for eps in eps_list:  # the store's order: as asked
+        res.brackets.extend(b for b in by_eps.pop(eps, []) if b.id not in skip)
     return res
 
 
 def _attach_lower(plan: BracketPlan, op_id: str, A: np.ndarray, eps: Fraction,
                   lowers: list[str], logits: np.ndarray | None, res: OperatorResult,
-                  least_upper: int | None = None) -> None:
+                  least_upper: int | None = None, *, hints: dict[str, dict] | None = None,
+                  hints_from: Fraction | None = None) -> None:
+    """Runs the lower producers on (A, eps) and attaches the best certificate to ``plan``.
+
+    ``hints`` ({producer: dict}, kept per operator) is handed to each producer that takes it:
+    its search at the eps ``hints_from`` (the last larger eps whose lower searches ran in this
+    call) left its state there.  Claims ``lower_hints_from`` (that eps) says so: the bracket
+    depends on that search too (a resumed run that skipped it seeds from another eps or none).
+    """
     best: Certificate | None = None
     best_name, best_secs = None, 0.0
     seconds: dict[str, float] = {}
     skipped: list[str] = []
+    seeded = hints is not None and hints_from is not None and any(hints.get(lo)
+                                                                  for lo in lowers)
     for lo in lowers:
         if best is not None and least_upper is not None and best.rank >= least_upper:
             skipped.append(lo)  # the claimed bracket is closed: nothing left to find
             continue
         c, secs, err = _run(lo, A, eps, logits, least_upper,
-                            None if best is None else int(best.rank))
+                            None if best is None else int(best.rank),
+                            None if hints is None else hints.setdefault(lo, {}))
         seconds[lo] = round(secs, 4)
         if err:
             res.failures.append(f"{op_id} eps={eps}: {err}")
@@ -195,6 +234,8 @@ def _attach_lower(plan: BracketPlan, op_id: str, A: np.ndarray, eps: Fraction,
         plan.claims[f"lower_producer_{_cost_key()}"] = seconds
     if skipped:
         plan.claims["lower_producers_skipped"] = skipped
+    if seeded:
+        plan.claims["lower_hints_from"] = str(hints_from)
     if best is None:
         return
     assert isinstance(best, Certificate)
