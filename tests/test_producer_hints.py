@@ -158,3 +158,46 @@ def test_stored_brackets_are_searched_again_but_not_returned(recorders):
     assert res.brackets[0].claims == done.brackets[0].claims
     assert res.brackets[0].claims["lower_hints_from"] == "1/4"
 
+
+@pytest.fixture
+def at_the_ceiling(monkeypatch):
+    """A head whose Bernstein rank r is known, the lift reach made unlimited (any subspace that
+    missed rank r + 1 is lifted), and the hops and lifts replaced by recorders."""
+    from softrank.witnesses.producers import polytope
+
+    head = attention(10, 10, 4, 3.0, 2)
+    free = bernstein.Bernstein(budget=0.1).produce(head, Fraction(1, 4))
+    assert free is not None
+    calls: dict = {"hops": [], "lifts": [], "lifts_ok": True}
+
+    def fake_hop(A, F0, W0, goal, deadline, **kw):
+        calls["hops"].append(W0.shape[1])
+        return F0, W0  # no better subspace: the one lifted before the hops stays the best
+
+    def fake_lift(A, W, eps, deadline, retry, *, report=None):
+        calls["lifts"].append(W.shape[1])
+        return ({"fake": np.zeros(1)}, 0.5) if calls["lifts_ok"] else None
+
+    monkeypatch.setattr(bernstein, "hop", fake_hop)
+    monkeypatch.setattr(polytope, "lift_near", fake_lift)
+    monkeypatch.setattr(polytope, "LIFT_NEAR", 1e9)
+    return head, free.rank, calls
+
+
+def test_a_lift_that_reaches_the_ceiling_ends_the_search_before_the_hops(at_the_ceiling):
+    head, r, calls = at_the_ceiling
+    got = bernstein.Bernstein(budget=0.1).produce(head, Fraction(1, 4), stop_at=r + 1)
+    assert got is not None and got.kind == "polytope" and got.rank == r + 1
+    assert calls["lifts"] == [r + 1] and calls["hops"] == []
+
+
+def test_below_the_ceiling_or_when_the_lift_fails_the_hops_still_run(at_the_ceiling):
+    head, r, calls = at_the_ceiling
+    # the ceiling two ranks up: a lift of rank r + 1 would not close the bracket
+    got = bernstein.Bernstein(budget=0.1).produce(head, Fraction(1, 4), stop_at=r + 2)
+    assert got.rank == r + 1 and calls["hops"] == [r + 1] and calls["lifts"] == [r + 1]
+    calls.update(hops=[], lifts=[], lifts_ok=False)
+    got = bernstein.Bernstein(budget=0.1).produce(head, Fraction(1, 4), stop_at=r + 1)
+    assert got.kind == "bernstein" and got.rank == r
+    # lifted once before the hops; the hops ended on that same subspace: not lifted again
+    assert calls["hops"] == [r + 1] and calls["lifts"] == [r + 1]

@@ -52,7 +52,10 @@ keep their labels and each may choose its own witness outside the subspace; face
 labels no witness serves together are repaired by subdividing an edge with a new labelled point
 (``subdivide.repair``), and such a certificate's ``start`` is "lift+subdivided".  When the
 lift of that subspace fails, perturbed copies of it are lifted (``polytope.lift_near``, one more
-phase budget): "lift+perturbed" or "lift+perturbed+subdivided".
+phase budget): "lift+perturbed" or "lift+perturbed+subdivided".  When the next rank is the
+ceiling, the lift is tried before the hops (``search(..., before_hops=)``): a lift that reaches
+it closes the bracket, which is all the hops could do; when it fails the hops run as before and
+their best subspace is lifted only if it is another one.
 
 The certificate's claims say how near the search came to the next rank p + 1 (when it stopped
 below the ceiling and tried a subspace there): ``lower_next_rank`` = p + 1 and
@@ -379,7 +382,9 @@ Found = tuple[int, np.ndarray, np.ndarray, np.ndarray, float, str]
 def search(A: np.ndarray, eps: float, budget: float, *, extra: int = 2,
            steps: int = STEPS, near_out: dict | None = None,
            ceiling: int | None = None,
-           seeds: list[tuple[float, np.ndarray]] | None = None) -> Found | None:
+           seeds: list[tuple[float, np.ndarray]] | None = None,
+           before_hops: Callable[[int, dict[int, tuple[float, np.ndarray]]], bool] | None = None
+           ) -> Found | None:
     """Returns (p, W, P, J, value, start) of the largest rank reached with value at most
     1 - 1e-6, or None.  ``budget`` seconds for each of the key-set path, the key-set
     descent, the other starts and the growth, HOP_BUDGETS times that for the hops (HOP_GRACE
@@ -439,6 +444,12 @@ def search(A: np.ndarray, eps: float, budget: float, *, extra: int = 2,
             _keep(near, found[0] + 1, F, W)
             break
         found = (found[0] + 1, c[1], c[2], c[3], c[0], "augment")
+    # a caller that can close the bracket another way (a lift at the ceiling) may end here
+    p = (found[0] if found is not None else 0) + 1
+    if before_hops is not None and p in near and before_hops(p, near):
+        if near_out is not None:
+            near_out.update(near)
+        return found
     # the descents stall at kinks of max_j f_j, not only at minima: hop from the best
     # subspace that failed at the next rank (and climb on when a hop reaches it)
     deadline = clock() + HOP_BUDGETS * budget
@@ -649,22 +660,38 @@ class Bernstein(BudgetedLower):
     def _search(self, A, eps, budget, ceiling, hints=None):
         near: dict[int, tuple[float, np.ndarray]] = {}
         seeds = list(hints.get(SEEDS, [])) if hints is not None else []
+        lifts: dict[int, tuple[np.ndarray, tuple | None]] = {}  # rank -> (W, its lift)
+
+        def lift(p: int, W: np.ndarray) -> tuple | None:
+            # each subspace is lifted once: the one lifted before the hops is often the
+            # one they end with
+            if p not in lifts or lifts[p][0] is not W:
+                report: dict = {}
+                now = clock()
+                got = polytope.lift_near(A, W, eps, now + budget, now + 2 * budget,
+                                         report=report)
+                start = "lift" + ("+perturbed" if report.get("perturbed") else "") + (
+                    "+subdivided" if report.get("subdivisions") else "")
+                lifts[p] = (W, None if got is None else ("polytope", p, got[0], got[1], start))
+            return lifts[p][1]
+
+        def closes(p: int, near: dict[int, tuple[float, np.ndarray]]) -> bool:
+            # at the ceiling a lift that reaches it closes the bracket, all the hops could do
+            return p == ceiling and near[p][0] * eps <= polytope.LIFT_NEAR \
+                and lift(p, near[p][1]) is not None
+
         # looked up at call time (tests)
-        found = search(A, eps, budget, near_out=near, ceiling=ceiling, seeds=seeds)
+        found = search(A, eps, budget, near_out=near, ceiling=ceiling, seeds=seeds,
+                       before_hops=closes)
         if hints is not None:
             hints[SEEDS] = _seeds_of(found, near, eps)
         # the best subspace that missed the next rank: its polytope lift may reach it
         p = (found[0] if found is not None else 0) + 1
         if p <= ceiling and p in near and near[p][0] * eps <= polytope.LIFT_NEAR:
-            report: dict = {}
-            now = clock()
-            lifted = polytope.lift_near(A, near[p][1], eps, now + budget, now + 2 * budget,
-                                        report=report)
+            lifted = lift(p, near[p][1])
             if lifted is not None:
                 # nothing was searched at rank p + 1: no claim about the next rank
-                start = "lift" + ("+perturbed" if report.get("perturbed") else "") + (
-                    "+subdivided" if report.get("subdivisions") else "")
-                return ("polytope", p, lifted[0], lifted[1], start)
+                return lifted
         return Reached(found, next_rank_claims(near, p, ceiling, eps))
 
     def _parts(self, found):
