@@ -123,10 +123,23 @@ class LowRecorder(Recorder):
     name, role = "low_rec", "lower"
 
 
+class OnceLower(BaseProducer):
+    """A lower plug-in that writes its hints on its first call only."""
+
+    name, role = "once_rec", "lower"
+
+    def produce(self, A, eps, *, logits=None, hints=None):
+        hints.setdefault("first", eps)  # in place, not through assignment: not seen
+        if "seen" not in hints:
+            hints["seen"] = eps
+        return Certificate(kind="nonzero", rank=1, claims={})
+
+
 @pytest.fixture
 def recorders(monkeypatch):
     extra = [EntryPoint(name=n, value=f"{__name__}:{c}", group=ENTRY_POINT_GROUP)
-             for n, c in (("up_rec", "UpRecorder"), ("low_rec", "LowRecorder"))]
+             for n, c in (("up_rec", "UpRecorder"), ("low_rec", "LowRecorder"),
+                          ("once_rec", "OnceLower"))]
     monkeypatch.setattr("softrank.witnesses.producers._entry_points",
                         lambda: [*real_entry_points(), *extra])
     Recorder.calls = []
@@ -201,3 +214,12 @@ def test_below_the_ceiling_or_when_the_lift_fails_the_hops_still_run(at_the_ceil
     assert got.kind == "bernstein" and got.rank == r
     # lifted once before the hops; the hops ended on that same subspace: not lifted again
     assert calls["hops"] == [r + 1] and calls["lifts"] == [r + 1]
+
+
+def test_the_claim_names_the_last_eps_whose_search_wrote_the_hints(recorders):
+    a, b, c = Fraction(1, 10), Fraction(1, 4), Fraction(1, 2)
+    res = produce_operator("op", A, [a, b, c], ["up_rec"], ["once_rec"])
+    claims = {x.eps: x.claims for x in res.brackets}
+    assert "lower_hints_from" not in claims[c]
+    # written at 1/2 only: the searches at 1/4 and 1/10 both started from 1/2's state
+    assert claims[b]["lower_hints_from"] == claims[a]["lower_hints_from"] == "1/2"

@@ -155,8 +155,10 @@ def produce_operator(op_id: str, A: np.ndarray, eps_list: list[Fraction], uppers
         for up in uppers:
             given = up_hints.setdefault(up, {})
             seeded_from = up_from.get(up) if given else None
+            before = dict(given)
             w, secs, err = _run(up, A, eps, logits, hints=given)
-            up_from[up] = eps
+            if _changed(before, given):
+                up_from[up] = eps
             if err:
                 res.failures.append(f"{op_id} eps={eps}: {err}")
             if w is None:
@@ -182,7 +184,7 @@ def produce_operator(op_id: str, A: np.ndarray, eps_list: list[Fraction], uppers
     # the lower searches run from the largest eps down, each producer's hints handed on: what a
     # search found at a larger eps is a start at a smaller one (see ``_attach_lower``)
     hints: dict[str, dict] = {}
-    hints_from: Fraction | None = None
+    hints_from: dict[str, Fraction] = {}
     for eps in sorted(by_eps, reverse=True):
         plans = by_eps[eps]
         if plans:
@@ -190,7 +192,6 @@ def produce_operator(op_id: str, A: np.ndarray, eps_list: list[Fraction], uppers
             least_upper = min(int(b.upper["rank"]) for b in plans)
             _attach_lower(target_plan, op_id, A, eps, lowers, logits, res, least_upper,
                           hints=hints, hints_from=hints_from)
-            hints_from = eps
     for eps in eps_list:  # the store's order: as asked
         res.brackets.extend(b for b in by_eps.pop(eps, []) if b.id not in skip)
     return res
@@ -199,27 +200,31 @@ def produce_operator(op_id: str, A: np.ndarray, eps_list: list[Fraction], uppers
 def _attach_lower(plan: BracketPlan, op_id: str, A: np.ndarray, eps: Fraction,
                   lowers: list[str], logits: np.ndarray | None, res: OperatorResult,
                   least_upper: int | None = None, *, hints: dict[str, dict] | None = None,
-                  hints_from: Fraction | None = None) -> None:
+                  hints_from: dict[str, Fraction] | None = None) -> None:
     """Runs the lower producers on (A, eps) and attaches the best certificate to ``plan``.
 
-    ``hints`` ({producer: dict}, kept per operator) is handed to each producer that takes it:
-    its search at the eps ``hints_from`` (the last larger eps whose lower searches ran in this
-    call) left its state there.  Claims ``lower_hints_from`` (that eps) says so: the bracket
-    depends on that search too (a resumed run that skipped it seeds from another eps or none).
+    ``hints`` ({producer: dict}, kept per operator) is handed to each producer that takes it;
+    ``hints_from`` ({producer: eps}) is updated to this eps for each producer whose search
+    wrote to its dict.  Claim ``lower_hints_from``: the eps whose search left the hints the
+    stored certificate's search started from (the bracket depends on that search too).
     """
     best: Certificate | None = None
     best_name, best_secs = None, 0.0
     seconds: dict[str, float] = {}
     skipped: list[str] = []
-    seeded = hints is not None and hints_from is not None and any(hints.get(lo)
-                                                                  for lo in lowers)
+    sources: dict[str, Fraction] = {}  # producer -> the eps its hints came from
     for lo in lowers:
         if best is not None and least_upper is not None and best.rank >= least_upper:
             skipped.append(lo)  # the claimed bracket is closed: nothing left to find
             continue
+        given = None if hints is None else hints.setdefault(lo, {})
+        if given and hints_from is not None and lo in hints_from:
+            sources[lo] = hints_from[lo]
+        before = dict(given or {})
         c, secs, err = _run(lo, A, eps, logits, least_upper,
-                            None if best is None else int(best.rank),
-                            None if hints is None else hints.setdefault(lo, {}))
+                            None if best is None else int(best.rank), given)
+        if given is not None and hints_from is not None and _changed(before, given):
+            hints_from[lo] = eps
         seconds[lo] = round(secs, 4)
         if err:
             res.failures.append(f"{op_id} eps={eps}: {err}")
@@ -234,8 +239,6 @@ def _attach_lower(plan: BracketPlan, op_id: str, A: np.ndarray, eps: Fraction,
         plan.claims[f"lower_producer_{_cost_key()}"] = seconds
     if skipped:
         plan.claims["lower_producers_skipped"] = skipped
-    if seeded:
-        plan.claims["lower_hints_from"] = str(hints_from)
     if best is None:
         return
     assert isinstance(best, Certificate)
@@ -245,7 +248,16 @@ def _attach_lower(plan: BracketPlan, op_id: str, A: np.ndarray, eps: Fraction,
               for k, v in best.claims.items()}
     claims.update({"lower_rank": int(best.rank), "lower_kind": best.kind,
                    f"lower_{_cost_key()}": round(best_secs, 4)})
+    if best_name in sources:
+        claims["lower_hints_from"] = str(sources[best_name])
     plan.claims.update(_jsonable(claims))
+
+
+def _changed(before: dict, after: dict) -> bool:
+    """Whether a producer's call changed its hints dict (``before``, a shallow copy taken
+    before the call, holds the old values, so an identity test cannot be fooled by a reused
+    id)."""
+    return before.keys() != after.keys() or any(after[k] is not before[k] for k in after)
 
 
 def malformed_witness(w: object, shape: tuple[int, ...]) -> str | None:
