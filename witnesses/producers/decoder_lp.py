@@ -42,7 +42,7 @@ from ._common import (
     time_limit,
     work_done,
 )
-from .keyset import _grow, _improve
+from .keyset import _grow, _improve, scores_for
 
 CAPS = (0.02, 0.05, 0.1, 0.2)
 BUDGET_ENV = "SOFTRANK_DECODER_LP_BUDGET"
@@ -238,12 +238,13 @@ def keyset_path(A: np.ndarray, eps: float, *, singletons: bool, extra: int, dead
     rows: list[int] = []
     out: dict[int, tuple[list[int], np.ndarray, float]] = {}
     failed = 0
+    table = scores_for(A)
     while len(rows) < min(m, N) and failed <= extra and clock() < deadline:
-        s, cfg = _grow(A, rows, singletons, cands)
+        s, cfg = _grow(A, rows, singletons, cands, table)
         if cfg is None:
             break
         if s > goal:
-            s, cfg = _improve(A, cfg, s, goal, singletons, cands)
+            s, cfg = _improve(A, cfg, s, goal, singletons, cands, table=table)
             failed += s > goal
         rows = list(cfg[0])
         out[len(rows)] = (rows, _indicator(N, cfg[1]), s * eps)

@@ -7,13 +7,30 @@ greedy growth of the query list (each step adds the query that keeps ||M^{-1}||_
 then swap-based local improvement to reach one more query.  Given the queries, each key goes
 to the query that puts the most mass on it, if that mass exceeds what the other chosen
 queries put on it together (keys that would hurt more than help stay unassigned).
+
+Inside ``shared_scores()`` (the pipeline opens one per operator) every configuration's score
+is kept and not charged again: ``submatrix``, ``keyset`` and ``bernstein``'s key-set path
+walk the same growth and swaps at an eps, and the growth is shared across eps.  Scores are
+a function of the matrix and the query list only, so the searches find what they found
+without the table; only the work charged (and so where a work budget ends) changes.
 """
 
 from __future__ import annotations
 
+import hashlib
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import numpy as np
 
 from ._common import charge_keyset
+
+# scores kept per shared_scores() context; past this many, new ones are not kept (a bound on
+# memory, about 100 bytes plus 2 p per entry, reached in the same place on every run)
+MAX_SCORES = 400_000
+
+_MEMO = threading.local()
 
 Config = tuple[list[int], list[np.ndarray]]
 
@@ -101,7 +118,46 @@ def value(A: np.ndarray, rows: list[int], sets: list[np.ndarray], eps: float
     return delta + nrm * eps, X
 
 
-def _score(A: np.ndarray, rows: list[int], singletons: bool) -> tuple[float, Config | None]:
+@contextmanager
+def shared_scores() -> Iterator[None]:
+    """Keeps the key-set scores computed in this thread until the context ends (a nested
+    context shares the outer one's table).  Callers scope it to one operator, so that what a
+    search is charged does not depend on which operators a process handled before."""
+    if getattr(_MEMO, "tables", None) is not None:
+        yield
+        return
+    _MEMO.tables, _MEMO.count = {}, 0
+    try:
+        yield
+    finally:
+        _MEMO.tables = None
+
+
+def scores_for(A: np.ndarray) -> dict | None:
+    """Returns the score table of A's contents in the current ``shared_scores()`` context,
+    or None outside one."""
+    tables = getattr(_MEMO, "tables", None)
+    if tables is None:
+        return None
+    A = np.ascontiguousarray(A, dtype=np.float64)
+    key = (A.shape, hashlib.blake2b(A.tobytes(), digest_size=16).digest())
+    return tables.setdefault(key, {})
+
+
+def _score(A: np.ndarray, rows: list[int], singletons: bool, table: dict | None = None
+           ) -> tuple[float, Config | None]:
+    """Returns (||M^{-1}||_inf, configuration) of the best key assignment of ``rows``; with a
+    ``table`` that has already scored them, (that score, None) at no charge."""
+    if table is not None:
+        key = (singletons, np.asarray(rows, dtype=np.int64).tobytes())
+        hit = table.get(key)
+        if hit is not None:
+            return hit, None
+        res = _score(A, rows, singletons)
+        if _MEMO.count < MAX_SCORES:
+            table[key] = res[0]
+            _MEMO.count += 1
+        return res
     charge_keyset(len(rows), A.shape[1])  # what a work-mode budget counts
     best: tuple[float, Config | None] = (np.inf, None)
     AQ = A[rows]
@@ -123,21 +179,33 @@ def _score(A: np.ndarray, rows: list[int], singletons: bool) -> tuple[float, Con
     return best
 
 
-def _grow(A: np.ndarray, rows: list[int], singletons: bool, cands: np.ndarray
-          ) -> tuple[float, Config | None]:
+def _grow(A: np.ndarray, rows: list[int], singletons: bool, cands: np.ndarray,
+          table: dict | None = None) -> tuple[float, Config | None]:
+    """Returns the best (score, configuration) of ``rows`` plus one candidate query."""
     best: tuple[float, Config | None] = (np.inf, None)
     chosen = set(rows)
     for q in cands:
         if int(q) in chosen:
             continue
-        s, cfg = _score(A, [*rows, int(q)], singletons)
+        s, cfg = _adopt(A, [*rows, int(q)], singletons, table, best[0])
         if s < best[0]:
             best = (s, cfg)
     return best
 
 
+def _adopt(A: np.ndarray, rows: list[int], singletons: bool, table: dict | None,
+           bar: float) -> tuple[float, Config | None]:
+    """Returns _score's (score, configuration), the configuration rebuilt (and charged)
+    when a kept score beats ``bar`` and the caller will keep it."""
+    s, cfg = _score(A, rows, singletons, table)
+    if cfg is None and s < bar:
+        s, cfg = _score(A, rows, singletons)
+    return s, cfg
+
+
 def _improve(A: np.ndarray, cfg: Config, score: float, goal: float, singletons: bool,
-             cands: np.ndarray, passes: int = 2) -> tuple[float, Config]:
+             cands: np.ndarray, passes: int = 2, table: dict | None = None
+             ) -> tuple[float, Config]:
     """1-swap local search on the query list until ||M^{-1}||_inf <= goal or no progress."""
     rows = list(cfg[0])
     for _ in range(passes):
@@ -151,7 +219,7 @@ def _improve(A: np.ndarray, cfg: Config, score: float, goal: float, singletons: 
                     continue
                 trial = rows.copy()
                 trial[pos] = int(q)
-                s, c = _score(A, trial, singletons)
+                s, c = _adopt(A, trial, singletons, table, score)
                 if s < score and c is not None:
                     score, cfg, rows, improved = s, c, trial, True
                     chosen = set(rows)
@@ -174,12 +242,13 @@ def keyset_search(A: np.ndarray, eps: float, *, singletons: bool = False,
     goal = budget / eps  # on ||M^{-1}||_inf, before the (tiny) residual delta
     rows: list[int] = []
     best: tuple[list[int], list[np.ndarray], np.ndarray, float] | None = None
+    table = scores_for(A)
     while len(rows) < min(m, N):
-        s, cfg = _grow(A, rows, singletons, cands)
+        s, cfg = _grow(A, rows, singletons, cands, table)
         if cfg is None:
             break
         if s > goal:
-            s, cfg = _improve(A, cfg, s, goal, singletons, cands)
+            s, cfg = _improve(A, cfg, s, goal, singletons, cands, table=table)
             if s > goal:
                 break
         v, X = value(A, cfg[0], cfg[1], eps)

@@ -37,6 +37,7 @@ import numpy as np
 
 from . import Certificate, Witness, get_producer
 from ._common import budget_mode, budget_scale, fresh_count, row_l1, target, work_done
+from .keyset import shared_scores
 
 ANCHOR = "alt_l1"
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -108,9 +109,9 @@ def _run(name: str, A: np.ndarray, eps: Fraction, logits: np.ndarray | None,
         return spent if budget_mode() == "work" else time.perf_counter() - t0
 
     try:
-        # each call counts work from 0: the same search whatever ran before it (a resumed
-        # run skips some), so a work-mode bracket depends on nothing else produced but the
-        # hints it is given (claim ``lower_hints_from``)
+        # each call counts work from 0, so a work-mode bracket depends on nothing else
+        # produced but the hints it is given (claim ``lower_hints_from``) and the key-set
+        # scores the operator's earlier searches kept; a resumed run repeats them all
         with fresh_count():
             try:
                 prod = get_producer(name)
@@ -142,7 +143,15 @@ def produce_operator(op_id: str, A: np.ndarray, eps_list: list[Fraction], uppers
     the anchor bracket, or to the first bracket of that eps when the anchor producer gave
     nothing.  A producer that raises or returns a malformed result yields no bracket and a
     failure message; one that returns None (nothing found) yields no bracket.
+    Key-set scores are shared by the operator's searches (``keyset.shared_scores``).
     """
+    with shared_scores():
+        return _produce_operator(op_id, A, eps_list, uppers, lowers, logits, skip)
+
+
+def _produce_operator(op_id: str, A: np.ndarray, eps_list: list[Fraction], uppers: list[str],
+                      lowers: list[str], logits: np.ndarray | None,
+                      skip: set[str] | frozenset[str]) -> OperatorResult:
     res = OperatorResult()
     anchor = anchor_of(uppers)
     by_eps: dict[Fraction, list[BracketPlan]] = {}
