@@ -403,3 +403,45 @@ def test_row_values_in_a_given_order_are_the_same_and_exit_early_on_the_worst_ro
     solved.clear()
     assert bn.row_values(A, W, stop_above=0.999 * f.max(), first=-f) is None
     assert len(solved) == len(np.unique(W, axis=0))  # in the reverse order it came last
+
+
+@pytest.mark.parametrize("seed", [0, 2])
+def test_a_floor_skips_every_rank_at_or_below_it(seed, monkeypatch):
+    # another producer's rank L: no subspace of rank <= L is certified or descended, and what
+    # comes back (if anything) is above L and holds exactly
+    A = attention(24, 8, 4.0, seed)
+    free = bn.search(A, float(EPS), 20.0)
+    assert free is not None and free[0] >= 2
+    floor = free[0] - 1
+    tried: list[int] = []
+    for name in ("certify_subspace", "descend"):
+        real = getattr(bn, name)
+
+        def spy(A_, W, *a, _real=real, **k):
+            tried.append(W.shape[1])
+            return _real(A_, W, *a, **k)
+        monkeypatch.setattr(bn, name, spy)
+    got = bn.search(A, float(EPS), 20.0, floor=floor)
+    assert tried and min(tried) > floor
+    assert got is not None and got[0] > floor
+    v = exact_value(A, got[1], got[2], got[3], EPS)
+    assert v is not None and v < 1
+    tried.clear()
+    assert bn.search(A, float(EPS), 2.0, floor=min(A.shape)) is None
+    assert tried == []
+
+
+def test_the_pipeline_hands_bernstein_the_best_earlier_rank(monkeypatch):
+    seen: list[int] = []
+    real = bn.search
+
+    def spy(*a, floor=0, **k):
+        seen.append(floor)
+        return real(*a, floor=floor, **k)
+    monkeypatch.setattr(bn, "search", spy)
+    A = attention(16, 6, 3.0, 1)
+    k = KeySetDecoder().produce(A, EPS)
+    assert k is not None
+    c = get_producer("bernstein").produce(A, EPS, floor=k.rank)
+    assert seen == [k.rank]
+    assert c is None or c.rank > k.rank

@@ -383,15 +383,17 @@ def search(A: np.ndarray, eps: float, budget: float, *, extra: int = 2,
            steps: int = STEPS, near_out: dict | None = None,
            ceiling: int | None = None,
            seeds: list[tuple[float, np.ndarray]] | None = None,
-           before_hops: Callable[[int, dict[int, tuple[float, np.ndarray]]], bool] | None = None
-           ) -> Found | None:
+           before_hops: Callable[[int, dict[int, tuple[float, np.ndarray]]], bool] | None = None,
+           floor: int = 0) -> Found | None:
     """Returns (p, W, P, J, value, start) of the largest rank reached with value at most
     1 - 1e-6, or None.  ``budget`` seconds for each of the key-set path, the key-set
     descent, the other starts and the growth, HOP_BUDGETS times that for the hops (HOP_GRACE
     times while within HOP_NEAR of the goal); ``start`` names the phase that reached the rank
     ("keyset", "descent", "descent_l1fit", "descent_svd", "augment" or "hop").  When
     ``near_out`` is a dict it receives {rank: (F, W)}, the best failing subspace per rank.
-    No rank above ``ceiling`` (default min(m, N)) is tried."""
+    No rank above ``ceiling`` (default min(m, N)) is tried, and no rank at or below ``floor``
+    (a rank another producer already reached: a certificate there would not be kept), so with
+    a floor the search returns None unless it reaches a rank above it."""
     A = as_float64(A)
     m, N = A.shape
     top = min(m, N) if ceiling is None else min(m, N, ceiling)
@@ -399,7 +401,7 @@ def search(A: np.ndarray, eps: float, budget: float, *, extra: int = 2,
                        deadline=clock() + budget)
     deadline = clock() + budget
     found: Found | None = None
-    for p in sorted((p for p in path if p <= top), reverse=True):
+    for p in sorted((p for p in path if floor < p <= top), reverse=True):
         c = certify_subspace(A, path[p][1], eps, deadline)
         if c is not None and c[0] <= CLAIM_BUDGET:
             found = (p, c[1], c[2], c[3], c[0], "keyset")
@@ -409,8 +411,12 @@ def search(A: np.ndarray, eps: float, budget: float, *, extra: int = 2,
     # the descent aims a little below the claim budget: polishing P moves the value slightly
     goal = CLAIM_BUDGET * (1 - 1e-4) / eps
     near: dict[int, tuple[float, np.ndarray]] = {}  # best failing subspace per rank
-    found = _seeded(A, seeds or [], eps, budget, top, found, near)
-    p = (found[0] if found is not None else 0) + 1
+    found = _seeded(A, seeds or [], eps, budget, top, found, near, floor)
+
+    def above() -> int:  # the least rank worth trying
+        return max(found[0] if found is not None else 0, floor) + 1
+
+    p = above()
     while p <= top and p in path and clock() < deadline:
         F, W = descend(A, path[p][1], goal, deadline, steps=steps)
         c = _claimable(A, W, F, eps, budget)
@@ -422,7 +428,7 @@ def search(A: np.ndarray, eps: float, budget: float, *, extra: int = 2,
     # the same descent from two other starts, on a budget of its own (sharing the key-set
     # phase's budget lost ranks on heads that climb far from the key-set starts)
     deadline = clock() + budget
-    p = (found[0] if found is not None else 0) + 1
+    p = above()
     Vt = np.linalg.svd(A, full_matrices=False)[2]
     while p <= top and clock() < deadline:
         reached = _race(A, _descent_starts(A, p, Vt, eps), goal, deadline, steps, eps, budget,
@@ -445,7 +451,7 @@ def search(A: np.ndarray, eps: float, budget: float, *, extra: int = 2,
             break
         found = (found[0] + 1, c[1], c[2], c[3], c[0], "augment")
     # a caller that can close the bracket another way (a lift at the ceiling) may end here
-    p = (found[0] if found is not None else 0) + 1
+    p = above()
     if before_hops is not None and p in near and before_hops(p, near):
         if near_out is not None:
             near_out.update(near)
@@ -455,7 +461,7 @@ def search(A: np.ndarray, eps: float, budget: float, *, extra: int = 2,
     deadline = clock() + HOP_BUDGETS * budget
     grace = deadline + max(HOP_GRACE - HOP_BUDGETS, 0) * budget
     while clock() < deadline:
-        p = (found[0] if found is not None else 0) + 1
+        p = above()
         if p not in near or p > top:
             break
         F, W = hop(A, *near.pop(p), goal, deadline, seed=HOP_SEED + p, steps=steps,
@@ -475,14 +481,15 @@ def search(A: np.ndarray, eps: float, budget: float, *, extra: int = 2,
 
 
 def _seeded(A: np.ndarray, seeds: list[tuple[float, np.ndarray]], eps: float, budget: float,
-            top: int, found: Found | None, near: dict[int, tuple[float, np.ndarray]]
-            ) -> Found | None:
-    """Returns the certificate (start "seed") of the largest-rank seed subspace above
-    ``found``'s rank and at most ``top`` whose polished certificate is within the claim budget
-    at this eps, else ``found``; each seed tried and missed goes to ``near`` with its value
-    recomputed here.  F = max_j f_j does not depend on eps (the row LPs do not), so what a
-    search at a larger eps ended with, reaching its goal or missing it, is a start here."""
-    base = found[0] if found is not None else 0
+            top: int, found: Found | None, near: dict[int, tuple[float, np.ndarray]],
+            floor: int = 0) -> Found | None:
+    """Returns the certificate (start "seed") of the largest-rank seed subspace above both
+    ``found``'s rank and ``floor``, and at most ``top``, whose polished certificate is within
+    the claim budget at this eps, else ``found``; each seed tried and missed goes to ``near``
+    with its value recomputed here.  F = max_j f_j does not depend on eps (the row LPs do
+    not), so what a search at a larger eps ended with, reaching its goal or missing it, is a
+    start here."""
+    base = max(found[0] if found is not None else 0, floor)
     for _, W in sorted(seeds, key=lambda s: -s[1].shape[1]):
         q = W.shape[1]
         if q <= base or q > top:
@@ -657,7 +664,7 @@ class Bernstein(BudgetedLower):
     budget_env = BUDGET_ENV
     default_budget = DEFAULT_BUDGET
 
-    def _search(self, A, eps, budget, ceiling, hints=None):
+    def _search(self, A, eps, budget, ceiling, hints=None, floor=0):
         near: dict[int, tuple[float, np.ndarray]] = {}
         seeds = list(hints.get(SEEDS, [])) if hints is not None else []
         lifts: dict[int, tuple[np.ndarray, tuple | None]] = {}  # rank -> (W, its lift)
@@ -682,11 +689,11 @@ class Bernstein(BudgetedLower):
 
         # looked up at call time (tests)
         found = search(A, eps, budget, near_out=near, ceiling=ceiling, seeds=seeds,
-                       before_hops=closes)
+                       before_hops=closes, floor=floor)
         if hints is not None:
             hints[SEEDS] = _seeds_of(found, near, eps)
         # the best subspace that missed the next rank: its polytope lift may reach it
-        p = (found[0] if found is not None else 0) + 1
+        p = max(found[0] if found is not None else 0, floor) + 1
         if p <= ceiling and p in near and near[p][0] * eps <= polytope.LIFT_NEAR:
             lifted = lift(p, near[p][1])
             if lifted is not None:
