@@ -523,6 +523,58 @@ def test_components_price_every_drop_and_the_chain_step_screens_them():
         assert work_done() - spent < spent
 
 
+def test_chain_step_says_when_a_rank_needed_more_than_its_truncations():
+    rng = np.random.default_rng(5)
+    A, _ = attention(24, 20, 8, 4.0, 2)
+    k = 6
+    U, V = rng.standard_normal((24, k + 1)) * 0.1, rng.standard_normal((k + 1, 20)) * 0.1
+    z = altl1._components(A, U, V)[2]
+    hard: list[bool] = []
+    assert altl1._chain_step(A, float(z.min()) * 1.5, U, V, k, float("inf"), {}, 50, hard)
+    assert hard == []  # the first truncation passed
+    assert altl1._chain_step(A, 1e-9, U, V, k, float("inf"), {}, 50, hard) is None
+    assert hard == [True]
+
+
+def test_probe_truncates_the_fit_far_down_and_counts_its_run_as_screening():
+    A, _ = attention(30, 24, 10, 4.0, 4)
+    Us, s, Vt = np.linalg.svd(A, full_matrices=False)
+    U, V = Us[:, :12] * s[:12], Vt[:12]
+    e6 = np.abs(A - (Us[:, :6] * s[:6]) @ Vt[:6]).sum(axis=1).max()
+    ends: dict[int, list[tuple[float, bool]]] = {}
+    got = altl1._probe(A, 1.01 * e6, U, V, 6, float("inf"), ends)  # the SVD's 6 components
+    assert got is not None and got[0].shape == (30, 6) and got[1].shape == (6, 24)
+    assert got[2] <= 1.01 * e6 and got[2] == np.abs(A - got[0] @ got[1]).sum(axis=1).max()
+    assert ends[6] == [(got[2], False)]
+    assert altl1._probe(A, 1e-9, U, V, 6, float("inf"), ends) is None
+    assert [c for _, c in ends[6]] == [False, False]
+
+
+def test_alt_l1_probes_halfway_below_a_hard_rank(monkeypatch):
+    calls: list[tuple[int, int, bool]] = []
+    real = altl1._probe
+
+    def spy(A, t, U, V, k, deadline, ends):
+        got = real(A, t, U, V, k, deadline, ends)
+        calls.append((U.shape[1], k, got is not None))
+        return got
+    monkeypatch.setattr(altl1, "_probe", spy)
+    A, _ = attention(40, 40, 10, 6.0, 11)
+    eps = Fraction(1, 5)
+    w = AlternatingL1(budget=60.0, descent_budget=0).produce(A, eps)
+    assert w is not None and check_upper(A, w.U, w.V, eps, rank=w.rank).holds
+    assert calls  # this head has ranks its truncations do not pass
+    missed = 0
+    assert sum(not passed for _, _, passed in calls) <= altl1.PROBE_MISSES
+    for k, kp, passed in calls:
+        # halfway between the rank just reached and the highest probe that missed
+        assert kp == (k + missed) // 2 and missed < kp < k - 1
+        if passed:
+            assert w.rank <= kp
+        else:
+            missed = kp
+
+
 def test_alt_l1_chain_claims_its_rank_and_never_ends_above_the_tsvd():
     A, _ = attention(40, 40, 10, 6.0, 11)
     eps = Fraction(1, 5)

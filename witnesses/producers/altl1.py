@@ -16,11 +16,14 @@ components are tried as the one removed, a few steps each, the best starts conti
 the first truncation gets CHAIN_ITERS steps (``_chain_step``). It replaced a galloping
 bisection of SVD starts: on six tuning heads of tsvd rank 23 - 97 the chain alone ended at the
 bisection's rank on three and 1 - 4 ranks below it on three, after 0.4 - 12.7 work units (the
-bisection had 10). Where the chain fails, a patient descent tries the next rank from longer
-runs of the same truncated starts, from the SVD start and then from seeded restarts (random
-rows of A, random rotations of the leading singular subspace): the max-row-l1 landscape has
-several basins, and on real heads a restart sometimes reaches the target where the others stall
-a few per cent above it.
+bisection had 10). After a rank that needed more than its two truncations the chain probes
+halfway down to the highest rank a probe missed (``_probe``: the fit truncated that far, a
+run that gives up when stalled), up to PROBE_MISSES misses: on heads with much slack the walk
+down cost its whole budget 13 ranks above what the bisection had reached.  Where the chain
+fails, a patient descent tries the next rank from longer runs of the same truncated starts,
+from the SVD start and then from seeded restarts (random rows of A, random rotations of the
+leading singular subspace): the max-row-l1 landscape has several basins, and on real heads a
+restart sometimes reaches the target where the others stall a few per cent above it.
 
 Below the rank k it returns, the least float64 error any run reached at rank k - 1 (the
 chain's runs and the descent's) is claimed as ``upper_next_error`` with
@@ -76,6 +79,11 @@ SCREEN_ITERS = 3
 SCREEN_DROPS = 16
 SCREEN_TOP = 3
 SCREEN_MORE = (20, 100)
+# steps of a probe (``_probe``): a run from the chain's fit truncated far below its rank;
+# after this many probes missed the chain goes on without them (each miss halves the gap
+# the next probe would skip, and a near miss runs its steps in full)
+PROBE_ITERS = 600
+PROBE_MISSES = 2
 # a run at rank k - 1 "agrees" when its error ends within this fraction of the least one
 AGREE_BAND = 0.03
 FIT = "fit"  # the hints key of the (rank, U, V) a search at a smaller eps ended with
@@ -208,12 +216,22 @@ class AlternatingL1(BaseProducer):
         k, (U, V) = _start(A, t, k_svd, (U_s, V_s), None if hints is None else hints.get(FIT))
         k_start = k
         done = None  # the rank whose chain runs ran to their end and failed: not run again
+        missed, misses = 0, 0  # the highest rank a probe missed (later ones aim above it)
         while k > 1 and clock() < deadline:
-            step = _chain_step(A, t, U, V, k - 1, deadline, ends, self.iters)
+            hard: list[bool] = []
+            step = _chain_step(A, t, U, V, k - 1, deadline, ends, self.iters, hard)
             if step is None:
                 done = k - 1 if clock() <= deadline else None
                 break
             k, U, V = k - 1, step[0], step[1]
+            # where a rank needed more than its truncations, probe halfway down at once
+            kp = (k + missed) // 2
+            if hard and misses < PROBE_MISSES and missed < kp < k - 1 and clock() < deadline:
+                probe = _probe(A, t, U, V, kp, deadline, ends)
+                if probe is None:
+                    missed, misses = kp, misses + 1
+                else:
+                    k, U, V = kp, probe[0], probe[1]
         err = float(row_l1(A, U, V).max())
         if not err <= t:
             return None
@@ -343,8 +361,23 @@ def _truncations(A: np.ndarray, U: np.ndarray, V: np.ndarray, k: int
     return [_without(Ub, Vb, j) for j in _first_drops(z)]
 
 
+def _probe(A: np.ndarray, t: float, U: np.ndarray, V: np.ndarray, k: int, deadline: float,
+           ends: dict[int, list[tuple[float, bool]]]
+           ) -> tuple[np.ndarray, np.ndarray, float] | None:
+    """Returns (U, V, err) of a rank-k fit with err <= t from the fit U V (of a higher rank)
+    truncated to its k largest SVD components, PROBE_ITERS steps that give up when stalled
+    or far above t, or None (the run counted in ``ends`` as not agreeing)."""
+    Q, R = np.linalg.qr(U)
+    Ur, sr, Vtr = np.linalg.svd(R @ V, full_matrices=False)
+    U2, V2, e = alt_l1(A, k, t, (Q @ Ur[:, :k]) * sr[:k], Vtr[:k], iters=PROBE_ITERS,
+                       deadline=deadline)
+    _note(ends, k, e, counted=False)
+    return (U2, V2, e) if e <= t else None
+
+
 def _chain_step(A: np.ndarray, t: float, U: np.ndarray, V: np.ndarray, k: int,
-                deadline: float, ends: dict[int, list[tuple[float, bool]]], iters: int
+                deadline: float, ends: dict[int, list[tuple[float, bool]]], iters: int,
+                hard: list[bool] | None = None
                 ) -> tuple[np.ndarray, np.ndarray, float] | None:
     """Returns (U, V, err) of a rank-k fit with err <= t started from the rank-(k + 1) fit
     U V, or None.  Most ranks of the chain pass after a step or two from a truncation, so
@@ -365,10 +398,14 @@ def _chain_step(A: np.ndarray, t: float, U: np.ndarray, V: np.ndarray, k: int,
                            deadline=deadline, patient=True)
         _note(ends, k, e, counted=False)
         if e <= t:
+            if hard is not None and j not in first:
+                hard.append(True)
             return U2, V2, e
         if clock() > deadline:
             return None
         pool.append((e, U2, V2))
+    if hard is not None:
+        hard.append(True)
     pool.sort(key=lambda p: p[0])
     top = pool[:SCREEN_TOP]
     for n in SCREEN_MORE:
