@@ -366,7 +366,8 @@ def _probe(A: np.ndarray, t: float, U: np.ndarray, V: np.ndarray, k: int, deadli
            ) -> tuple[np.ndarray, np.ndarray, float] | None:
     """Returns (U, V, err) of a rank-k fit with err <= t from the fit U V (of a higher rank)
     truncated to its k largest SVD components, PROBE_ITERS steps that give up when stalled
-    or far above t, or None (the run counted in ``ends`` as not agreeing)."""
+    or far above t, or None; the run's error goes to ``ends`` as a screening run's (towards
+    the least error at rank k, not counted as a run)."""
     Q, R = np.linalg.qr(U)
     Ur, sr, Vtr = np.linalg.svd(R @ V, full_matrices=False)
     U2, V2, e = alt_l1(A, k, t, (Q @ Ur[:, :k]) * sr[:k], Vtr[:k], iters=PROBE_ITERS,

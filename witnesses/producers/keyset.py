@@ -27,7 +27,7 @@ import numpy as np
 from ._common import charge_keyset
 
 # scores kept per shared_scores() context; past this many, new ones are not kept (a bound on
-# memory, about 100 bytes plus 2 p per entry, reached in the same place on every run)
+# memory, about 150 bytes plus 8 p per entry, reached in the same place on every run)
 MAX_SCORES = 400_000
 
 _MEMO = threading.local()
