@@ -445,3 +445,28 @@ def test_the_pipeline_hands_bernstein_the_best_earlier_rank(monkeypatch):
     c = get_producer("bernstein").produce(A, EPS, floor=k.rank)
     assert seen == [k.rank]
     assert c is None or c.rank > k.rank
+
+
+def test_the_keyset_path_gets_path_budgets_and_the_other_phases_one(monkeypatch):
+    # in work mode the clock is exact: the path's deadline is PATH_BUDGETS budgets ahead, and
+    # the key-set certification after it has one budget of its own
+    from softrank.witnesses.producers._common import budget_settings
+
+    A = attention(16, 6, 3.0, 2)
+    given: list[float] = []
+    real_path, real_certify = bn.keyset_path, bn.certify_subspace
+
+    def path_spy(*a, deadline, **k):
+        given.append(deadline - clock())
+        return real_path(*a, deadline=deadline, **k)
+
+    def certify_spy(A_, W, eps, deadline=None):
+        given.append(deadline - clock())
+        return real_certify(A_, W, eps, deadline)
+    monkeypatch.setattr(bn, "keyset_path", path_spy)
+    monkeypatch.setattr(bn, "certify_subspace", certify_spy)
+    with budget_settings("work", 1.0):
+        bn.search(A, float(EPS), 3.0, ceiling=3)
+    assert given[0] == pytest.approx(bn.PATH_BUDGETS * 3.0, abs=0.01)
+    assert given[1] <= 3.0 + 0.01  # the first certification: within the next phase's budget
+

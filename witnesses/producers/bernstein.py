@@ -30,15 +30,15 @@ key-set starts miss. Last, the best subspace that failed at the next rank is the
 basin hopping (``hop``): the descent's trust region collapses at kinks of max_j f_j, not
 only at minima, and small random perturbations followed by new descents move on from there.
 The time budget is ``SOFTRANK_BERNSTEIN_BUDGET`` CPU seconds (default 10 on a 128 x 128
-operator, scaled with its size) for each of the four phases (key-set path, key-set descent,
-other starts, growth) and HOP_BUDGETS times that for the hops (up to HOP_GRACE times while the
-hops are within HOP_NEAR of the goal); descents also stop after a fixed number of steps, or
-once the pace of their last steps would need more than ``PATIENCE`` further steps to reach the
-claim budget (such descents were not going to reach it, and the phase moves on instead of
-spending its budget), so a generous budget gives the same certificate on every run (a tight one
-on a busy machine may not: a phase cut short reaches a lower rank). Every phase stops at
-``ceiling``, a rank an upper witness already claims (``produce(..., stop_at=U)``): no lower end
-passes a valid upper end.
+operator, scaled with its size) for each of three phases (key-set descent, other starts,
+growth), PATH_BUDGETS times that for the key-set path, and HOP_BUDGETS times that for the hops
+(up to HOP_GRACE times while the hops are within HOP_NEAR of the goal); descents also stop
+after a fixed number of steps, or once the pace of their last steps would need more than
+``PATIENCE`` further steps to reach the claim budget (such descents were not going to reach it,
+and the phase moves on instead of spending its budget), so a generous budget gives the same
+certificate on every run (a tight one on a busy machine may not: a phase cut short reaches a
+lower rank). Every phase stops at ``ceiling``, a rank an upper witness already claims
+(``produce(..., stop_at=U)``): no lower end passes a valid upper end.
 
 Across eps (``produce(..., hints=H)``, the pipeline searching an operator from its largest eps
 down): the subspaces the search at the larger eps ended with, the one it certified and the best
@@ -87,6 +87,11 @@ SINGLETONS = 10  # uncovered keys tried as the new direction of a grown subspace
 FIT_ITERS = 300  # IRLS steps of the rank-p l1 fit whose row space starts a descent
 PATIENCE = 60  # a descent stops once its last WINDOW steps' pace needs more steps than this
 WINDOW = 10
+# the key-set path's budget, in per-phase budgets: the cheapest climb at large ranks (a MiniLM
+# head at eps 0.35: a path cut at 5 work units certified rank 28, at 20 units rank 45, in 9 CPU
+# seconds), and a path ends by itself a few ranks past the last key set that holds, so a small
+# head never uses the extra budgets
+PATH_BUDGETS = 4
 HOP_SCALES = (0.01, 0.02)  # relative sizes of the perturbations that start a hop's descent
 HOP_PATIENCE = 40  # hopping stops once its last WINDOW hops' pace needs more hops than this
 HOP_BUDGETS = 3  # the hop phase's time budget, in per-phase budgets
@@ -386,19 +391,19 @@ def search(A: np.ndarray, eps: float, budget: float, *, extra: int = 2,
            before_hops: Callable[[int, dict[int, tuple[float, np.ndarray]]], bool] | None = None,
            floor: int = 0) -> Found | None:
     """Returns (p, W, P, J, value, start) of the largest rank reached with value at most
-    1 - 1e-6, or None.  ``budget`` seconds for each of the key-set path, the key-set
-    descent, the other starts and the growth, HOP_BUDGETS times that for the hops (HOP_GRACE
-    times while within HOP_NEAR of the goal); ``start`` names the phase that reached the rank
-    ("keyset", "descent", "descent_l1fit", "descent_svd", "augment" or "hop").  When
-    ``near_out`` is a dict it receives {rank: (F, W)}, the best failing subspace per rank.
-    No rank above ``ceiling`` (default min(m, N)) is tried, and no rank at or below ``floor``
-    (a rank another producer already reached: a certificate there would not be kept), so with
-    a floor the search returns None unless it reaches a rank above it."""
+    1 - 1e-6, or None.  ``budget`` seconds for each of the key-set descent, the other starts
+    and the growth, PATH_BUDGETS times that for the key-set path, HOP_BUDGETS times that for
+    the hops (HOP_GRACE times while within HOP_NEAR of the goal); ``start`` names the phase
+    that reached the rank ("keyset", "descent", "descent_l1fit", "descent_svd", "augment" or
+    "hop").  When ``near_out`` is a dict it receives {rank: (F, W)}, the best failing subspace
+    per rank. No rank above ``ceiling`` (default min(m, N)) is tried, and no rank at or below
+    ``floor`` (a rank another producer already reached: a certificate there would not be kept),
+    so with a floor the search returns None unless it reaches a rank above it."""
     A = as_float64(A)
     m, N = A.shape
     top = min(m, N) if ceiling is None else min(m, N, ceiling)
     path = keyset_path(A, eps, singletons=False, extra=extra,
-                       deadline=clock() + budget)
+                       deadline=clock() + PATH_BUDGETS * budget)
     deadline = clock() + budget
     found: Found | None = None
     for p in sorted((p for p in path if floor < p <= top), reverse=True):
