@@ -115,6 +115,27 @@ def test_alt_l1_restarts_are_seeded_and_shaped():
     assert all(any(np.array_equal(v, r) for r in A) for v in a[1][1])
 
 
+@pytest.mark.parametrize("scale, count", [(1.0, 12), (0.5, 6), (0.25, 3), (0.01, 1), (2.0, 24)])
+def test_alt_l1_restarts_scale_with_the_budget_scale(scale, count, monkeypatch):
+    from softrank.witnesses.producers import altl1
+    from softrank.witnesses.producers._common import budget_settings
+
+    with budget_settings(None, scale):
+        assert AlternatingL1().restarts == count
+        assert AlternatingL1(restarts=5).restarts == 5  # an explicit count stands
+    # and the descent asks for that many
+    asked: list[int] = []
+    real = altl1._starts
+
+    def spy(A_, k, Us, s, Vt, restarts):
+        asked.append(restarts)
+        return real(A_, k, Us, s, Vt, restarts)
+    monkeypatch.setattr(altl1, "_starts", spy)
+    with budget_settings(None, scale):
+        AlternatingL1(budget=2.0, descent_budget=2.0).produce(attention(16, 4, 3.0, 2), EPS)
+    assert asked and set(asked) == {count}
+
+
 @pytest.mark.parametrize("seed", [1, 6])
 def test_alt_l1_restarts_never_raise_the_rank_and_hold(seed):
     A = attention(24, 6, 2.0, seed)
