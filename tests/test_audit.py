@@ -733,3 +733,44 @@ class _ThreadPool:
 
     def shutdown(self, wait=True, cancel_futures=False):
         self._pool.shutdown(wait=wait, cancel_futures=cancel_futures)
+
+
+def test_the_producing_environments_are_shown_counted_and_escaped(known):
+    from softrank.audit.escape import md
+    from softrank.audit.provenance import PRODUCED_BY_MAX, producing_environments
+    from softrank.audit.report import report_markdown
+
+    _, _, out, _ = known
+    rep = json.loads((out / "report.json").read_text())
+    assert rep["producing_software"]["count"] == 0  # not written by `produce`
+    assert not any("numerics environment" in ln for ln in report_markdown(rep).splitlines())
+    hostile = "<b>x</b>[l](http://e.x)"
+    here = {"softrank_certify": "0.2.0", "numpy": "2.0", "scipy": "1.14",
+            "blas": [{"internal_api": "openblas", "version": "0.3", "architecture": "Haswell"}]}
+    other = {**here, "numpy": hostile}
+    one = {"provenance": {"produce_budgets": [{"budget_mode": "work", "software": here}],
+                          "producing_software": [here]}}
+    ps = producing_environments(one)
+    assert ps == {"count": 1, "shown": [{"softrank_certify": "0.2.0", "numpy": "2.0",
+                                         "scipy": "1.14", "blas": "openblas 0.3 Haswell"}],
+                  "other_than_budgets": False}
+    text = report_markdown({**rep, "producing_software": ps})
+    line = next(ln for ln in text.splitlines() if "numerics environment" in ln)
+    assert "1 numerics environment (" in line and "bit for bit" not in line
+    # a worker with other software: the caveat, every entry escaped, a long list bounded
+    many = {"provenance": {**one["provenance"],
+                           "producing_software": [here, other] + [{"numpy": str(i)}
+                                                                  for i in range(20)]}}
+    ps = producing_environments(many)
+    assert ps["count"] == 22 and len(ps["shown"]) == PRODUCED_BY_MAX and ps["other_than_budgets"]
+    text = report_markdown({**rep, "producing_software": ps})
+    line = next(ln for ln in text.splitlines() if "numerics environment" in ln)
+    assert "22 numerics environments" in line and "bit for bit only under each" in line
+    assert "<b>" not in text and md(hostile) in text
+    assert f"and {22 - PRODUCED_BY_MAX} more" in text
+    # one environment that is not the producing command's own: the caveat too
+    alone = {"provenance": {"produce_budgets": [{"software": here}],
+                            "producing_software": [other]}}
+    assert producing_environments(alone)["other_than_budgets"]
+    assert producing_environments({"provenance": {"producing_software": "x"}})["count"] == 0
+    assert producing_environments(None)["count"] == 0

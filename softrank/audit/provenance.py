@@ -122,16 +122,46 @@ def produced_by(header: Any) -> list[dict[str, str]]:
         if not isinstance(e, dict):
             continue
         row = {"budget_mode": str(e.get("budget_mode")), "budget_scale": str(e.get("budget_scale"))}
-        sw = e.get("software")
-        if isinstance(sw, dict):
-            for key in ("softrank_certify", "producer_sources_sha256", "numpy", "scipy"):
-                if key in sw:
-                    row[key] = str(sw[key])
-            blas = sw.get("blas")
-            if isinstance(blas, list):
-                row["blas"] = "; ".join(
-                    " ".join(str(b.get(k)) for k in ("internal_api", "version", "architecture")
-                             if b.get(k) is not None)
-                    for b in blas[:PRODUCED_BY_MAX] if isinstance(b, dict))
+        row.update(_software_row(e.get("software")))
         out.append(row)
     return out
+
+
+def _software_row(sw: Any) -> dict[str, str]:
+    """Returns the package version, producer-source digest, numpy, scipy and BLAS libraries
+    of a recorded numerics environment ``sw``, as strings ({} when it is not an object)."""
+    row: dict[str, str] = {}
+    if not isinstance(sw, dict):
+        return row
+    for key in ("softrank_certify", "producer_sources_sha256", "numpy", "scipy"):
+        if key in sw:
+            row[key] = str(sw[key])
+    blas = sw.get("blas")
+    if isinstance(blas, list):
+        row["blas"] = "; ".join(
+            " ".join(str(b.get(k)) for k in ("internal_api", "version", "architecture")
+                     if b.get(k) is not None)
+            for b in blas[:PRODUCED_BY_MAX] if isinstance(b, dict))
+    return row
+
+
+def producing_environments(header: Any) -> dict[str, Any]:
+    """Returns what a store header's provenance says about the numerics environments whose
+    processes produced its brackets (``producing_software``, one entry per distinct one, as
+    ``produce`` records them): {"count": how many entries, "shown": the first PRODUCED_BY_MAX
+    as string rows, "other_than_budgets": whether some entry differs from every
+    ``produce_budgets[].software``}.  In work mode a bracket is a function of that software, so
+    a store produced under several environments, or under one other than the producing
+    command's own, is not rewritten bit for bit by one rerun.  The producer's own words, never
+    checked; count 0 when the header has none (a store not written by ``produce``, or by an
+    older one)."""
+    prov = header.get("provenance") if isinstance(header, dict) else None
+    seen = prov.get("producing_software") if isinstance(prov, dict) else None
+    if not isinstance(seen, list):
+        return {"count": 0, "shown": [], "other_than_budgets": False}
+    budgets = prov.get("produce_budgets")
+    own = [e.get("software") for e in budgets if isinstance(e, dict)] \
+        if isinstance(budgets, list) else []
+    return {"count": len(seen),
+            "shown": [_software_row(sw) for sw in seen[:PRODUCED_BY_MAX]],
+            "other_than_budgets": any(sw not in own for sw in seen)}

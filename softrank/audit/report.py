@@ -20,7 +20,7 @@ from ..assumptions import assumptions, assumptions_markdown
 from ..words import end_reason, end_result, word
 from . import loose, stats, tables, tightening
 from .escape import md, md_code, tex_comment
-from .provenance import methods_text, produced_by
+from .provenance import methods_text, produced_by, producing_environments
 
 REPORT_FORMAT = "softrank-audit-report"
 REPORT_VERSION = 1
@@ -165,6 +165,7 @@ def build_report(records: list[dict[str, Any]], *, store: dict[str, Any], tier: 
         "definitions": DEFINITIONS, "assumptions": assumptions(),
         "environment": environment, "methods": methods,
         "produced_by": produced_by(store.get("header")),
+        "producing_software": producing_environments(store.get("header")),
         "summary": summary,
         "tables": table_set,
         "groups": groups, "intervals": intervals, "layers": per_layer,
@@ -300,6 +301,7 @@ def report_markdown(rep: dict[str, Any]) -> str:
     out += ["- produced (as store.json records it, not checked): "
             + ", ".join(f"{md(k)} {md(v)}" for k, v in row.items())
             for row in rep.get("produced_by") or []]
+    out += producing_lines(rep.get("producing_software"))
     out += [f"- command: {md_code(run.get('command'))}",
             f"- executor: {run.get('executor')} ({run.get('workers')} workers); "
             f"{run.get('resumed_records')} records taken from the journal of an earlier run",
@@ -309,6 +311,23 @@ def report_markdown(rep: dict[str, Any]) -> str:
     if sum(line.startswith("**Result:**") for line in out) != 1:  # pragma: no cover
         raise RuntimeError("report.md would hold more than one Result line")
     return "\n".join(out) + "\n"
+
+
+def producing_lines(ps: Any) -> list[str]:
+    """The Provenance lines on the environments that produced the brackets (``ps`` from
+    ``provenance.producing_environments``; none when the store records none)."""
+    if not isinstance(ps, dict) or not ps.get("count"):
+        return []
+    n = ps["count"]
+    out = [f"- brackets produced under {n} numerics environment{'s' if n != 1 else ''} (as "
+           "store.json records them, not checked)"
+           + (": a rerun rewrites them bit for bit only under each of them"
+              if n > 1 or ps.get("other_than_budgets") else "")]
+    out += ["  - " + ", ".join(f"{md(k)} {md(v)}" for k, v in row.items())
+            for row in ps.get("shown") or []]
+    if n > len(ps.get("shown") or []):
+        out += [f"  - and {n - len(ps['shown'])} more"]
+    return out
 
 
 def tightened_markdown(rep: dict[str, Any]) -> list[str]:
