@@ -418,8 +418,8 @@ def search(A: np.ndarray, eps: float, budget: float, *, extra: int = 2,
     near: dict[int, tuple[float, np.ndarray]] = {}  # best failing subspace per rank
     found = _seeded(A, seeds or [], eps, budget, top, found, near, floor)
 
-    def above() -> int:  # the least rank worth trying
-        return max(found[0] if found is not None else 0, floor) + 1
+    def above() -> int:
+        return least_worth(found, floor)
 
     p = above()
     while p <= top and p in path and clock() < deadline:
@@ -483,6 +483,12 @@ def search(A: np.ndarray, eps: float, budget: float, *, extra: int = 2,
     if near_out is not None:
         near_out.update(near)
     return found
+
+
+def least_worth(found: Found | None, floor: int) -> int:
+    """Returns the least rank worth trying: one above both what ``found`` reached and
+    ``floor`` (a rank another producer claims)."""
+    return max(found[0] if found is not None else 0, floor) + 1
 
 
 def _seeded(A: np.ndarray, seeds: list[tuple[float, np.ndarray]], eps: float, budget: float,
@@ -698,7 +704,7 @@ class Bernstein(BudgetedLower):
         if hints is not None:
             hints[SEEDS] = _seeds_of(found, near, eps)
         # the best subspace that missed the next rank: its polytope lift may reach it
-        p = max(found[0] if found is not None else 0, floor) + 1
+        p = least_worth(found, floor)
         if p <= ceiling and p in near and near[p][0] * eps <= polytope.LIFT_NEAR:
             lifted = lift(p, near[p][1])
             if lifted is not None:
