@@ -135,11 +135,30 @@ class OnceLower(BaseProducer):
         return Certificate(kind="nonzero", rank=1, claims={})
 
 
+class FailingLower(BaseProducer):
+    """A lower plug-in that raises at every eps."""
+
+    name, role = "fail_rec", "lower"
+
+    def produce(self, A, eps, *, logits=None):
+        raise RuntimeError(f"no luck at {eps}")
+
+
+class FailingUpper(BaseProducer):
+    """An upper plug-in that raises at every eps."""
+
+    name, role = "fail_up", "upper"
+
+    def produce(self, A, eps, *, logits=None):
+        raise RuntimeError(f"no fit at {eps}")
+
+
 @pytest.fixture
 def recorders(monkeypatch):
     extra = [EntryPoint(name=n, value=f"{__name__}:{c}", group=ENTRY_POINT_GROUP)
              for n, c in (("up_rec", "UpRecorder"), ("low_rec", "LowRecorder"),
-                          ("once_rec", "OnceLower"))]
+                          ("once_rec", "OnceLower"), ("fail_rec", "FailingLower"),
+                          ("fail_up", "FailingUpper"))]
     monkeypatch.setattr("softrank.witnesses.producers._entry_points",
                         lambda: [*real_entry_points(), *extra])
     Recorder.calls = []
@@ -170,6 +189,24 @@ def test_stored_brackets_are_searched_again_but_not_returned(recorders):
     assert [x.id for x in res.brackets] == [done.brackets[0].id]
     assert res.brackets[0].claims == done.brackets[0].claims
     assert res.brackets[0].claims["lower_hints_from"] == "1/4"
+
+
+def test_a_failure_in_a_repeated_search_says_its_bracket_was_stored(recorders):
+    # a resumed run searches a stored eps again for its hints: its producers' failures are
+    # reported, marked as from a repeated search; the others are not marked
+    from softrank.witnesses.producers.pipeline import AGAIN
+
+    a, b = Fraction(1, 10), Fraction(1, 4)
+    done = produce_operator("op", A, [a, b], ["up_rec", "fail_up"], ["fail_rec"])
+    assert len(done.failures) == 4 and not any(AGAIN in f for f in done.failures)
+    stored = next(x.id for x in done.brackets if x.eps == b)
+    res = produce_operator("op", A, [a, b], ["up_rec", "fail_up"], ["fail_rec"], skip={stored})
+    marked = sorted(f for f in res.failures if f.endswith(AGAIN))
+    plain = sorted(f for f in res.failures if AGAIN not in f)
+    # at 1/4 the lower search's bracket (the anchor) is stored: its failure is marked; fail_up
+    # wrote no bracket at 1/4, so its failure there stands as this run's
+    assert marked == [f"op eps=1/4: fail_rec: RuntimeError: no luck at 1/4{AGAIN}"]
+    assert plain == sorted(f for f in done.failures if "fail_rec" not in f or "1/10" in f)
 
 
 @pytest.fixture

@@ -43,6 +43,11 @@ ANCHOR = "alt_l1"
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
+# ends a failure message of a search whose bracket a resumed run already stored: it ran again
+# only for the hints it hands the next eps, and nothing from it is written
+AGAIN = " (a search repeated for its hints; its bracket was already stored)"
+
+
 def eps_tag(eps: Fraction) -> str:
     """Returns a short id-safe tag for eps: "0.25" when a short decimal is exact, else "1-3"."""
     for digits in range(1, 13):
@@ -168,13 +173,14 @@ def _produce_operator(op_id: str, A: np.ndarray, eps_list: list[Fraction], upper
             w, secs, err = _run(up, A, eps, logits, hints=given)
             if _changed(before, given):
                 up_from[up] = eps
+            again = AGAIN if bracket_id(op_id, eps, up) in skip else ""
             if err:
-                res.failures.append(f"{op_id} eps={eps}: {err}")
+                res.failures.append(f"{op_id} eps={eps}: {err}{again}")
             if w is None:
                 continue
             bad = malformed_witness(w, A.shape)
             if bad:
-                res.failures.append(f"{op_id} eps={eps}: {up}: {bad}")
+                res.failures.append(f"{op_id} eps={eps}: {up}: {bad}{again}")
                 continue
             w = compact_witness(A, w, eps)
             claims = {**w.claims, "upper_rank": int(w.rank),
@@ -200,7 +206,8 @@ def _produce_operator(op_id: str, A: np.ndarray, eps_list: list[Fraction], upper
             target_plan = next((b for b in plans if b.producer["upper"] == anchor), plans[0])
             least_upper = min(int(b.upper["rank"]) for b in plans)
             _attach_lower(target_plan, op_id, A, eps, lowers, logits, res, least_upper,
-                          hints=hints, hints_from=hints_from)
+                          hints=hints, hints_from=hints_from,
+                          again=AGAIN if target_plan.id in skip else "")
     for eps in eps_list:  # the store's order: as asked
         res.brackets.extend(b for b in by_eps.pop(eps, []) if b.id not in skip)
     return res
@@ -209,8 +216,9 @@ def _produce_operator(op_id: str, A: np.ndarray, eps_list: list[Fraction], upper
 def _attach_lower(plan: BracketPlan, op_id: str, A: np.ndarray, eps: Fraction,
                   lowers: list[str], logits: np.ndarray | None, res: OperatorResult,
                   least_upper: int | None = None, *, hints: dict[str, dict] | None = None,
-                  hints_from: dict[str, Fraction] | None = None) -> None:
+                  hints_from: dict[str, Fraction] | None = None, again: str = "") -> None:
     """Runs the lower producers on (A, eps) and attaches the best certificate to ``plan``.
+    ``again`` ends each failure message (``AGAIN`` when ``plan`` is already stored).
 
     ``hints`` ({producer: dict}, kept per operator) is handed to each producer that takes it;
     ``hints_from`` ({producer: eps}) is updated to this eps for each producer whose search
@@ -236,10 +244,10 @@ def _attach_lower(plan: BracketPlan, op_id: str, A: np.ndarray, eps: Fraction,
             hints_from[lo] = eps
         seconds[lo] = round(secs, 4)
         if err:
-            res.failures.append(f"{op_id} eps={eps}: {err}")
+            res.failures.append(f"{op_id} eps={eps}: {err}{again}")
         bad = None if c is None else malformed_certificate(c, A.shape)
         if bad:
-            res.failures.append(f"{op_id} eps={eps}: {lo}: {bad}")
+            res.failures.append(f"{op_id} eps={eps}: {lo}: {bad}{again}")
             continue
         if c is not None and (best is None or c.rank > best.rank):
             best, best_name, best_secs = c, lo, secs
