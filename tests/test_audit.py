@@ -753,7 +753,7 @@ def test_the_producing_environments_are_shown_counted_and_escaped(known):
     ps = producing_environments(one)
     assert ps == {"count": 1, "shown": [{"softrank_certify": "0.2.0", "numpy": "2.0",
                                          "scipy": "1.14", "blas": "openblas 0.3 Haswell"}],
-                  "other_than_budgets": False}
+                  "more": 0, "other_than_budgets": False}
     text = report_markdown({**rep, "producing_software": ps})
     line = next(ln for ln in text.splitlines() if "numerics environment" in ln)
     assert "1 numerics environment (" in line and "bit for bit" not in line
@@ -763,6 +763,7 @@ def test_the_producing_environments_are_shown_counted_and_escaped(known):
                                                                   for i in range(20)]}}
     ps = producing_environments(many)
     assert ps["count"] == 22 and len(ps["shown"]) == PRODUCED_BY_MAX and ps["other_than_budgets"]
+    assert ps["more"] == 22 - PRODUCED_BY_MAX
     text = report_markdown({**rep, "producing_software": ps})
     line = next(ln for ln in text.splitlines() if "numerics environment" in ln)
     assert "22 numerics environments" in line and "bit for bit only under each" in line

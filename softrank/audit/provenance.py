@@ -149,7 +149,8 @@ def producing_environments(header: Any) -> dict[str, Any]:
     """Returns what a store header's provenance says about the numerics environments whose
     processes produced its brackets (``producing_software``, one entry per distinct one, as
     ``produce`` records them): {"count": how many entries, "shown": the first PRODUCED_BY_MAX
-    as string rows, "other_than_budgets": whether some entry differs from every
+    as string rows, "more": how many are not shown, "other_than_budgets": whether some entry
+    differs from every
     ``produce_budgets[].software``}.  In work mode a bracket is a function of that software, so
     a store produced under several environments, or under one other than the producing
     command's own, is not rewritten bit for bit by one rerun.  The producer's own words, never
@@ -158,10 +159,11 @@ def producing_environments(header: Any) -> dict[str, Any]:
     prov = header.get("provenance") if isinstance(header, dict) else None
     seen = prov.get("producing_software") if isinstance(prov, dict) else None
     if not isinstance(seen, list):
-        return {"count": 0, "shown": [], "other_than_budgets": False}
+        return {"count": 0, "shown": [], "more": 0, "other_than_budgets": False}
     budgets = prov.get("produce_budgets")
     own = [e.get("software") for e in budgets if isinstance(e, dict)] \
         if isinstance(budgets, list) else []
     return {"count": len(seen),
             "shown": [_software_row(sw) for sw in seen[:PRODUCED_BY_MAX]],
+            "more": max(len(seen) - PRODUCED_BY_MAX, 0),
             "other_than_budgets": any(sw not in own for sw in seen)}

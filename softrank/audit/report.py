@@ -325,8 +325,8 @@ def producing_lines(ps: Any) -> list[str]:
               if n > 1 or ps.get("other_than_budgets") else "")]
     out += ["  - " + ", ".join(f"{md(k)} {md(v)}" for k, v in row.items())
             for row in ps.get("shown") or []]
-    if n > len(ps.get("shown") or []):
-        out += [f"  - and {n - len(ps['shown'])} more"]
+    if ps.get("more"):
+        out += [f"  - and {ps['more']} more"]
     return out
 
 
