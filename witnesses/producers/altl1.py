@@ -447,9 +447,10 @@ def _starts(A: np.ndarray, k: int, Us: np.ndarray, s: np.ndarray, Vt: np.ndarray
 def _restarts_default() -> int:
     """Returns the seeded restarts per rank of the descent: RESTARTS times ``budget_scale()``,
     rounded, at least 1.  A count, not a time, so it does not end with the budget; scaled
-    with it because ``--budget-scale`` is meant to scale all of a search's work.  (Of about 500
-    descents on held-out MiniLM heads one reached a rank by a restart, its 11th; at
-    ``--budget-scale 0.5`` the last six cost 4.4 of the 50.8 CPU seconds alt_l1 took per head.)"""
+    with it because ``--budget-scale`` is meant to scale all of a search's work.  (Of about 800
+    stored alt_l1 brackets of held-out MiniLM heads, most of them reruns of the same 72, one
+    upper end came from a restart, its 11th; at ``--budget-scale 0.5`` the last six cost 4.4 of
+    the 50.8 CPU seconds alt_l1 took per head.)"""
     return max(1, round(RESTARTS * budget_scale()))
 
 
