@@ -418,10 +418,7 @@ def search(A: np.ndarray, eps: float, budget: float, *, extra: int = 2,
     near: dict[int, tuple[float, np.ndarray]] = {}  # best failing subspace per rank
     found = _seeded(A, seeds or [], eps, budget, top, found, near, floor)
 
-    def above() -> int:
-        return least_worth(found, floor)
-
-    p = above()
+    p = least_worth(found, floor)
     while p <= top and p in path and clock() < deadline:
         F, W = descend(A, path[p][1], goal, deadline, steps=steps)
         c = _claimable(A, W, F, eps, budget)
@@ -433,7 +430,7 @@ def search(A: np.ndarray, eps: float, budget: float, *, extra: int = 2,
     # the same descent from two other starts, on a budget of its own (sharing the key-set
     # phase's budget lost ranks on heads that climb far from the key-set starts)
     deadline = clock() + budget
-    p = above()
+    p = least_worth(found, floor)
     Vt = np.linalg.svd(A, full_matrices=False)[2]
     while p <= top and clock() < deadline:
         reached = _race(A, _descent_starts(A, p, Vt, eps), goal, deadline, steps, eps, budget,
@@ -456,7 +453,7 @@ def search(A: np.ndarray, eps: float, budget: float, *, extra: int = 2,
             break
         found = (found[0] + 1, c[1], c[2], c[3], c[0], "augment")
     # a caller that can close the bracket another way (a lift at the ceiling) may end here
-    p = above()
+    p = least_worth(found, floor)
     if before_hops is not None and p in near and before_hops(p, near):
         if near_out is not None:
             near_out.update(near)
@@ -466,7 +463,7 @@ def search(A: np.ndarray, eps: float, budget: float, *, extra: int = 2,
     deadline = clock() + HOP_BUDGETS * budget
     grace = deadline + max(HOP_GRACE - HOP_BUDGETS, 0) * budget
     while clock() < deadline:
-        p = above()
+        p = least_worth(found, floor)
         if p not in near or p > top:
             break
         F, W = hop(A, *near.pop(p), goal, deadline, seed=HOP_SEED + p, steps=steps,
