@@ -470,3 +470,69 @@ def test_the_keyset_path_gets_path_budgets_and_the_other_phases_one(monkeypatch)
     assert given[0] == pytest.approx(bn.PATH_BUDGETS * 3.0, abs=0.01)
     assert given[1] <= 3.0 + 0.01  # the first certification: within the next phase's budget
 
+
+
+def test_feasible_rows_bound_every_row_optimum_from_above():
+    # the minimisers of a nearby subspace, corrected on p rows, are feasible for the new one:
+    # their l1 norms bound the row optima from above, and are the optima at the same subspace
+    A = attention(24, 10, 3.0, 5)
+    rng = np.random.default_rng(2)
+    W, _ = bn.normalise(rng.standard_normal((24, 6)))
+    f, P, _ = bn.row_values(A, W)
+    b, Y = bn.feasible_rows(A @ W, W, P)
+    assert np.allclose(b, f, rtol=1e-7, atol=1e-12)
+    W2, _ = bn.normalise(W + 0.02 * rng.standard_normal(W.shape))
+    f2 = bn.row_values(A, W2)[0]
+    b2, Y2 = bn.feasible_rows(A @ W2, W2, P)
+    assert np.allclose(Y2 @ (A @ W2), W2, atol=1e-9)
+    assert np.all(b2 >= f2 * (1 - 1e-9)) and np.any(b2 > f2 * (1 + 1e-6))
+    assert bn.feasible_rows(np.zeros((24, 6)), W2, P) is None  # no p rows of G to solve on
+
+
+def test_row_values_from_a_nearby_subspace_solve_only_the_rows_near_the_worst(monkeypatch):
+    A = attention(24, 10, 3.0, 5)
+    rng = np.random.default_rng(2)
+    W, _ = bn.normalise(rng.standard_normal((24, 6)))
+    P = bn.row_values(A, W)[1]
+    W2, _ = bn.normalise(W + 0.02 * rng.standard_normal(W.shape))
+    f, _, X = bn.row_values(A, W2)
+    solved = []
+    real = bn._RowLP.solve
+    monkeypatch.setattr(bn._RowLP, "solve", lambda self, c: solved.append(1) or real(self, c))
+    g, Q, Y = bn.row_values(A, W2, prev=P)
+    assert 0 < len(solved) < len(np.unique(W2, axis=0))  # some rows skipped, not all
+    assert g.max() == pytest.approx(f.max(), rel=1e-9)
+    act = f >= (1 - bn.ACTIVE) * f.max()  # the rows a descent step uses: the LP optima
+    assert np.allclose(g[act], f[act], rtol=1e-7) and np.allclose(Y[act], X[act], atol=1e-7)
+    assert np.all(g >= f * (1 - 1e-9))  # the others: upper bounds, each from a feasible row
+    assert np.allclose(np.abs(Q).sum(axis=1), g) and np.allclose(Q @ (A @ W2), W2, atol=1e-8)
+    solved.clear()
+    assert bn.row_values(A, W2, stop_above=0.999 * f.max(), prev=P) is None
+    assert len(solved) == 1  # the largest bound is the worst row's
+
+
+def test_the_hops_start_where_the_last_phase_ran_out(monkeypatch):
+    # phases that reach a rank and stop before trying the next leave the hops no failing
+    # subspace: the hop phase grows one from the rank reached instead of ending there
+    A = attention(24, 8, 4.0, 1)
+    real_race, real_aug, real_hop = bn._race, bn.augmented_start, bn.hop
+    monkeypatch.setattr(bn, "keyset_path", lambda *a, **k: {})
+    monkeypatch.setattr(bn, "_race", lambda *a, **k: real_race(*a, **{**k, "near": None}))
+    grown, hops = [], []
+
+    def augment(*a, **k):
+        grown.append(a[1].shape[1])
+        return None if len(grown) == 1 else real_aug(*a, **k)  # the growth phase: no time
+
+    def hop(A_, F0, W0, *a, **k):
+        hops.append(W0.shape[1])
+        return real_hop(A_, F0, W0, *a, **k)
+
+    monkeypatch.setattr(bn, "augmented_start", augment)
+    monkeypatch.setattr(bn, "hop", hop)
+    found = bn.search(A, float(EPS), 1.0)
+    assert found is not None and len(grown) >= 2 and hops
+    assert hops[0] == grown[1] + 1  # the first hop starts one rank above what was reached
+    assert found[0] >= grown[1]
+    v = exact_value(A, found[1], found[2], found[3], EPS)
+    assert v is not None and v < 1
