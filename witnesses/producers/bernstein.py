@@ -214,8 +214,8 @@ def row_values(A: np.ndarray, W: np.ndarray, *, stop_above: float = np.inf,
     largest first, and stop once the next bound is below (1 - ACTIVE) times the largest f_j
     solved.  Every skipped row then has P_j feasible with f_j = ||P_j||_1 >= its optimum,
     X_j = 0, and lies outside the descent's active rows, whose f, P and X are LP optima as
-    without ``prev``; max_j f_j is the same.  On 128 x 128 MiniLM heads a descent step then
-    solves about a third of the row LPs (the rest are far below the maximum)."""
+    without ``prev``; max_j f_j is the same.  On four 128 x 128 MiniLM heads (ranks 7 - 59)
+    an accepted step then solved 21 - 79% of the row LPs, and all trial steps 9 - 38%."""
     N, p = W.shape
     m = A.shape[0]
     G = A @ W
@@ -519,7 +519,7 @@ def search(A: np.ndarray, eps: float, budget: float, *, extra: int = 2,
         p = least_worth(found, floor)
         if p > top:
             break
-        if p not in near and found is not None:
+        if p not in near and found is not None and found[0] + 1 == p:
             # the phase that reached found[0] ran out of time before it tried rank p
             W0 = augmented_start(A, found[1], found[3], path.get(p, (None, None))[1],
                                  deadline)
