@@ -169,6 +169,24 @@ def test_augmented_start_keeps_the_subspace_and_adds_an_uncovered_key():
         assert r is None or r[0].max() >= best * (1 - 1e-9)
 
 
+def test_augmented_start_from_the_certified_minimisers_picks_the_same_column(monkeypatch):
+    # the minimisers of W, corrected, are feasible for every candidate [W, w]: the bounds only
+    # order and skip row LPs, so the column chosen is the one the full solves choose
+    A = attention(24, 8, 3.0, 1)
+    W, J = bn.normalise(np.linalg.svd(A)[2][:4].T)
+    P = bn.row_values(A, W)[1]
+    W_next = np.linalg.svd(A)[2][:5].T
+    solved = []
+    real = bn._RowLP.solve
+    monkeypatch.setattr(bn._RowLP, "solve", lambda self, c: solved.append(1) or real(self, c))
+    full = bn.augmented_start(A, W, J, W_next, clock() + 30)
+    n_full = len(solved)
+    solved.clear()
+    skip = bn.augmented_start(A, W, J, W_next, clock() + 30, prev=P)
+    assert full is not None and skip is not None and np.array_equal(full, skip)
+    assert len(solved) < n_full
+
+
 @pytest.mark.parametrize("seed", [2, 4])
 def test_growth_phase_never_lowers_the_rank(seed, monkeypatch):
     A = attention(24, 8, 4.0, seed)

@@ -496,7 +496,7 @@ def search(A: np.ndarray, eps: float, budget: float, *, extra: int = 2,
     deadline = clock() + budget
     while found is not None and found[0] < top and clock() < deadline:
         W0 = augmented_start(A, found[1], found[3], path.get(found[0] + 1, (None, None))[1],
-                             deadline)
+                             deadline, prev=found[2])
         if W0 is None:
             break
         F, W = descend(A, W0, goal, deadline, steps=steps)
@@ -522,7 +522,7 @@ def search(A: np.ndarray, eps: float, budget: float, *, extra: int = 2,
         if p not in near and found is not None and found[0] + 1 == p:
             # the phase that reached found[0] ran out of time before it tried rank p
             W0 = augmented_start(A, found[1], found[3], path.get(p, (None, None))[1],
-                                 deadline)
+                                 deadline, prev=found[2])
             if W0 is not None:
                 _keep(near, p, *descend(A, W0, goal, deadline, steps=steps))
         if p not in near:
@@ -534,8 +534,8 @@ def search(A: np.ndarray, eps: float, budget: float, *, extra: int = 2,
             _keep(near, p, F, W)
             break
         found = (p, c[1], c[2], c[3], c[0], "hop")
-        W0 = augmented_start(A, c[1], c[3], path.get(p + 1, (None, None))[1], deadline) \
-            if p < top else None
+        W0 = augmented_start(A, c[1], c[3], path.get(p + 1, (None, None))[1], deadline,
+                             prev=c[2]) if p < top else None
         if W0 is not None:
             _keep(near, p + 1, *descend(A, W0, goal, deadline, steps=steps))
     if near_out is not None:
@@ -671,13 +671,16 @@ def _descent_starts(A: np.ndarray, p: int, Vt: np.ndarray, eps: float
 
 
 def augmented_start(A: np.ndarray, W: np.ndarray, J: np.ndarray, W_next: np.ndarray | None,
-                    deadline: float, *, singletons: int = SINGLETONS) -> np.ndarray | None:
+                    deadline: float, *, singletons: int = SINGLETONS,
+                    prev: np.ndarray | None = None) -> np.ndarray | None:
     """Returns [W, w] (N x (p+1)) for the candidate column w whose subspace has the smallest
     max_j f_j: the columns of the key-set subspace ``W_next`` of rank p+1 (when there is one)
     and the indicators of the ``singletons`` keys of largest uncovered mass: column mass
     times 1 - max_k |W_jk| (1 for a key W leaves out, 0 on the identity rows J; a descended
     W may leave no key out, and then partly covered keys are next).
-    None when no candidate gives a full-rank subspace in time."""
+    None when no candidate gives a full-rank subspace in time.  ``prev`` (W's certified P, or
+    any row minimisers for col(W)) is corrected to be feasible for each candidate, and its
+    bounds order and skip the candidate's row LPs (``row_values``)."""
     cands = [] if W_next is None else [W_next[:, k] for k in range(W_next.shape[1])]
     cover = np.abs(W).max(axis=1) if W.size else np.zeros(A.shape[1])
     mass = A.sum(axis=0) * np.clip(1.0 - cover, 0.0, 1.0)
@@ -694,7 +697,7 @@ def augmented_start(A: np.ndarray, W: np.ndarray, J: np.ndarray, W_next: np.ndar
             Wn, _ = normalise(Wc)
         except (np.linalg.LinAlgError, ValueError):
             continue
-        r = row_values(A, Wn, stop_above=best, deadline=deadline)
+        r = row_values(A, Wn, stop_above=best, deadline=deadline, prev=prev)
         if r is not None and float(r[0].max()) < best:
             best, best_W = float(r[0].max()), Wc
         if clock() > deadline:
