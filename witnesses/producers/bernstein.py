@@ -521,10 +521,7 @@ def search(A: np.ndarray, eps: float, budget: float, *, extra: int = 2,
             break
         if p not in near and found is not None and found[0] + 1 == p:
             # the phase that reached found[0] ran out of time before it tried rank p
-            W0 = augmented_start(A, found[1], found[3], path.get(p, (None, None))[1],
-                                 deadline, prev=found[2])
-            if W0 is not None:
-                _keep(near, p, *descend(A, W0, goal, deadline, steps=steps))
+            _grow_next(A, found, path, near, goal, deadline, steps)
         if p not in near:
             break
         F, W = hop(A, *near.pop(p), goal, deadline, seed=HOP_SEED + p, steps=steps,
@@ -534,13 +531,22 @@ def search(A: np.ndarray, eps: float, budget: float, *, extra: int = 2,
             _keep(near, p, F, W)
             break
         found = (p, c[1], c[2], c[3], c[0], "hop")
-        W0 = augmented_start(A, c[1], c[3], path.get(p + 1, (None, None))[1], deadline,
-                             prev=c[2]) if p < top else None
-        if W0 is not None:
-            _keep(near, p + 1, *descend(A, W0, goal, deadline, steps=steps))
+        if p < top:
+            _grow_next(A, found, path, near, goal, deadline, steps)
     if near_out is not None:
         near_out.update(near)
     return found
+
+
+def _grow_next(A: np.ndarray, found: Found, path: dict, near: dict[int, tuple[float, np.ndarray]],
+               goal: float, deadline: float, steps: int) -> None:
+    """Keeps in ``near`` the descended augmented start one rank above ``found`` (the start
+    of the hops there), when a candidate column gives one."""
+    q = found[0] + 1
+    W0 = augmented_start(A, found[1], found[3], path.get(q, (None, None))[1], deadline,
+                         prev=found[2])
+    if W0 is not None:
+        _keep(near, q, *descend(A, W0, goal, deadline, steps=steps))
 
 
 def least_worth(found: Found | None, floor: int) -> int:
