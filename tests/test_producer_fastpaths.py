@@ -164,20 +164,26 @@ def test_dense_csc_holds_scipys_arrays():
         assert got[0].dtype == got[1].dtype == np.int32 and got[2].dtype == np.float64
 
 
+def _witness_rows(rng: np.random.Generator, A: np.ndarray) -> np.ndarray:
+    """Signed rows of A as a lift's label sets have them (repeated rows included)."""
+    p = int(rng.integers(1, 40))
+    rows = A[rng.choice(A.shape[0], p)] * rng.choice([-1.0, 1.0], p)[:, None]
+    return rows * rng.uniform(0.0, 3.0)
+
+
 @needs_binding
-def test_witness_lp_equals_linprog():
-    """subdivide.witness_lp's direct HiGHS call returns linprog's solution, bit for bit,
-    and charges the same work."""
+def test_witness_lp_equals_linprog_without_presolve():
+    """subdivide.witness_lp's direct HiGHS call returns the solution of linprog with presolve
+    off, bit for bit, and charges the same work."""
     rng = np.random.default_rng(11)
     A = _stochastic(rng, 48, 40)
     for _ in range(400):
-        p = int(rng.integers(1, 40))
-        rows = A[rng.choice(48, p)] * rng.choice([-1.0, 1.0], p)[:, None]
-        rows *= rng.uniform(0.0, 3.0)
-        N = rows.shape[1]
+        rows = _witness_rows(rng, A)
+        p, N = rows.shape
         c = np.r_[np.zeros(N), -1.0]
-        ref = linprog(c, A_ub=np.hstack([-rows, np.ones((p, 1))]), b_ub=np.zeros(p),
-                      bounds=[(-1.0, 1.0)] * N + [(None, None)], method="highs")
+        kw = {"A_ub": np.hstack([-rows, np.ones((p, 1))]), "b_ub": np.zeros(p),
+              "bounds": [(-1.0, 1.0)] * N + [(None, None)], "options": {"presolve": False}}
+        ref = linprog(c, method="highs", **kw)
         with budget_settings("work", 1.0, {}):
             w0 = clock()
             got = subdivide.witness_lp(rows)
@@ -187,9 +193,47 @@ def test_witness_lp_equals_linprog():
         assert np.array_equal(got[0], z) and got[1] == float((rows @ z).min())
         with budget_settings("work", 1.0, {}):
             w0 = clock()
-            charged_linprog(c, A_ub=np.hstack([-rows, np.ones((p, 1))]), b_ub=np.zeros(p),
-                            bounds=[(-1.0, 1.0)] * N + [(None, None)])
+            charged_linprog(c, **kw)
             assert clock() - w0 == charged
+
+
+@needs_binding
+def test_witness_lp_value_is_the_presolved_optimum():
+    """Presolve off changes which optimal z HiGHS returns at most (on repeated rows), never
+    the optimum: witness_lp's value is that of linprog's z (presolve on) to HiGHS's
+    feasibility tolerance (1e-7, relative to the rows' size)."""
+    rng = np.random.default_rng(12)
+    A = _stochastic(rng, 48, 40)
+    for _ in range(200):
+        rows = _witness_rows(rng, A)
+        p, N = rows.shape
+        ref = linprog(np.r_[np.zeros(N), -1.0], A_ub=np.hstack([-rows, np.ones((p, 1))]),
+                      b_ub=np.zeros(p), bounds=[(-1.0, 1.0)] * N + [(None, None)],
+                      method="highs")
+        got = subdivide.witness_lp(rows)
+        assert got is not None and np.all(np.abs(got[0]) <= 1.0)
+        ref_value = float((rows @ np.clip(ref.x[:N], -1.0, 1.0)).min())
+        assert abs(got[1] - ref_value) <= 1e-7 * max(1.0, float(np.abs(rows).sum(1).max()))
+
+
+@needs_binding
+def test_linprog_ub_reused_solver_is_a_fresh_solve():
+    """linprog_ub keeps one HiGHS object per thread: a solve after others of other sizes
+    returns what linprog (presolve on, a new model) returns, bit for bit."""
+    rng = np.random.default_rng(13)
+    A = _stochastic(rng, 30, 25)
+    for _ in range(100):
+        rows = _witness_rows(rng, A)
+        p, N = rows.shape
+        c = np.r_[rng.standard_normal(N), -1.0]
+        A_ub = np.hstack([-rows, np.ones((p, 1))])
+        ref = linprog(c, A_ub=A_ub, b_ub=np.zeros(p), bounds=[(-1.0, 1.0)] * N + [(None, None)],
+                      method="highs")
+        ok, x, _ = _highs.linprog_ub(c, A_ub, np.zeros(p), np.r_[np.full(N, -1.0), -np.inf],
+                                     np.r_[np.full(N, 1.0), np.inf])
+        assert ok == (ref.status == 0)
+        if ok:
+            assert np.array_equal(x, ref.x)
 
 
 @needs_binding

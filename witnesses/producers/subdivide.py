@@ -42,10 +42,12 @@ def witness_lp(rows: np.ndarray) -> tuple[np.ndarray, float] | None:
     c = np.zeros(N + 1)
     c[-1] = -1.0
     A_ub, b_ub = np.hstack([-rows, np.ones((len(rows), 1))]), np.zeros(len(rows))
-    # the lifts solve tens of thousands of these small LPs: the same model and options as
-    # linprog, without its per-call overhead (same solutions, same work charged)
+    # the lifts solve tens of thousands of these small LPs (most of a failing lift's CPU):
+    # linprog's model and options without its per-call overhead, and without presolve, which
+    # finds nothing to remove here (dense rows, cube columns) and took 40% of each solve
+    # (0.67 -> 0.41 ms on 3,000 label sets of a MiniLM head, the same z on every one)
     got = linprog_ub(c, A_ub, b_ub, np.r_[np.full(N, -1.0), -np.inf],
-                     np.r_[np.full(N, 1.0), np.inf])
+                     np.r_[np.full(N, 1.0), np.inf], presolve=False)
     if got is None:  # pragma: no cover - a scipy without the HiGHS binding
         res = linprog(c, A_ub=A_ub, b_ub=b_ub, bounds=[(-1.0, 1.0)] * N + [(None, None)],
                       method="highs")
