@@ -7,6 +7,8 @@ a plain reference (the code it replaced, or scipy's own ``linprog``) on many ran
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -155,8 +157,10 @@ def test_lp_model_solves_as_the_highslp_model_did():
 
 def test_dense_csc_holds_scipys_arrays():
     rng = np.random.default_rng(2)
-    for m, n in ((1, 1), (3, 7), (20, 129), (7, 1000), (5, 0), (0, 4)):
-        C = rng.standard_normal((m, n)) * (rng.random((m, n)) < 0.5)
+    for (m, n), dense in itertools.product(((1, 1), (3, 7), (20, 129), (7, 1000), (5, 0),
+                                            (0, 4), (0, 0)), (False, True)):
+        # dense: no zero entry (the witness LPs' matrices), another path
+        C = rng.standard_normal((m, n)) * (rng.random((m, n)) < (1.1 if dense else 0.5))
         want = sp.csc_array(C)
         got = _highs.dense_csc(C)
         for a, b in zip(got, (want.indptr, want.indices, want.data), strict=True):

@@ -67,6 +67,13 @@ def dense_csc(C: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     ``scipy.sparse.csc_array(C)`` holds, without its conversions through COO."""
     CT = C.T
     nz = CT != 0
+    if nz.all():
+        # the witness and step LPs' matrices have no zero: their arrays are a reshape, with
+        # no gather of the entries (bit for bit what the general path below builds)
+        n_col, n_row = CT.shape
+        return (np.arange(n_col + 1, dtype=np.int32) * np.int32(n_row),
+                np.tile(np.arange(n_row, dtype=np.int32), n_col),
+                np.ascontiguousarray(CT, np.float64).reshape(-1))
     cols, rows = np.nonzero(nz)
     indptr = np.zeros(CT.shape[0] + 1, dtype=np.int32)
     np.cumsum(nz.sum(axis=1), out=indptr[1:])

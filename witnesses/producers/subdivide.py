@@ -21,6 +21,8 @@ none is strong enough.  The kernel checks the result from scratch; nothing here 
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from ._common import charge_lp, clock, linprog
@@ -34,20 +36,29 @@ CANDIDATES = 12  # labels tried per edge with LPs (all 2m are ranked)
 MIN_DELTA = 1e-6  # below it the new point is too close to the facets for qhull's jitter
 
 
+@functools.lru_cache(maxsize=8)
+def _cube_model(N: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Returns (cost, lower, upper) of the witness LP over N keys (read-only arrays): the
+    same for every LP of an operator, and np.r_ took a tenth of a solve."""
+    out = (np.r_[np.zeros(N), -1.0], np.r_[np.full(N, -1.0), -np.inf],
+           np.r_[np.full(N, 1.0), np.inf])
+    for a in out:
+        a.setflags(write=False)
+    return out
+
+
 def witness_lp(rows: np.ndarray) -> tuple[np.ndarray, float] | None:
     """Returns (z, tau): a z in the unit cube maximising tau = min_j rows[j] . z (an LP with
     N + 1 unknowns and one constraint per row, each row a signed row of A), or None when
     HiGHS fails."""
     N = rows.shape[1]
-    c = np.zeros(N + 1)
-    c[-1] = -1.0
+    c, lo, hi = _cube_model(N)
     A_ub, b_ub = np.hstack([-rows, np.ones((len(rows), 1))]), np.zeros(len(rows))
     # the lifts solve tens of thousands of these small LPs (most of a failing lift's CPU):
     # linprog's model and options without its per-call overhead, and without presolve, which
     # finds nothing to remove here (dense rows, cube columns) and took 40% of each solve
     # (0.67 -> 0.41 ms on 3,000 label sets of a MiniLM head, the same z on every one)
-    got = linprog_ub(c, A_ub, b_ub, np.r_[np.full(N, -1.0), -np.inf],
-                     np.r_[np.full(N, 1.0), np.inf], presolve=False)
+    got = linprog_ub(c, A_ub, b_ub, lo, hi, presolve=False)
     if got is None:  # pragma: no cover - a scipy without the HiGHS binding
         res = linprog(c, A_ub=A_ub, b_ub=b_ub, bounds=[(-1.0, 1.0)] * N + [(None, None)],
                       method="highs")
