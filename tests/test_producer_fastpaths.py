@@ -168,25 +168,33 @@ def test_dense_csc_holds_scipys_arrays():
         assert got[0].dtype == got[1].dtype == np.int32 and got[2].dtype == np.float64
 
 
-def _witness_rows(rng: np.random.Generator, A: np.ndarray) -> np.ndarray:
-    """Signed rows of A as a lift's label sets have them (repeated rows included)."""
-    p = int(rng.integers(1, 40))
-    rows = A[rng.choice(A.shape[0], p)] * rng.choice([-1.0, 1.0], p)[:, None]
-    return rows * rng.uniform(0.0, 3.0)
+def _witness_rows(seed: int, m: int, n: int, count: int):
+    """Yields (rng, rows): ``count`` sets of signed rows of one random m x n stochastic A, as a
+    lift's label sets have them (repeated rows included), scaled."""
+    rng = np.random.default_rng(seed)
+    A = _stochastic(rng, m, n)
+    for _ in range(count):
+        p = int(rng.integers(1, 40))
+        rows = A[rng.choice(m, p)] * rng.choice([-1.0, 1.0], p)[:, None]
+        yield rng, rows * rng.uniform(0.0, 3.0)
+
+
+def _witness_model(rows: np.ndarray) -> dict:
+    """linprog's arguments (but the cost) of the witness LP of ``rows``: max tau subject to
+    rows z >= tau, z in the cube."""
+    p, N = rows.shape
+    return {"A_ub": np.hstack([-rows, np.ones((p, 1))]), "b_ub": np.zeros(p),
+            "bounds": [(-1.0, 1.0)] * N + [(None, None)]}
 
 
 @needs_binding
 def test_witness_lp_equals_linprog_without_presolve():
     """subdivide.witness_lp's direct HiGHS call returns the solution of linprog with presolve
     off, bit for bit, and charges the same work."""
-    rng = np.random.default_rng(11)
-    A = _stochastic(rng, 48, 40)
-    for _ in range(400):
-        rows = _witness_rows(rng, A)
-        p, N = rows.shape
+    for _, rows in _witness_rows(11, 48, 40, 400):
+        N = rows.shape[1]
         c = np.r_[np.zeros(N), -1.0]
-        kw = {"A_ub": np.hstack([-rows, np.ones((p, 1))]), "b_ub": np.zeros(p),
-              "bounds": [(-1.0, 1.0)] * N + [(None, None)], "options": {"presolve": False}}
+        kw = {**_witness_model(rows), "options": {"presolve": False}}
         ref = linprog(c, method="highs", **kw)
         with budget_settings("work", 1.0, {}):
             w0 = clock()
@@ -206,14 +214,9 @@ def test_witness_lp_value_is_the_presolved_optimum():
     """Presolve off changes which optimal z HiGHS returns at most (on repeated rows), never
     the optimum: witness_lp's value is that of linprog's z (presolve on) to HiGHS's
     feasibility tolerance (1e-7, relative to the rows' size)."""
-    rng = np.random.default_rng(12)
-    A = _stochastic(rng, 48, 40)
-    for _ in range(200):
-        rows = _witness_rows(rng, A)
-        p, N = rows.shape
-        ref = linprog(np.r_[np.zeros(N), -1.0], A_ub=np.hstack([-rows, np.ones((p, 1))]),
-                      b_ub=np.zeros(p), bounds=[(-1.0, 1.0)] * N + [(None, None)],
-                      method="highs")
+    for _, rows in _witness_rows(12, 48, 40, 200):
+        N = rows.shape[1]
+        ref = linprog(np.r_[np.zeros(N), -1.0], method="highs", **_witness_model(rows))
         got = subdivide.witness_lp(rows)
         assert got is not None and np.all(np.abs(got[0]) <= 1.0)
         ref_value = float((rows @ np.clip(ref.x[:N], -1.0, 1.0)).min())
@@ -224,17 +227,13 @@ def test_witness_lp_value_is_the_presolved_optimum():
 def test_linprog_ub_reused_solver_is_a_fresh_solve():
     """linprog_ub keeps one HiGHS object per thread: a solve after others of other sizes
     returns what linprog (presolve on, a new model) returns, bit for bit."""
-    rng = np.random.default_rng(13)
-    A = _stochastic(rng, 30, 25)
-    for _ in range(100):
-        rows = _witness_rows(rng, A)
-        p, N = rows.shape
+    for rng, rows in _witness_rows(13, 30, 25, 100):
+        N = rows.shape[1]
         c = np.r_[rng.standard_normal(N), -1.0]
-        A_ub = np.hstack([-rows, np.ones((p, 1))])
-        ref = linprog(c, A_ub=A_ub, b_ub=np.zeros(p), bounds=[(-1.0, 1.0)] * N + [(None, None)],
-                      method="highs")
-        ok, x, _ = _highs.linprog_ub(c, A_ub, np.zeros(p), np.r_[np.full(N, -1.0), -np.inf],
-                                     np.r_[np.full(N, 1.0), np.inf])
+        kw = _witness_model(rows)
+        ref = linprog(c, method="highs", **kw)
+        lo, hi = np.r_[np.full(N, -1.0), -np.inf], np.r_[np.full(N, 1.0), np.inf]
+        ok, x, _ = _highs.linprog_ub(c, kw["A_ub"], kw["b_ub"], lo, hi)
         assert ok == (ref.status == 0)
         if ok:
             assert np.array_equal(x, ref.x)
