@@ -68,8 +68,9 @@ def dense_csc(C: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     CT = C.T
     nz = CT != 0
     if nz.all():
-        # the witness and step LPs' matrices have no zero: their arrays are a reshape, with
-        # no gather of the entries (bit for bit what the general path below builds)
+        # the lifts' witness LPs (signed rows of a softmax A beside a column of ones) have no
+        # zero: their arrays are a reshape, with no gather of the entries (bit for bit what
+        # the general path below builds)
         n_col, n_row = CT.shape
         return (np.arange(n_col + 1, dtype=np.int32) * np.int32(n_row),
                 np.tile(np.arange(n_row, dtype=np.int32), n_col),
