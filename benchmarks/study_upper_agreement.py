@@ -14,8 +14,14 @@ its rank U, its claims at U - 1 (``upper_next_ratio``, ``upper_next_runs``,
 subspaces of its row space, random rows of A, random rotations of the leading singular
 subspace), 10 IRLS steps each, the best quarter 100 steps, the best quarter of those 600, the
 best one 5,000 (successive halving).  ``frontier_ratio`` is that search's least error / eps;
-``frontier_below`` says whether it reached eps (which would lower U).  Float64 searches only:
-nothing here is claimed or proved.
+``frontier_below`` says whether it reached eps (which would lower U).  With ``--structured``
+the same halving also runs from starts of other shapes, reported as ``structured_ratio``:
+coordinate starts (e_j for the k1 columns of largest maximum, or of largest sum, plus the
+leading right singular vectors of the other columns, k1 from 0 to k - 1 in eight steps:
+rank-(k - 1) fits with l1-sparse rows, which SVD-type starts do not look like) and a row-span
+start (k - 1 rows of A chosen greedily, each the row farthest in l1 from the span of those
+before, U from exact l1 regressions).  Float64 searches only: nothing here is claimed or
+proved.
 """
 
 from __future__ import annotations
@@ -70,13 +76,55 @@ def _starts(A: np.ndarray, U: np.ndarray, V: np.ndarray, pool: int,
     return out[:max(pool, k)]
 
 
-def frontier(A: np.ndarray, t: float, U: np.ndarray, V: np.ndarray, pool: int,
-             seed: int = 0) -> tuple[float, bool]:
-    """Returns (least error at rank k - 1, whether it is <= t) of the successive-halving
-    search from the rank-k fit U V."""
-    rng = np.random.default_rng([seed, U.shape[1]])
-    cands = [(np.inf, U0, V0) for U0, V0 in _starts(A, U, V, pool, rng)]
-    k1 = U.shape[1] - 1
+def _lstsq_start(A: np.ndarray, V0: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    return np.linalg.lstsq(V0.T, A.T, rcond=None)[0].T, V0
+
+
+def _coordinate_starts(A: np.ndarray, k: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Rank-k starts whose first k1 rows are coordinate vectors (see the module note)."""
+    N = A.shape[1]
+    out = []
+    for score in (A.max(axis=0), A.sum(axis=0)):
+        order = np.argsort(-score, kind="stable")
+        for k1 in sorted({round(i * (k - 1) / 7) for i in range(8)}):
+            rest = np.setdiff1d(np.arange(N), order[:k1])
+            V0 = np.zeros((k, N))
+            V0[np.arange(k1), order[:k1]] = 1.0
+            if k > k1:
+                V0[k1:, rest] = np.linalg.svd(A[:, rest], full_matrices=False)[2][:k - k1]
+            out.append(_lstsq_start(A, V0))
+    return out
+
+
+def _l1_regression(V: np.ndarray, a: np.ndarray) -> tuple[float, np.ndarray]:
+    """Returns (min_u ||a - u V||_1, a minimiser u) by one HiGHS LP."""
+    from scipy.optimize import linprog
+    from scipy.sparse import csr_matrix, eye, hstack, vstack
+
+    k, N = V.shape
+    M = vstack([hstack([csr_matrix(V.T), -eye(N)]), hstack([csr_matrix(-V.T), -eye(N)])])
+    res = linprog(np.concatenate([np.zeros(k), np.ones(N)]), A_ub=M.tocsc(),
+                  b_ub=np.concatenate([a, -a]), bounds=[(None, None)] * k + [(0, None)] * N,
+                  method="highs")
+    return float(res.fun), res.x[:k]
+
+
+def _row_span_start(A: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """A rank-k start spanned by k rows of A, each the one farthest in l1 from the span of the
+    rows chosen before it (the first: the row of largest l1 norm)."""
+    rows = [int(np.argmax(np.abs(A).sum(axis=1)))]
+    while len(rows) < k:
+        d = [_l1_regression(A[rows], a)[0] for a in A]
+        rows.append(int(np.argmax(d)))
+    V0 = A[rows].copy()
+    return np.array([_l1_regression(V0, a)[1] for a in A]), V0
+
+
+def halving(A: np.ndarray, t: float, k1: int, starts: list[tuple[np.ndarray, np.ndarray]]
+            ) -> tuple[float, bool]:
+    """Returns (least error at rank k1, whether it is <= t) of successive halving (SCHEDULE)
+    over ``starts``."""
+    cands = [(np.inf, U0, V0) for U0, V0 in starts]
     for steps, keep in SCHEDULE:
         ran = []
         for _, U0, V0 in cands:
@@ -87,6 +135,20 @@ def frontier(A: np.ndarray, t: float, U: np.ndarray, V: np.ndarray, pool: int,
         ran.sort(key=lambda x: x[0])
         cands = ran[:max(1, int(len(ran) * keep))]
     return cands[0][0], False
+
+
+def frontier(A: np.ndarray, t: float, U: np.ndarray, V: np.ndarray, pool: int,
+             seed: int = 0) -> tuple[float, bool]:
+    """Returns (least error at rank k - 1, whether it is <= t) of the successive-halving
+    search from the rank-k fit U V."""
+    rng = np.random.default_rng([seed, U.shape[1]])
+    return halving(A, t, U.shape[1] - 1, _starts(A, U, V, pool, rng))
+
+
+def structured(A: np.ndarray, t: float, k1: int) -> tuple[float, bool]:
+    """Returns (least error at rank k1, whether it is <= t) of successive halving from the
+    coordinate starts and the row-span start."""
+    return halving(A, t, k1, _coordinate_starts(A, k1) + [_row_span_start(A, k1)])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -100,6 +162,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pool", type=int, default=64)
     ap.add_argument("--part", type=int, default=0)
     ap.add_argument("--parts", type=int, default=1)
+    ap.add_argument("--structured", action="store_true",
+                    help="also run the coordinate and row-span starts (structured_ratio)")
     a = ap.parse_args(argv)
     eps = Fraction(a.eps)
     t = target(eps)
@@ -120,6 +184,9 @@ def main(argv: list[str] | None = None) -> int:
                        "runs": c.get("upper_next_runs"), "agree": c.get("upper_next_agree"),
                        "frontier_ratio": None if best is None else round(best / t, 5),
                        "frontier_below": below, "frontier_work": round(clock() - start, 2)}
+                if a.structured and w.rank > 1:
+                    sb, sbelow = structured(h.A, t, w.rank - 1)
+                    rec.update(structured_ratio=round(sb / t, 5), structured_below=sbelow)
             print(json.dumps(rec), flush=True)
     return 0
 
