@@ -51,6 +51,7 @@ from softrank.witnesses.producers.altl1 import (  # noqa: E402
     _components,
     _without,
     alt_l1,
+    l1_regression,
 )
 
 SCHEDULE = ((10, 0.25), (100, 0.25), (600, 0.25), (5000, 0.0))
@@ -96,28 +97,16 @@ def _coordinate_starts(A: np.ndarray, k: int) -> list[tuple[np.ndarray, np.ndarr
     return out
 
 
-def _l1_regression(V: np.ndarray, a: np.ndarray) -> tuple[float, np.ndarray]:
-    """Returns (min_u ||a - u V||_1, a minimiser u) by one HiGHS LP."""
-    from scipy.optimize import linprog
-    from scipy.sparse import csr_matrix, eye, hstack, vstack
-
-    k, N = V.shape
-    M = vstack([hstack([csr_matrix(V.T), -eye(N)]), hstack([csr_matrix(-V.T), -eye(N)])])
-    res = linprog(np.concatenate([np.zeros(k), np.ones(N)]), A_ub=M.tocsc(),
-                  b_ub=np.concatenate([a, -a]), bounds=[(None, None)] * k + [(0, None)] * N,
-                  method="highs")
-    return float(res.fun), res.x[:k]
-
-
 def _row_span_start(A: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """A rank-k start spanned by k rows of A, each the one farthest in l1 from the span of the
     rows chosen before it (the first: the row of largest l1 norm)."""
     rows = [int(np.argmax(np.abs(A).sum(axis=1)))]
     while len(rows) < k:
-        d = [_l1_regression(A[rows], a)[0] for a in A]
+        V0 = A[rows]
+        d = [np.abs(a - l1_regression(V0, a) @ V0).sum() for a in A]
         rows.append(int(np.argmax(d)))
     V0 = A[rows].copy()
-    return np.array([_l1_regression(V0, a)[1] for a in A]), V0
+    return np.array([l1_regression(V0, a) for a in A]), V0
 
 
 def halving(A: np.ndarray, t: float, k1: int, starts: list[tuple[np.ndarray, np.ndarray]]
