@@ -151,17 +151,22 @@ def test_alt_l1_restarts_reach_a_rank_the_svd_start_misses():
     # found by a search over random softmax operators: since the chain screens the components
     # it drops, no 24 x 24 operator at beta 2.5 of seeds 0 - 119 needs a restart; on this one
     # (beta 4, seed 16) the chain and the descent's truncated and SVD starts stall above eps
-    # at the rank below, and a seeded restart reaches it
+    # at the rank below, and a seeded restart reaches it.  (Found before the row polish, which
+    # reaches that rank from the earlier starts: the restarts are tested with it off, and the
+    # search with it on must end at least as low.)
     lowered = 0
     for seed in (16,):
         A = attention(24, 8, 4.0, seed)
-        w0 = AlternatingL1(descent_budget=30, restarts=0).produce(A, EPS)
-        w1 = AlternatingL1(descent_budget=30).produce(A, EPS)
+        w0 = AlternatingL1(descent_budget=30, restarts=0, polish=False).produce(A, EPS)
+        w1 = AlternatingL1(descent_budget=30, polish=False).produce(A, EPS)
         assert w1.rank <= w0.rank
         assert check_upper(A, w1.U, w1.V, EPS, rank=w1.rank).holds
         if w1.rank < w0.rank:
             lowered += 1
             assert w1.claims["restarts_used"] >= 1
+        w2 = AlternatingL1(descent_budget=30).produce(A, EPS)
+        assert w2.rank <= w1.rank
+        assert check_upper(A, w2.U, w2.V, EPS, rank=w2.rank).holds
     assert lowered >= 1
 
 
@@ -190,9 +195,10 @@ def test_alt_l1_descent_runs_truncated_then_svd_starts_before_the_restarts(monke
     calls: list[tuple[int, int, bool]] = []
     real = altl1.alt_l1
 
-    def spy(A, k, t, U0, V0, *, iters=300, deadline=None, patient=False):
+    def spy(A, k, t, U0, V0, *, iters=300, deadline=None, patient=False, polish=False):
         calls.append((k, iters, patient))
-        return real(A, k, t, U0, V0, iters=iters, deadline=deadline, patient=patient)
+        return real(A, k, t, U0, V0, iters=iters, deadline=deadline, patient=patient,
+                    polish=polish)
 
     monkeypatch.setattr(altl1, "alt_l1", spy)
     A = attention(24, 8, 2.5, 4)

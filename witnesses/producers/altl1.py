@@ -225,8 +225,10 @@ class AlternatingL1(BaseProducer):
 
     def __init__(self, iters: int = CHAIN_ITERS, budget: float | None = None,
                  descent_iters: int | tuple[int, ...] = DESCENT_ITERS,
-                 descent_budget: float | None = None, restarts: int | None = None):
+                 descent_budget: float | None = None, restarts: int | None = None,
+                 polish: bool = True):
         self.iters = iters
+        self.polish = bool(polish)  # False: every run as it was before the row polish
         # seconds per call; past it, untried ranks count as failures.  The defaults (and the
         # environment's descent budget) are per 128 x 128 operator and scale with its size;
         # a budget given here is seconds per call as it stands.
@@ -271,7 +273,8 @@ class AlternatingL1(BaseProducer):
         missed, misses = 0, 0  # the highest rank a probe missed (later ones aim above it)
         while k > 1 and clock() < deadline:
             hard: list[bool] = []
-            step = _chain_step(A, t, U, V, k - 1, deadline, ends, self.iters, hard)
+            step = _chain_step(A, t, U, V, k - 1, deadline, ends, self.iters, hard,
+                               polish=self.polish)
             if step is None:
                 done = k - 1 if clock() <= deadline else None
                 break
@@ -279,7 +282,7 @@ class AlternatingL1(BaseProducer):
             # where a rank needed more than its truncations, probe halfway down at once
             kp = (k + missed) // 2
             if hard and misses < PROBE_MISSES and missed < kp < k - 1 and clock() < deadline:
-                probe = _probe(A, t, U, V, kp, deadline, ends)
+                probe = _probe(A, t, U, V, kp, deadline, ends, polish=self.polish)
                 if probe is None:
                     missed, misses = kp, misses + 1
                 else:
@@ -308,7 +311,7 @@ class AlternatingL1(BaseProducer):
                     break
                 used += restart
                 U2, V2, e2 = alt_l1(A, k - 1, t, U0, V0, iters=n, deadline=descent_end,
-                                    patient=True, polish=True)
+                                    patient=True, polish=self.polish)
                 _note(ends, k - 1, e2)
                 if e2 <= t:
                     found, restarts_used = (U2, V2, e2), restarts_used + used
@@ -414,7 +417,7 @@ def _truncations(A: np.ndarray, U: np.ndarray, V: np.ndarray, k: int
 
 
 def _probe(A: np.ndarray, t: float, U: np.ndarray, V: np.ndarray, k: int, deadline: float,
-           ends: dict[int, list[tuple[float, bool]]]
+           ends: dict[int, list[tuple[float, bool]]], polish: bool = True
            ) -> tuple[np.ndarray, np.ndarray, float] | None:
     """Returns (U, V, err) of a rank-k fit with err <= t from the fit U V (of a higher rank)
     truncated to its k largest SVD components, PROBE_ITERS steps that give up when stalled
@@ -423,14 +426,14 @@ def _probe(A: np.ndarray, t: float, U: np.ndarray, V: np.ndarray, k: int, deadli
     Q, R = np.linalg.qr(U)
     Ur, sr, Vtr = np.linalg.svd(R @ V, full_matrices=False)
     U2, V2, e = alt_l1(A, k, t, (Q @ Ur[:, :k]) * sr[:k], Vtr[:k], iters=PROBE_ITERS,
-                       deadline=deadline, polish=True)
+                       deadline=deadline, polish=polish)
     _note(ends, k, e, counted=False)
     return (U2, V2, e) if e <= t else None
 
 
 def _chain_step(A: np.ndarray, t: float, U: np.ndarray, V: np.ndarray, k: int,
                 deadline: float, ends: dict[int, list[tuple[float, bool]]], iters: int,
-                hard: list[bool] | None = None
+                hard: list[bool] | None = None, polish: bool = True
                 ) -> tuple[np.ndarray, np.ndarray, float] | None:
     """Returns (U, V, err) of a rank-k fit with err <= t started from the rank-(k + 1) fit
     U V, or None.  Most ranks of the chain pass after a step or two from a truncation, so
@@ -464,7 +467,7 @@ def _chain_step(A: np.ndarray, t: float, U: np.ndarray, V: np.ndarray, k: int,
     for n in SCREEN_MORE:
         for i, (_, U0, V0) in enumerate(top):
             U2, V2, e = alt_l1(A, k, t, U0, V0, iters=n, deadline=deadline, patient=True,
-                               polish=True)
+                               polish=polish)
             _note(ends, k, e, counted=False)
             if e <= t:
                 return U2, V2, e
@@ -472,7 +475,7 @@ def _chain_step(A: np.ndarray, t: float, U: np.ndarray, V: np.ndarray, k: int,
                 return None
             top[i] = (e, U2, V2)
     U2, V2, e = alt_l1(A, k, t, *_without(Ub, Vb, first[0]), iters=iters, deadline=deadline,
-                       patient=True, polish=True)
+                       patient=True, polish=polish)
     _note(ends, k, e)
     return (U2, V2, e) if e <= t else None
 
