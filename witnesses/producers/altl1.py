@@ -199,7 +199,8 @@ def polish_rows(A: np.ndarray, U: np.ndarray, V: np.ndarray, t: float,
             U[i], r[i] = u, e
         if not r[i] <= t:
             break
-    return U, float(r.max())
+    # the error of the factors as every caller computes it (a row's GEMV may round otherwise)
+    return U, float(row_l1(A, U, V).max())
 
 
 def l1_regression(V: np.ndarray, a: np.ndarray) -> np.ndarray | None:
