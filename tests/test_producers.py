@@ -554,8 +554,8 @@ def test_alt_l1_probes_halfway_below_a_hard_rank(monkeypatch):
     calls: list[tuple[int, int, bool]] = []
     real = altl1._probe
 
-    def spy(A, t, U, V, k, deadline, ends):
-        got = real(A, t, U, V, k, deadline, ends)
+    def spy(A, t, U, V, k, deadline, ends, polish=True):
+        got = real(A, t, U, V, k, deadline, ends, polish=polish)
         calls.append((U.shape[1], k, got is not None))
         return got
     monkeypatch.setattr(altl1, "_probe", spy)
