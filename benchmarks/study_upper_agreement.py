@@ -57,6 +57,10 @@ from softrank.witnesses.producers.altl1 import (  # noqa: E402
 SCHEDULE = ((10, 0.25), (100, 0.25), (600, 0.25), (5000, 0.0))
 
 
+def _lstsq_start(A: np.ndarray, V0: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    return np.linalg.lstsq(V0.T, A.T, rcond=None)[0].T, V0
+
+
 def _starts(A: np.ndarray, U: np.ndarray, V: np.ndarray, pool: int,
             rng: np.random.Generator) -> list[tuple[np.ndarray, np.ndarray]]:
     """Returns ``pool`` rank-(k - 1) starts from the rank-k fit U V (see the module note)."""
@@ -73,12 +77,8 @@ def _starts(A: np.ndarray, U: np.ndarray, V: np.ndarray, pool: int,
         else:
             q = min(k + 2, Vt.shape[0])
             V0 = np.linalg.qr(rng.standard_normal((q, k - 1)))[0].T @ Vt[:q]
-        out.append((np.linalg.lstsq(V0.T, A.T, rcond=None)[0].T, V0))
+        out.append(_lstsq_start(A, V0))
     return out[:max(pool, k)]
-
-
-def _lstsq_start(A: np.ndarray, V0: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    return np.linalg.lstsq(V0.T, A.T, rcond=None)[0].T, V0
 
 
 def _coordinate_starts(A: np.ndarray, k: int) -> list[tuple[np.ndarray, np.ndarray]]:
