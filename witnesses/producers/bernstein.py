@@ -52,7 +52,10 @@ keep their labels and each may choose its own witness outside the subspace; face
 labels no witness serves together are repaired by subdividing an edge with a new labelled point
 (``subdivide.repair``), and such a certificate's ``start`` is "lift+subdivided".  When the
 lift of that subspace fails, perturbed copies of it are lifted (``polytope.lift_near``, one more
-phase budget): "lift+perturbed" or "lift+perturbed+subdivided".  When the next rank is the
+phase budget): "lift+perturbed" or "lift+perturbed+subdivided".  Past rank
+``polytope.FULL_RANK`` the lift's points are a subset of the hull vertices
+(``polytope.sparse_points``: the full hulls of MiniLM heads have too many facets there) and it
+gets ``polytope.SPARSE_BUDGETS`` phase budgets.  When the next rank is the
 ceiling, the lift is tried before the hops (``search(..., before_hops=)``): a lift that reaches
 it closes the bracket, which is all the hops could do; when it fails the hops run as before and
 their best subspace is lifted only if it is another one.
@@ -753,8 +756,8 @@ class Bernstein(BudgetedLower):
             if p not in lifts or lifts[p][0] is not W:
                 report: dict = {}
                 now = clock()
-                got = polytope.lift_near(A, W, eps, now + budget, now + 2 * budget,
-                                         report=report)
+                b = budget * (polytope.SPARSE_BUDGETS if p > polytope.FULL_RANK else 1)
+                got = polytope.lift_near(A, W, eps, now + b, now + 2 * b, report=report)
                 start = "lift" + ("+perturbed" if report.get("perturbed") else "") + (
                     "+subdivided" if report.get("subdivisions") else "")
                 lifts[p] = (W, None if got is None else ("polytope", p, got[0], got[1], start))

@@ -22,8 +22,20 @@ from scipy.spatial import ConvexHull, QhullError
 from . import subdivide
 from ._common import clock, target
 
-MAX_RANK = 8  # past it the hulls of MiniLM heads exceed MAX_FACETS (p = 9: 230,000 pairs, 23 s)
+MAX_RANK = 12  # the kernel's limit on a polytope certificate's rank (certify/lower/polytope.py)
+# up to FULL_RANK a lift takes every hull vertex of +-A W; past it the hulls of MiniLM heads
+# exceed MAX_FACETS (p = 9: 230,000 pairs, 23 s of qhull), so the points are a subset
+FULL_RANK = 8
 MAX_FACETS = 100_000  # the kernel's limit on listed facets (certify/lower/polytope.py)
+# a sparse lift's point set grows (by SPARSE_GROWTH) while the hull of its points has at most
+# SPARSE_FACETS facet pairs; the order of the points is that of the Gaussian measure of their
+# normal cones (CONE_SAMPLES directions, after whitening A W), then their leverage
+SPARSE_FACETS = 40_000
+SPARSE_GROWTH = 1.25
+CONE_SAMPLES = 20_000
+# a lift past FULL_RANK gets this many times the Bernstein search's phase budget (a p = 9
+# lift of 30,000 facets with four subdivisions took about 60 CPU s on a MiniLM head)
+SPARSE_BUDGETS = 6
 LIFT_NEAR = 1.25  # lift subspaces whose Bernstein value is within this factor of the goal
 JITTER = 1e-9
 SEED = 20261202
@@ -65,22 +77,69 @@ def best_witness(A: np.ndarray, I: np.ndarray, facet: np.ndarray, k: int
     return subdivide.witness_lp(A[I[facet % k]] * np.where(facet < k, 1.0, -1.0)[:, None])
 
 
-def subspace_certificate(A: np.ndarray, W: np.ndarray
-                         ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
-    """Returns (Y, I, F, Z): the labelled hull vertices of +-A W (distinct rows only, jittered),
-    one facet of each mirror pair of conv(+-Y), and on every facet the subspace's own witness
-    z = W n / ||W n||_inf (n the facet's normal, Y[F] n = 1); None when qhull refuses the
-    points, the facets exceed MAX_FACETS, or a facet's normal cannot be solved."""
-    m = A.shape[0]
-    G0 = A @ W
+def _hull_vertices(G: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, int] | None:
+    """Returns (vertices, pairs): the rows (a subset of ``rows``, distinct points only) that
+    are vertices of conv(+-G[rows]) and the number of its facet pairs; None when qhull
+    refuses the points."""
     try:
-        verts = np.unique(ConvexHull(np.vstack([G0, -G0])).vertices % m)
+        H = ConvexHull(np.vstack([G[rows], -G[rows]]))
     except (QhullError, ValueError):
         return None
+    verts = rows[np.unique(H.vertices % len(rows))]
     # distinct rows only: a repeated point would sit on its twin's facets
-    _, first = np.unique(G0[verts], axis=0, return_index=True)
-    I = np.sort(verts[first]).astype(np.int64)
-    hf = hull_facets(G0[I])
+    _, first = np.unique(G[verts], axis=0, return_index=True)
+    return np.sort(verts[first]).astype(np.int64), len(H.simplices) // 2
+
+
+def cone_order(G: np.ndarray, seed: int = SEED) -> np.ndarray:
+    """Returns the rows of G ordered by how many of CONE_SAMPLES Gaussian directions u make
+    |(Q u)_j| largest (Q the orthonormal factor of G: the same points in coordinates where
+    they are spread evenly), most first, ties by the row's leverage ||Q_j||.  A point whose
+    normal cone in conv(+-G) is wide shapes many facets; the order is a heuristic only."""
+    Q = np.linalg.qr(G)[0]
+    u = np.random.default_rng(seed).standard_normal((G.shape[1], CONE_SAMPLES))
+    hits = np.bincount(np.abs(Q @ u).argmax(axis=0), minlength=len(G))
+    return np.lexsort((-np.linalg.norm(Q, axis=1), -hits))
+
+
+def sparse_points(G: np.ndarray) -> np.ndarray | None:
+    """Returns the rows of a sparse lift: the hull vertices of +-G[S] for the longest prefix S
+    of ``cone_order(G)`` (lengths p, then SPARSE_GROWTH times more, up to every row) whose
+    hull has at most SPARSE_FACETS facet pairs; None when no prefix qualifies."""
+    m, p = G.shape
+    order = cone_order(G)
+    k, best = min(m, p), None
+    while True:
+        got = _hull_vertices(G, order[:k])
+        if got is None or got[1] > SPARSE_FACETS:
+            return best
+        best = got[0]
+        if k == m:
+            return best
+        k = min(m, max(k + 1, int(k * SPARSE_GROWTH)))
+
+
+def subspace_certificate(A: np.ndarray, W: np.ndarray
+                         ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+    """Returns (Y, I, F, Z): labelled points Y = (A W)[I] (distinct rows only, jittered), one
+    facet of each mirror pair of conv(+-Y), and on every facet the subspace's own witness
+    z = W n / ||W n||_inf (n the facet's normal, Y[F] n = 1).  The points are every hull
+    vertex of +-A W up to rank FULL_RANK (when their facets are within MAX_FACETS), else
+    those of ``sparse_points``.  None when qhull refuses the points, the facets exceed
+    MAX_FACETS, or a facet's normal cannot be solved."""
+    G0 = A @ W
+    hf = None
+    if W.shape[1] <= FULL_RANK:
+        got = _hull_vertices(G0, np.arange(A.shape[0]))
+        if got is None:
+            return None
+        I = got[0]
+        hf = hull_facets(G0[I])
+    if hf is None:
+        I = sparse_points(G0)
+        if I is None:
+            return None
+        hf = hull_facets(G0[I])
     if hf is None:
         return None
     Y, F = hf
