@@ -258,27 +258,34 @@ def test_small_int_keeps_the_values():
     assert all(np.array_equal(poly.small_int(X, b), X) for b in (8192, 40000, 2**40))
 
 
-def test_a_compact_lift_survives_the_store_and_the_bundle(tmp_path):
-    """int16 indices and float32 witnesses: stored, read back, checked and replayed."""
+def stored_checked_and_replayed(tmp_path, A: np.ndarray, eps: Fraction, rank: int,
+                                arrays: dict[str, np.ndarray]) -> None:
+    """Stores the polytope certificate with an SVD upper end, checks the store and asserts
+    that the kernel proves it and the independent replayer agrees."""
     from replay import replay as rp
     from softrank.export import write_bundle
     from softrank.runner import iter_checks
     from softrank.witnesses import Store
 
+    U, s, Vt = np.linalg.svd(A)
+    with Store.create(tmp_path / "st", description=f"polytope of rank {rank}") as st:
+        st.add_operator(A, family="t", id="op")
+        st.add_bracket("op", eps, {"kind": "factors", "rank": len(s), "U": U * s, "V": Vt},
+                       {"kind": "polytope", "rank": rank, **arrays}, id="b")
+    records = list(iter_checks(tmp_path / "st"))
+    assert [r["lower_check"]["status"] for r in records] == ["holds"]
+    write_bundle(tmp_path / "st", records, tmp_path / "b.zip")
+    got = rp.replay(str(tmp_path / "b.zip"))
+    poly_results = [r for r in got["results"] if r["kind"] == "polytope"]
+    assert [(r["replay"], r["agrees"]) for r in poly_results] == [("holds", True)]
+    assert got["disagreements"] == 0
+
+
+def test_a_compact_lift_survives_the_store_and_the_bundle(tmp_path):
+    """int16 indices and float32 witnesses: stored, read back, checked and replayed."""
     A = attention(16, 5, 3.0, 6)
     W = svd_subspace(A, 3)
     eps = Fraction(bernstein_limit(A, W) * 1.05).limit_denominator(10**6)
     arrays, _ = poly.lift(A, W, float(eps), clock() + 30)
     assert arrays["F"].dtype == np.int16 and arrays["Z"].dtype == np.float32
-    U, s, Vt = np.linalg.svd(A)
-    with Store.create(tmp_path / "st", description="compact polytope") as st:
-        st.add_operator(A, family="t", id="op")
-        st.add_bracket("op", eps, {"kind": "factors", "rank": 16, "U": U * s, "V": Vt},
-                       {"kind": "polytope", "rank": 3, **arrays}, id="b")
-    records = list(iter_checks(tmp_path / "st"))
-    assert [r["lower_check"]["status"] for r in records] == ["holds"]
-    write_bundle(tmp_path / "st", records, tmp_path / "b.zip")
-    s = rp.replay(str(tmp_path / "b.zip"))
-    got = [r for r in s["results"] if r["kind"] == "polytope"]
-    assert [(r["replay"], r["agrees"]) for r in got] == [("holds", True)]
-    assert s["disagreements"] == 0
+    stored_checked_and_replayed(tmp_path, A, eps, 3, arrays)

@@ -16,7 +16,13 @@ from softrank.witnesses.producers import bernstein as bern
 from softrank.witnesses.producers import polytope as poly
 from softrank.witnesses.producers._common import clock
 
-from .test_producers_polytope import attention, bernstein_limit, missed_search, svd_subspace
+from .test_producers_polytope import (
+    attention,
+    bernstein_limit,
+    missed_search,
+    stored_checked_and_replayed,
+    svd_subspace,
+)
 
 
 def full_vertices(G: np.ndarray) -> set[int]:
@@ -135,24 +141,8 @@ def test_the_producer_gives_a_sparse_lift_more_budget(monkeypatch):
 
 
 def test_a_rank_9_lift_survives_the_store_and_the_replayer(tmp_path):
-    from replay import replay as rp
-    from softrank.export import write_bundle
-    from softrank.runner import iter_checks
-    from softrank.witnesses import Store
-
     A = attention(40, 12, 4.0, 2)
     W = svd_subspace(A, 9)
     eps = Fraction(bernstein_limit(A, W) * 1.02).limit_denominator(10**6)
     arrays, _ = poly.lift(A, W, float(eps), clock() + 60)
-    U, s, Vt = np.linalg.svd(A)
-    with Store.create(tmp_path / "st", description="rank 9 polytope") as st:
-        st.add_operator(A, family="t", id="op")
-        st.add_bracket("op", eps, {"kind": "factors", "rank": 40, "U": U * s, "V": Vt},
-                       {"kind": "polytope", "rank": 9, **arrays}, id="b")
-    records = list(iter_checks(tmp_path / "st"))
-    assert [r["lower_check"]["status"] for r in records] == ["holds"]
-    write_bundle(tmp_path / "st", records, tmp_path / "b.zip")
-    s = rp.replay(str(tmp_path / "b.zip"))
-    got = [r for r in s["results"] if r["kind"] == "polytope"]
-    assert [(r["replay"], r["agrees"]) for r in got] == [("holds", True)]
-    assert s["disagreements"] == 0
+    stored_checked_and_replayed(tmp_path, A, eps, 9, arrays)
