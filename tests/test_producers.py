@@ -26,7 +26,7 @@ from softrank.witnesses.producers import (
     rowset,
 )
 from softrank.witnesses.producers import _entry_points as real_entry_points
-from softrank.witnesses.producers._common import SCALE_ENV, budget_scale
+from softrank.witnesses.producers._common import SCALE_ENV, budget_scale, budget_settings
 from softrank.witnesses.producers.altl1 import AlternatingL1
 from softrank.witnesses.producers.pipeline import eps_tag
 from softrank.witnesses.producers.rowset import RowSet
@@ -578,7 +578,10 @@ def test_alt_l1_probes_halfway_below_a_hard_rank(monkeypatch):
 def test_alt_l1_chain_claims_its_rank_and_never_ends_above_the_tsvd():
     A, _ = attention(40, 40, 10, 6.0, 11)
     eps = Fraction(1, 5)
-    w = AlternatingL1(descent_budget=0).produce(A, eps)
+    # work units, not CPU seconds: on a loaded machine a CPU-second budget ended the chain
+    # before any run below its rank, and the claim below was missing
+    with budget_settings(mode="work"):
+        w = AlternatingL1(descent_budget=0).produce(A, eps)
     assert w is not None and check_upper(A, w.U, w.V, eps, rank=w.rank).holds
     assert w.rank == w.claims["chain_rank"] <= w.claims["tsvd_rank"]
     if w.rank > 1:  # the chain's failing run below its rank is claimed
