@@ -69,8 +69,8 @@ def test_sparse_points_take_every_vertex_when_the_hull_fits():
     assert pairs(G) <= poly.SPARSE_FACETS
     I = poly.sparse_points(G)
     got = set(I.tolist())
-    assert len(got & {2, 3}) == 1 and 2 in full_vertices(G) | full_vertices(G[[3] + list(
-        range(4, 40))])
+    assert 2 in full_vertices(G)  # the twins are on the hull: exactly one of them is kept
+    assert len(got & {2, 3}) == 1
     assert got - {2, 3} == full_vertices(G) - {2, 3}
 
 
