@@ -26,3 +26,22 @@ def solvable(columns: list[set], target: set) -> bool:
             return False
         v ^= pivots[k]
     return True
+
+
+def in_span(vectors, target: int) -> bool:
+    """Whether target is a GF(2) sum of vectors, each an int whose bits are its coordinates
+    (bitsets: much faster than ``solvable`` on tens of thousands of sparse vectors)."""
+    pivots: dict[int, int] = {}  # leading bit -> reduced vector
+    for v in vectors:
+        while v:
+            lead = v.bit_length() - 1
+            if lead not in pivots:
+                pivots[lead] = v
+                break
+            v ^= pivots[lead]
+    while target:
+        lead = target.bit_length() - 1
+        if lead not in pivots:
+            return False
+        target ^= pivots[lead]
+    return True
