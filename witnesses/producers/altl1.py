@@ -24,6 +24,11 @@ fails, a patient descent tries the next rank from longer runs of the same trunca
 from the SVD start and then from seeded restarts (random rows of A, random rotations of the
 leading singular subspace): the max-row-l1 landscape has several basins, and on real heads a
 restart sometimes reaches the target where the others stall a few per cent above it.
+On operators of truncated-SVD rank SVD_STEPS_TSVD (40) or more, where the chain spends the
+whole budget walking down one rank at a time, SVD_STEPS_BUDGET (20) more work units (per
+128 x 128 operator) go to ``_svd_steps`` after the descent: patient runs from the truncated SVD
+of the next rank down, while they pass.  They start from the rank the chain and the descent
+ended at, so they never raise it.
 Every run but the chain's 3-step screen that ends within POLISH_BAND (5%) above the target has
 its rows above the target refitted by exact l1 regressions on its V (``polish_rows``, one LP
 per row, worst first): IRLS leaves each row a little above its own optimum, by up to 1 - 2%
@@ -93,6 +98,14 @@ PROBE_MISSES = 2
 AGREE_BAND = 0.03
 # a run that ends within this factor of t has its rows above t solved exactly (``polish_rows``)
 POLISH_BAND = 1.05
+# operators whose truncated-SVD rank is at least SVD_STEPS_TSVD get, after the chain and the
+# descent, SVD_STEPS_BUDGET more (per 128 x 128 operator, times ``budget_scale()``) for
+# ``_svd_steps``: on a held-out paragraph every head with a tsvd rank of 41 or more spent the
+# whole budget in the chain, and single SVD starts of 2,000 steps went on 1 - 6 ranks below
+# where it ended on 7 of 25 such heads
+SVD_STEPS_TSVD = 40
+SVD_STEPS_BUDGET = 20.0
+SVD_STEPS_ITERS = 2000
 FIT = "fit"  # the hints key of the (rank, U, V) a search at a smaller eps ended with
 
 
@@ -320,11 +333,19 @@ class AlternatingL1(BaseProducer):
             if found is None:
                 break
             k, (U, V, err) = k - 1, found
+        k_steps = None
+        if k_svd >= SVD_STEPS_TSVD and SVD_STEPS_BUDGET > 0:
+            k_steps, (U, V, err) = _svd_steps(
+                A, t, Us, s, Vt, k, (U, V, err),
+                clock() + SVD_STEPS_BUDGET * budget_scale() * (size if self._sized[1] else 1.0),
+                ends, polish=self.polish)
+            k = k_steps
         if hints is not None:
             hints[FIT] = (k, U, V)
         return Witness(rank=k, U=np.ascontiguousarray(U), V=np.ascontiguousarray(V),
                        claims={"upper_error": err, "upper_rank": int(k), "tsvd_rank": k_svd,
                                "chain_start": int(k_start), "chain_rank": int(k_search),
+                               **({} if k_steps is None else {"svd_steps_rank": int(k_steps)}),
                                "restarts_used": restarts_used,
                                **next_rank_claims(ends, k, eps)})
 
@@ -415,6 +436,27 @@ def _truncations(A: np.ndarray, U: np.ndarray, V: np.ndarray, k: int
     assert U.shape[1] == k + 1
     Ub, Vb, z = _components(A, U, V)
     return [_without(Ub, Vb, j) for j in _first_drops(z)]
+
+
+def _svd_steps(A: np.ndarray, t: float, Us: np.ndarray, s: np.ndarray, Vt: np.ndarray, k: int,
+               fit: tuple[np.ndarray, np.ndarray, float], deadline: float,
+               ends: dict[int, list[tuple[float, bool]]], polish: bool = True
+               ) -> tuple[int, tuple[np.ndarray, np.ndarray, float]]:
+    """Returns (r, (U, V, err)): the least rank r <= k reached by patient runs of
+    SVD_STEPS_ITERS steps from the truncated SVD of rank k - 1, k - 2, ... (each run ending at
+    err <= t; the first that does not ends the steps, as does ``deadline``), with its fit;
+    (k, ``fit``) when the first run fails.  Every run's error goes to ``ends`` (a run at the
+    rank below the one returned).  Why: at large tsvd ranks the chain spends the whole budget
+    one rank at a time, and the descent's SVD start comes after its truncated starts; a jump
+    from the SVD start often passes where the chain's last fit stalled."""
+    while k > 1 and clock() < deadline:
+        U, V, e = alt_l1(A, k - 1, t, Us[:, :k - 1] * s[:k - 1], Vt[:k - 1],
+                         iters=SVD_STEPS_ITERS, deadline=deadline, patient=True, polish=polish)
+        _note(ends, k - 1, e)
+        if not e <= t:
+            break
+        k, fit = k - 1, (U, V, e)
+    return k, fit
 
 
 def _probe(A: np.ndarray, t: float, U: np.ndarray, V: np.ndarray, k: int, deadline: float,

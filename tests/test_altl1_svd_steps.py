@@ -1,0 +1,113 @@
+"""``alt_l1``'s SVD steps after the chain and the descent (operators of large tsvd rank).
+
+Untrusted producer code: what is checked is that the steps find the least rank their runs can
+reach on operators where that rank is known, keep to their deadline, start from the rank the
+chain and the descent ended at (so they never raise it), that ``produce`` runs them only from
+SVD_STEPS_TSVD up (below, the search is as before), and that every witness they lead to is
+proved by the kernel.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from softrank.certify.upper import check_upper
+from softrank.witnesses.producers import altl1
+from softrank.witnesses.producers._common import budget_settings, clock, row_l1
+
+
+def _mixture(seed: int, m: int = 40, N: int = 36, r: int = 5) -> np.ndarray:
+    """A row-stochastic m x N matrix of rank r: every row a convex mixture of r distributions
+    with disjoint supports (so no rank below r fits it within t < 1/2)."""
+    rng = np.random.default_rng(seed)
+    blocks = np.array_split(np.arange(N), r)
+    P = np.zeros((r, N))
+    for j, b in enumerate(blocks):
+        P[j, b] = rng.dirichlet(np.ones(len(b)))
+    W = rng.dirichlet(np.full(r, 0.3), size=m)
+    W[:r] = np.eye(r)  # each pure distribution is a row: rank r - 1 misses one by >= 1/2
+    return W @ P
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_steps_end_at_the_exact_rank_of_a_mixture(seed: int) -> None:
+    A = _mixture(seed)
+    Us, s, Vt = np.linalg.svd(A, full_matrices=False)
+    start = (Us[:, :9] * s[:9], Vt[:9], 0.0)
+    ends: dict = {}
+    with budget_settings(mode="work"):
+        r, (U, V, e) = altl1._svd_steps(A, 0.25, Us, s, Vt, 9, start, clock() + 1e6, ends)
+    assert r == 5
+    assert U.shape == (40, 5) and V.shape == (5, 36)
+    assert e == row_l1(A, U, V).max() <= 0.25
+    assert sorted(ends) == [4, 5, 6, 7, 8]  # one run a rank, down to the one that failed
+    assert min(e for e, _ in ends[4]) > 0.25
+
+
+def test_steps_past_their_deadline_return_the_fit_they_were_given() -> None:
+    A = _mixture(0)
+    Us, s, Vt = np.linalg.svd(A, full_matrices=False)
+    start = (Us[:, :12] * s[:12], Vt[:12], 0.0)
+    ends: dict = {}
+    with budget_settings(mode="work"):
+        r, fit = altl1._svd_steps(A, 0.25, Us, s, Vt, 12, start, clock() - 1.0, ends)
+    assert r == 12 and fit is start and not ends
+
+
+def _softmax(seed: int, m: int = 24, N: int = 24, scale: float = 2.0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    L = rng.standard_normal((m, N)) * scale
+    A = np.exp(L - L.max(axis=1, keepdims=True))
+    return A / A.sum(axis=1, keepdims=True)
+
+
+def _small() -> altl1.AlternatingL1:
+    # a few tenths of a work unit each for the chain and the descent: seconds of CPU (work
+    # units are calibrated on 128 x 128 operators and undercount the steps of small ones)
+    return altl1.AlternatingL1(budget=0.3, descent_budget=0.3, restarts=1)
+
+
+def test_produce_steps_on_from_the_threshold_and_the_kernel_proves_the_result(monkeypatch
+                                                                            ) -> None:
+    A = _softmax(1)
+    with budget_settings(mode="work"):
+        plain = _small().produce(A, Fraction(1, 4))
+    assert "svd_steps_rank" not in plain.claims  # tsvd rank below SVD_STEPS_TSVD: no steps
+    monkeypatch.setattr(altl1, "SVD_STEPS_TSVD", plain.claims["tsvd_rank"])
+    with budget_settings(mode="work"):
+        w = _small().produce(A, Fraction(1, 4))
+    # the chain and the descent run as before; the steps start where they ended
+    assert w.claims["chain_rank"] == plain.claims["chain_rank"]
+    assert w.rank == w.claims["svd_steps_rank"] <= plain.rank
+    assert check_upper(A, w.U, w.V, "1/4", rank=w.rank).status == "holds"
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_steps_go_on_below_a_chain_out_of_budget(monkeypatch, seed: int) -> None:
+    # the large-rank case in small: a chain with almost no budget ends near the tsvd rank
+    A = _softmax(seed)
+    starved = altl1.AlternatingL1(budget=0.001, descent_budget=0.0, restarts=1)
+    with budget_settings(mode="work"):
+        before = starved.produce(A, Fraction(1, 4))
+    monkeypatch.setattr(altl1, "SVD_STEPS_TSVD", 1)
+    with budget_settings(mode="work"):
+        after = starved.produce(A, Fraction(1, 4))
+    assert after.claims["chain_rank"] == before.rank
+    assert after.rank < before.rank
+    assert check_upper(A, after.U, after.V, "1/4", rank=after.rank).status == "holds"
+    assert after.claims["upper_next_rank"] == after.rank - 1  # the failed step is claimed
+
+
+def test_below_the_threshold_the_search_is_unchanged(monkeypatch) -> None:
+    A = _softmax(2)
+    with budget_settings(mode="work"):
+        before = _small().produce(A, Fraction(1, 4))
+    monkeypatch.setattr(altl1, "SVD_STEPS_TSVD", before.claims["tsvd_rank"] + 1)
+    with budget_settings(mode="work"):
+        after = _small().produce(A, Fraction(1, 4))
+    assert after.rank == before.rank
+    np.testing.assert_array_equal(after.V, before.V)
+    assert after.claims == before.claims
