@@ -102,7 +102,7 @@ POLISH_BAND = 1.05
 # descent, SVD_STEPS_BUDGET more (per 128 x 128 operator, times ``budget_scale()``) for
 # ``_svd_steps``: on a held-out paragraph every head with a tsvd rank of 41 or more spent the
 # whole budget in the chain, and single SVD starts of 2,000 steps went on 1 - 6 ranks below
-# where it ended on 7 of 25 such heads
+# where it ended on 7 of them
 SVD_STEPS_TSVD = 40
 SVD_STEPS_BUDGET = 20.0
 SVD_STEPS_ITERS = 2000
