@@ -111,3 +111,53 @@ def test_below_the_threshold_the_search_is_unchanged(monkeypatch) -> None:
     assert after.rank == before.rank
     np.testing.assert_array_equal(after.V, before.V)
     assert after.claims == before.claims
+
+
+def _recording(monkeypatch) -> list[tuple[int, int, bytes, float]]:
+    """Records every alt_l1 run of ``produce`` as (rank, steps, start, error)."""
+    runs: list[tuple[int, int, bytes, float]] = []
+    real = altl1.alt_l1
+
+    def spy(A, k, t, U0, V0, *args, **kwargs):
+        U, V, e = real(A, k, t, U0, V0, *args, **kwargs)
+        runs.append((k, kwargs.get("iters"), U0.tobytes() + V0.tobytes(), e))
+        return U, V, e
+
+    monkeypatch.setattr(altl1, "alt_l1", spy)
+    return runs
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_the_steps_do_not_repeat_a_run_of_the_descent(monkeypatch, seed: int) -> None:
+    # a descent with budget for every start at the rank below its end, so that it ends by
+    # failing them all (the SVD start of SVD_STEPS_ITERS steps among them) before its deadline
+    A = _softmax(seed)
+    roomy = altl1.AlternatingL1(budget=0.3, descent_budget=50.0, restarts=0)
+    monkeypatch.setattr(altl1, "SVD_STEPS_TSVD", 1)
+    runs = _recording(monkeypatch)
+    with budget_settings(mode="work"):
+        w = roomy.produce(A, Fraction(1, 4))
+    keys = [(k, n, x) for k, n, x, _ in runs]
+    assert len(keys) == len(set(keys))  # no start run twice with as many steps
+    Us, s, Vt = np.linalg.svd(A, full_matrices=False)
+    svd_below = (Us[:, :w.rank - 1] * s[:w.rank - 1]).tobytes() + Vt[:w.rank - 1].tobytes()
+    below = [e for k, n, x, e in runs if k == w.rank - 1 and n == altl1.SVD_STEPS_ITERS
+             and x == svd_below]
+    assert len(below) == 1 and not below[0] <= 0.25  # the one run the steps would have made
+    # and without the record of that run the steps make it once more, to the same end
+    runs.clear()
+    monkeypatch.setattr(altl1, "_svd_steps", _forgetful(altl1._svd_steps))
+    with budget_settings(mode="work"):
+        again = roomy.produce(A, Fraction(1, 4))
+    assert again.rank == w.rank
+    np.testing.assert_array_equal(again.V, w.V)
+    twice = [e for k, n, x, e in runs if k == w.rank - 1 and n == altl1.SVD_STEPS_ITERS
+             and x == svd_below]
+    assert len(twice) == 2 and twice[0] == twice[1]
+    assert check_upper(A, w.U, w.V, "1/4", rank=w.rank).status == "holds"
+
+
+def _forgetful(steps):
+    def run(*args, failed=(), **kwargs):
+        return steps(*args, **kwargs)
+    return run

@@ -47,7 +47,7 @@ left).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from fractions import Fraction
 from itertools import chain
 
@@ -308,6 +308,9 @@ class AlternatingL1(BaseProducer):
         # at the ranks below the chain's, spend the descent budget on more starts
         descent_end = deadline
         restarts_used = 0
+        # ranks whose SVD-start run of SVD_STEPS_ITERS steps ran to its end here and failed:
+        # the steps would repeat it (the same start and steps give the same error)
+        svd_failed: set[int] = set()
         while descent_budget > 0 and k > 1 and clock() < descent_end:
             found = None
             starts = _starts(A, k - 1, Us, s, Vt, self.restarts)
@@ -327,6 +330,9 @@ class AlternatingL1(BaseProducer):
                 U2, V2, e2 = alt_l1(A, k - 1, t, U0, V0, iters=n, deadline=descent_end,
                                     patient=True, polish=self.polish)
                 _note(ends, k - 1, e2)
+                if (U0 is svd[0] and n == SVD_STEPS_ITERS and not e2 <= t
+                        and clock() <= descent_end):
+                    svd_failed.add(k - 1)
                 if e2 <= t:
                     found, restarts_used = (U2, V2, e2), restarts_used + used
                     break
@@ -338,7 +344,7 @@ class AlternatingL1(BaseProducer):
             k_steps, (U, V, err) = _svd_steps(
                 A, t, Us, s, Vt, k, (U, V, err),
                 clock() + SVD_STEPS_BUDGET * budget_scale() * (size if self._sized[1] else 1.0),
-                ends, polish=self.polish)
+                ends, polish=self.polish, failed=svd_failed)
             k = k_steps
         if hints is not None:
             hints[FIT] = (k, U, V)
@@ -440,7 +446,8 @@ def _truncations(A: np.ndarray, U: np.ndarray, V: np.ndarray, k: int
 
 def _svd_steps(A: np.ndarray, t: float, Us: np.ndarray, s: np.ndarray, Vt: np.ndarray, k: int,
                fit: tuple[np.ndarray, np.ndarray, float], deadline: float,
-               ends: dict[int, list[tuple[float, bool]]], polish: bool = True
+               ends: dict[int, list[tuple[float, bool]]], polish: bool = True,
+               failed: Collection[int] = ()
                ) -> tuple[int, tuple[np.ndarray, np.ndarray, float]]:
     """Returns (r, (U, V, err)): the least rank r <= k reached by patient runs of
     SVD_STEPS_ITERS steps from the truncated SVD of rank k - 1, k - 2, ... (each run ending at
@@ -448,8 +455,10 @@ def _svd_steps(A: np.ndarray, t: float, Us: np.ndarray, s: np.ndarray, Vt: np.nd
     (k, ``fit``) when the first run fails.  Every run's error goes to ``ends`` (a run at the
     rank below the one returned).  Why: at large tsvd ranks the chain spends the whole budget
     one rank at a time, and the descent's SVD start comes after its truncated starts; a jump
-    from the SVD start often passes where the chain's last fit stalled."""
-    while k > 1 and clock() < deadline:
+    from the SVD start often passes where the chain's last fit stalled.  A rank in ``failed``
+    (its run from the same start, of as many steps, ran and failed before) ends the steps
+    without a run."""
+    while k > 1 and k - 1 not in failed and clock() < deadline:
         U, V, e = alt_l1(A, k - 1, t, Us[:, :k - 1] * s[:k - 1], Vt[:k - 1],
                          iters=SVD_STEPS_ITERS, deadline=deadline, patient=True, polish=polish)
         _note(ends, k - 1, e)
