@@ -32,7 +32,10 @@ only at minima, and small random perturbations followed by new descents move on 
 The time budget is ``SOFTRANK_BERNSTEIN_BUDGET`` CPU seconds (default 10 on a 128 x 128
 operator, scaled with its size) for each of three phases (key-set descent, other starts,
 growth), PATH_BUDGETS times that for the key-set path, and HOP_BUDGETS times that for the hops
-(up to HOP_GRACE times while the hops are within HOP_NEAR of the goal); descents also stop
+(up to HOP_GRACE times while the hops are within HOP_NEAR of the goal); all of these times
+``rank_budgets(ceiling)`` (ceiling / RANK_STEP, between 1 and RANK_BUDGETS), since the phases
+climb one rank at a time and a search that may end at rank 60 has many more ranks to climb
+than one that ends at 6 (the polytope lifts keep the unscaled budget); descents also stop
 after a fixed number of steps, or once the pace of their last steps would need more than
 ``PATIENCE`` further steps to reach the claim budget (such descents were not going to reach it,
 and the phase moves on instead of spending its budget), so a generous budget gives the same
@@ -105,6 +108,13 @@ HOP_GRACE = 9
 HOP_NEAR = 1.03
 HOP_SEED = 20261201
 SEEDS = "seeds"  # the hints key of the subspaces a search at a larger eps ended with
+# the phases climb one rank at a time, so a search that may end at a large rank gets budgets in
+# proportion: ceiling / RANK_STEP phase budgets, at least 1 and at most RANK_BUDGETS (on the
+# tuning paragraph, Bernstein alone, four phase budgets instead of one: L1.H4 48 -> 55, L2.H8
+# 49 -> 54, L4.H6 28 -> 30, L1.H1 22 -> 23; on its gap-1 heads of rank <= 10 four budgets had
+# raised none, and these keep one)
+RANK_STEP = 10
+RANK_BUDGETS = 4.0
 
 
 
@@ -552,6 +562,12 @@ def _grow_next(A: np.ndarray, found: Found, path: dict, near: dict[int, tuple[fl
         _keep(near, q, *descend(A, W0, goal, deadline, steps=steps))
 
 
+def rank_budgets(ceiling: int) -> float:
+    """Returns the factor on the phase budget of a search whose ranks go up to ``ceiling``:
+    ceiling / RANK_STEP, at least 1 and at most RANK_BUDGETS."""
+    return min(RANK_BUDGETS, max(1.0, ceiling / RANK_STEP))
+
+
 def least_worth(found: Found | None, floor: int) -> int:
     """Returns the least rank worth trying: one above both what ``found`` reached and
     ``floor`` (a rank another producer claims)."""
@@ -769,8 +785,8 @@ class Bernstein(BudgetedLower):
                 and lift(p, near[p][1]) is not None
 
         # looked up at call time (tests)
-        found = search(A, eps, budget, near_out=near, ceiling=ceiling, seeds=seeds,
-                       before_hops=closes, floor=floor)
+        found = search(A, eps, budget * rank_budgets(ceiling), near_out=near, ceiling=ceiling,
+                       seeds=seeds, before_hops=closes, floor=floor)
         if hints is not None:
             hints[SEEDS] = _seeds_of(found, near, eps)
         # the best subspace that missed the next rank: its polytope lift may reach it
