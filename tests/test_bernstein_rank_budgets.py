@@ -14,15 +14,10 @@ import numpy as np
 import pytest
 
 from softrank.certify import check_lower
-from softrank.witnesses.models import softmax64
 from softrank.witnesses.producers import bernstein as bn
 from softrank.witnesses.producers._common import budget_settings
 
-
-def _attention(n: int, d: int, beta: float, seed: int) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    Q, K = rng.standard_normal((n, d)), rng.standard_normal((n, d))
-    return softmax64(beta * (Q @ K.T) / np.sqrt(d))
+from .helpers import random_attention
 
 
 def test_the_factor_is_one_up_to_a_step_then_proportional_then_capped() -> None:
@@ -46,13 +41,14 @@ def test_produce_gives_the_search_the_budgets_of_its_ceiling(monkeypatch, stop_a
         return None
 
     monkeypatch.setattr(bn, "search", spy)
-    A = _attention(48, 16, 3.0, 0)  # no upper end: the ceiling is min(m, N) = 48
+    # without an upper end the ceiling is min(m, N) = 48
+    A = random_attention(np.random.default_rng(0), 48, 48)
     assert bn.Bernstein(budget=1.5).produce(A, Fraction(1, 4), stop_at=stop_at) is None
     assert seen == [(1.5 * factor, 48 if stop_at is None else stop_at)]
 
 
 def test_a_search_on_scaled_budgets_is_proved_by_the_kernel() -> None:
-    A = _attention(48, 16, 3.0, 1)
+    A = random_attention(np.random.default_rng(1), 48, 48)
     with budget_settings(mode="work"):
         c = bn.Bernstein(budget=0.02).produce(A, Fraction(1, 4), stop_at=30)
     assert c is not None and c.rank >= 1
