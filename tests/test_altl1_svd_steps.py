@@ -18,6 +18,8 @@ from softrank.certify.upper import check_upper
 from softrank.witnesses.producers import altl1
 from softrank.witnesses.producers._common import budget_settings, clock, row_l1
 
+from .helpers import random_attention
+
 
 def _mixture(seed: int, m: int = 40, N: int = 36, r: int = 5) -> np.ndarray:
     """A row-stochastic m x N matrix of rank r: every row a convex mixture of r distributions
@@ -57,11 +59,8 @@ def test_steps_past_their_deadline_return_the_fit_they_were_given() -> None:
     assert r == 12 and fit is start and not ends
 
 
-def _softmax(seed: int, m: int = 24, N: int = 24, scale: float = 2.0) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    L = rng.standard_normal((m, N)) * scale
-    A = np.exp(L - L.max(axis=1, keepdims=True))
-    return A / A.sum(axis=1, keepdims=True)
+def _softmax(seed: int) -> np.ndarray:
+    return random_attention(np.random.default_rng(seed), 24, 24)
 
 
 def _small() -> altl1.AlternatingL1:
