@@ -6,7 +6,11 @@ A lower PRODUCER runs on every bracket that carries a lower certificate (the anc
 of the producer layout); where its claimed rank is larger than the stored one, the bracket's
 file is rewritten with the same upper arrays and the new lower arrays, and its record gets
 the new lower end, ``producer.lower`` and ``lower_*`` claims (the old ``lower_*`` claims are
-dropped).  An upper PRODUCER runs on every bracket it wrote (``producer.upper``); where its
+dropped).  As in the pipeline, a lower producer whose ``produce`` takes them gets ``stop_at``,
+the least upper rank a bracket of that operator and eps claims (no valid lower end passes a
+valid upper end), and ``floor``, the stored lower rank (a certificate at or below it would not
+be kept); a bracket whose stored lower rank already reaches ``stop_at`` is skipped.
+An upper PRODUCER runs on every bracket it wrote (``producer.upper``); where its
 witness has a smaller rank than the stored one, the bracket is rewritten with the new factors
 (rounded to float32 when they still meet the budget, as the pipeline stores them) and the same
 lower arrays, and the claims not about the lower end are replaced by the witness's.
@@ -31,6 +35,7 @@ from softrank.certify.errors import InputError
 from softrank.witnesses.producers import get_producer
 from softrank.witnesses.producers.pipeline import (
     _jsonable,
+    _takes,
     compact_certificate,
     compact_witness,
     malformed_certificate,
@@ -67,7 +72,12 @@ def _refresh(ap: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         todo = [b for b in reader.brackets if b.lower is not None]
     else:
         todo = [b for b in reader.brackets if b.producer.get("upper") == args.producer]
-    changed = 0
+    # the least upper rank claimed per (operator, eps): the lower searches stop there
+    least: dict[tuple[str, Any], int] = {}
+    for b in reader.brackets:
+        key = (b.operator, b.eps)
+        least[key] = min(least.get(key, b.upper.rank), b.upper.rank)
+    changed = skipped = 0
     bar = tqdm(todo, unit="bracket", file=sys.stderr, disable=not sys.stderr.isatty())
     for i, br in enumerate(bar, 1):
         if br.operator not in ops:
@@ -76,10 +86,20 @@ def _refresh(ap: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         arrs = ops[br.operator]
         A = np.asarray(arrs["A"], dtype=np.float64)
         logits = arrs.get("logits")
+        kw: dict[str, int] = {}
+        if role == "lower":
+            ceiling = least[(br.operator, br.eps)]
+            if br.lower.rank >= ceiling:
+                skipped += 1  # closed by the store's own claims: nothing above to reach
+                continue
+            if _takes(prod.produce, "stop_at"):
+                kw["stop_at"] = ceiling
+            if _takes(prod.produce, "floor"):
+                kw["floor"] = br.lower.rank
         t0 = time.perf_counter()
         try:
             out = prod.produce(A, br.eps, logits=None if logits is None
-                               else np.asarray(logits, dtype=np.float64))
+                               else np.asarray(logits, dtype=np.float64), **kw)
         except Exception as err:  # untrusted code: report it, keep the stored end
             print(f"{br.id}: {args.producer}: {type(err).__name__}: {err}", file=sys.stderr)
             continue
@@ -115,7 +135,8 @@ def _refresh(ap: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         tqdm.write(f"[{i}/{len(todo)}] {br.id}: {role} {stored} -> {out.rank}", file=sys.stdout)
     store.close()
     verb = "raised" if role == "lower" else "lowered"
-    print(f"{changed} of {len(todo)} {role} ends {verb} by {args.producer}")
+    print(f"{changed} of {len(todo)} {role} ends {verb} by {args.producer}"
+          + (f" ({skipped} closed, not searched)" if skipped else ""))
     return 0
 
 
