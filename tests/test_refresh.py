@@ -42,7 +42,10 @@ def refreshed(root: Path, producer: str, message: str, capsys) -> tuple[list[dic
     return before, after[0]
 
 
-def make_store(root: Path) -> None:
+def make_store(root: Path, anchor_lower: int = 1, other_upper: int | None = None) -> None:
+    """The test store: an "anchor" bracket (exact upper end, lower end of rank
+    ``anchor_lower``) and an "other" one claiming an upper end of rank ``other_upper`` (the
+    exact one by default; a claim only: the refresh reads ranks, the kernel is not asked)."""
     rng = np.random.default_rng(5)
     n = 14
     S = 3.0 * rng.standard_normal((n, 5)) @ rng.standard_normal((5, n)) / np.sqrt(5)
@@ -50,10 +53,18 @@ def make_store(root: Path) -> None:
         op = st.add_operator(softmax64(S), family="test", id="op", logits=S)
         A = softmax64(S)
         exact = {"kind": "factors", "rank": n, "U": A, "V": np.eye(n)}
-        st.add_bracket(op, "1/4", exact, {"kind": "nonzero", "rank": 1}, id="anchor",
+        low = {"kind": "nonzero", "rank": 1} if anchor_lower == 1 else \
+            {"kind": "submatrix", "rank": anchor_lower, "rows": np.arange(anchor_lower),
+             "cols": np.arange(anchor_lower),
+             "X": np.linalg.inv(A[:anchor_lower, :anchor_lower])}
+        st.add_bracket(op, "1/4", exact, low, id="anchor",
                        producer={"upper": "alt_l1", "lower": "nonzero"},
-                       claims={"lower_rank": 1, "lower_kind": "nonzero", "upper_rank": n})
-        st.add_bracket(op, "1/4", exact, None, id="other",
+                       claims={"lower_rank": anchor_lower, "lower_kind": low["kind"],
+                               "upper_rank": n})
+        other = exact if other_upper is None else \
+            {"kind": "factors", "rank": other_upper, "U": A[:, :other_upper],
+             "V": np.eye(n)[:other_upper]}
+        st.add_bracket(op, "1/4", other, None, id="other",
                        producer={"upper": "tsvd", "lower": None})
 
 
@@ -135,29 +146,6 @@ def _recording_produce(calls: list[dict]):
     return produce
 
 
-def _store_with_upper_ends(root: Path, anchor_lower: int, other_upper: int) -> None:
-    """The test store, its "other" bracket claiming an upper end of rank ``other_upper`` (a
-    claim only: the refresh reads ranks, the kernel is not asked) and the anchor a lower end
-    of rank ``anchor_lower``."""
-    rng = np.random.default_rng(5)
-    n = 14
-    S = 3.0 * rng.standard_normal((n, 5)) @ rng.standard_normal((5, n)) / np.sqrt(5)
-    A = softmax64(S)
-    with Store.create(root, description="refresh test") as st:
-        op = st.add_operator(A, family="test", id="op", logits=S)
-        exact = {"kind": "factors", "rank": n, "U": A, "V": np.eye(n)}
-        low = {"kind": "nonzero", "rank": 1} if anchor_lower == 1 else \
-            {"kind": "submatrix", "rank": anchor_lower, "rows": np.arange(anchor_lower),
-             "cols": np.arange(anchor_lower),
-             "X": np.linalg.inv(A[:anchor_lower, :anchor_lower])}
-        st.add_bracket(op, "1/4", exact, low, id="anchor",
-                       producer={"upper": "alt_l1", "lower": "nonzero"})
-        short = {"kind": "factors", "rank": other_upper, "U": A[:, :other_upper],
-                 "V": np.eye(n)[:other_upper]}
-        st.add_bracket(op, "1/4", short, None, id="other",
-                       producer={"upper": "tsvd", "lower": None})
-
-
 def test_a_lower_refresh_stops_at_the_least_claimed_upper_end_above_the_stored_lower(
         tmp_path, monkeypatch, capsys):
     from softrank.witnesses.producers import bernstein
@@ -165,7 +153,7 @@ def test_a_lower_refresh_stops_at_the_least_claimed_upper_end_above_the_stored_l
     calls: list[dict] = []
     monkeypatch.setattr(bernstein.Bernstein, "produce", _recording_produce(calls))
     root = tmp_path / "store"
-    _store_with_upper_ends(root, anchor_lower=1, other_upper=9)
+    make_store(root, anchor_lower=1, other_upper=9)
     assert load_script().main([str(root), "bernstein"]) == 0
     # the other bracket's claim (9), not the anchor's own upper end (14); the stored lower 1
     assert calls == [{"stop_at": 9, "floor": 1}]
@@ -178,7 +166,7 @@ def test_a_bracket_closed_by_the_stores_claims_is_not_searched(tmp_path, monkeyp
     calls: list[dict] = []
     monkeypatch.setattr(bernstein.Bernstein, "produce", _recording_produce(calls))
     root = tmp_path / "store"
-    _store_with_upper_ends(root, anchor_lower=3, other_upper=3)
+    make_store(root, anchor_lower=3, other_upper=3)
     before = (root / "brackets.jsonl").read_bytes()
     assert load_script().main([str(root), "bernstein"]) == 0
     assert calls == []
