@@ -30,24 +30,9 @@ from fractions import Fraction
 
 import numpy as np
 from scipy.optimize import linprog
-from study_topology_tightness import EPS, complex_of, index_bound
+from study_topology_tightness import EPS, cells, complex_of, index_bound
 
 from softrank.witnesses.producers.altl1 import alt_l1
-
-
-def cells(side: int, count: int, seed: int) -> list[tuple[list[list[Fraction]], np.ndarray]]:
-    """The exact cells (Fractions) and their float64 copies, as study_topology_tightness."""
-    rng = np.random.default_rng(seed)
-    out = []
-    for _ in range(count):
-        beta = rng.uniform(0.5, 4.0)
-        P = np.exp(beta * rng.standard_normal((side, side)))
-        P /= P.sum(axis=1, keepdims=True)
-        Q = [[Fraction(round(x * 1000), 1000) for x in row] for row in P]
-        for row in Q:
-            row[-1] = 1 - sum(row[:-1])
-        out.append((Q, np.array([[float(x) for x in row] for row in Q])))
-    return out
 
 
 def slp_polish(A: np.ndarray, U: np.ndarray, V: np.ndarray, steps: int = 200
@@ -154,7 +139,7 @@ def main() -> None:
     args = ap.parse_args()
     only = None if args.only is None else tuple(args.only.split(":"))
     counts = {"tight": 0, "gap?": 0, "full": 0, "total": 0}
-    for c, (Q, A) in enumerate(cells(args.side, args.cells, args.seed)):
+    for c, (Q, A, _) in enumerate(cells(args.side, args.cells, args.seed)):
         for eps in EPS:
             if only is not None and (str(c), eps) != only:
                 continue

@@ -87,6 +87,23 @@ def index_bound(simplices: dict[frozenset[int], int], m: int) -> int:
     return best
 
 
+def cells(side: int, count: int, seed: int
+          ) -> list[tuple[list[list[Fraction]], np.ndarray, float]]:
+    """Returns ``count`` random softmax cells (side x side, temperature beta uniform in
+    [0.5, 4]) as exact 3-decimal rationals with unit row sums, their float64 copies and beta."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(count):
+        beta = rng.uniform(0.5, 4.0)
+        P = np.exp(beta * rng.standard_normal((side, side)))
+        P /= P.sum(axis=1, keepdims=True)
+        Q = [[Fraction(round(x * 1000), 1000) for x in row] for row in P]
+        for row in Q:
+            row[-1] = 1 - sum(row[:-1])
+        out.append((Q, np.array([[float(x) for x in row] for row in Q]), beta))
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--cells", type=int, default=60)
@@ -94,16 +111,8 @@ def main() -> None:
     ap.add_argument("--side", type=int, default=4)
     ap.add_argument("--budget", type=float, default=20.0, help="oracle seconds per call")
     args = ap.parse_args()
-    rng = np.random.default_rng(args.seed)
     counts = {"equal": 0, "inside": 0, "above": 0, "below": 0, "total": 0}
-    for cell in range(args.cells):
-        beta = rng.uniform(0.5, 4.0)
-        P = np.exp(beta * rng.standard_normal((args.side, args.side)))
-        P /= P.sum(axis=1, keepdims=True)
-        Q = [[Fraction(round(x * 1000), 1000) for x in row] for row in P]
-        for row in Q:
-            row[-1] = 1 - sum(row[:-1])
-        Af = np.array([[float(x) for x in row] for row in Q])
+    for cell, (Q, Af, beta) in enumerate(cells(args.side, args.cells, args.seed)):
         for eps in EPS:
             res = oracle(Q, eps, budget=args.budget)
             topo = index_bound(complex_of(Af, float(Fraction(eps))), args.side) + 1
