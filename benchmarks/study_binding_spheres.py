@@ -27,7 +27,7 @@ import time
 from collections import defaultdict
 
 import numpy as np
-from study_label_cycles import odd_cycle_exists
+from study_label_cycles import faces, odd_cycle_exists
 
 from softrank.witnesses.producers import polytope
 from softrank.witnesses.producers.altl1 import alt_l1
@@ -35,19 +35,6 @@ from softrank.witnesses.producers.subdivide import LabelLP
 
 FRAC = 0.95
 Key = tuple[tuple[int, ...], tuple[int, ...]]
-
-
-def faces(key: Key) -> list[Key]:
-    """The codimension-one faces of a label set (rows increasing, first sign +1), each as an
-    orbit representative of the same form."""
-    S, sg = key
-    out = []
-    for x in range(len(S)):
-        fs = sg[:x] + sg[x + 1:]
-        if fs and fs[0] == -1:
-            fs = tuple(-s for s in fs)
-        out.append((S[:x] + S[x + 1:], fs))
-    return out
 
 
 def prune(simplices: set[Key]) -> list[Key]:

@@ -64,6 +64,20 @@ def nerve_simplices(A: np.ndarray, rows: list[int], p: int, t: float
     return out
 
 
+def faces(simplex: tuple[tuple[int, ...], tuple[int, ...]]
+          ) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
+    """Returns the codimension-one faces of a simplex of N / Z2 (rows increasing, first sign
+    +1), each as its orbit's representative of the same form (first sign made +1)."""
+    S, signs = simplex
+    out = []
+    for x in range(len(S)):
+        fs = signs[:x] + signs[x + 1:]
+        if fs and fs[0] == -1:
+            fs = tuple(-s for s in fs)
+        out.append((S[:x] + S[x + 1:], fs))
+    return out
+
+
 def odd_cycle_exists(simplices: list[tuple[tuple[int, ...], tuple[int, ...]]]) -> bool:
     """Whether some mod-2 sum of the given (p - 1)-simplices of N / Z2 has zero boundary and
     an odd number of sign-alternating simplices (w^(p-1) evaluates to 1 on it)."""
@@ -74,11 +88,7 @@ def odd_cycle_exists(simplices: list[tuple[tuple[int, ...], tuple[int, ...]]]) -
     for c, (S, signs) in enumerate(simplices):
         if all(signs[a] != signs[a + 1] for a in range(len(S) - 1)):
             e |= 1 << c
-        for x in range(len(S) if len(S) > 1 else 0):  # a vertex has no boundary
-            fs = signs[:x] + signs[x + 1:]
-            if fs[0] == -1:  # the face's orbit: its first sign made +1
-                fs = tuple(-s for s in fs)
-            key = (S[:x] + S[x + 1:], fs)
+        for key in faces((S, signs)) if len(S) > 1 else ():  # a vertex has no boundary
             rows_of_face[key] = rows_of_face.get(key, 0) ^ (1 << c)
     return not in_span(rows_of_face.values(), e)  # e outside the coboundaries
 
