@@ -31,14 +31,18 @@ demo: $(STAMP)
 # `make test`: the everyday suite, in parallel (pytest-xdist, JOBS processes), without the
 # tests marked slow; `make test-slow`: only those; `make test-all`: both.  The models and
 # wheel tests have their own targets below.
+# One BLAS thread per pytest worker: the workers already fill the cores, and tests that give a
+# search a CPU-second budget read process time, which spinning BLAS threads inflate.
+TEST_ENV := OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
+
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -n $(JOBS) -m "not models and not wheel and not slow"
+	$(TEST_ENV) $(BIN)/python -m pytest -q -n $(JOBS) -m "not models and not wheel and not slow"
 
 test-slow: $(STAMP)
-	$(BIN)/python -m pytest -q -n $(JOBS) -m "slow and not models and not wheel"
+	$(TEST_ENV) $(BIN)/python -m pytest -q -n $(JOBS) -m "slow and not models and not wheel"
 
 test-all: $(STAMP)
-	$(BIN)/python -m pytest -q -n $(JOBS) -m "not models and not wheel"
+	$(TEST_ENV) $(BIN)/python -m pytest -q -n $(JOBS) -m "not models and not wheel"
 
 # Builds the wheel, installs it into a fresh venv outside the repository and runs it there.
 test-wheel: $(STAMP)
