@@ -14,7 +14,7 @@ from softrank.certify import check_lower
 from softrank.witnesses.models import softmax64
 from softrank.witnesses.producers import bernstein as bn
 from softrank.witnesses.producers import get_producer
-from softrank.witnesses.producers._common import clock
+from softrank.witnesses.producers._common import budget_settings, clock
 from softrank.witnesses.producers.lower import KeySetDecoder
 
 EPS = Fraction(1, 4)
@@ -327,10 +327,13 @@ def test_hops_climb_where_descents_stall(seed, climbs, monkeypatch):
 
     monkeypatch.setattr(bn, "descend", short)
     monkeypatch.setattr(bn, "hop", hop_full)
-    monkeypatch.setattr(bn, "HOP_BUDGETS", 0)
-    without = bn.search(A, float(EPS), 5.0)
-    monkeypatch.setattr(bn, "HOP_BUDGETS", 3)
-    with_hops = bn.search(A, float(EPS), 5.0)
+    # budgets in work units: with CPU seconds the hops of head 1 ran out before the climb
+    # with the clock run 20 times fast (a slow machine)
+    with budget_settings("work", 1.0, {}):
+        monkeypatch.setattr(bn, "HOP_BUDGETS", 0)
+        without = bn.search(A, float(EPS), 5.0)
+        monkeypatch.setattr(bn, "HOP_BUDGETS", 3)
+        with_hops = bn.search(A, float(EPS), 5.0)
     assert with_hops is not None
     assert with_hops[0] >= (without[0] if without else 0)
     v = exact_value(A, with_hops[1], with_hops[2], with_hops[3], EPS)
@@ -468,8 +471,6 @@ def test_the_pipeline_hands_bernstein_the_best_earlier_rank(monkeypatch):
 def test_the_keyset_path_gets_path_budgets_and_the_other_phases_one(monkeypatch):
     # in work mode the clock is exact: the path's deadline is PATH_BUDGETS budgets ahead, and
     # the key-set certification after it has one budget of its own
-    from softrank.witnesses.producers._common import budget_settings
-
     A = attention(16, 6, 3.0, 2)
     given: list[float] = []
     real_path, real_certify = bn.keyset_path, bn.certify_subspace
