@@ -123,7 +123,6 @@ def test_alt_l1_restarts_are_seeded_and_shaped():
 @pytest.mark.parametrize("scale, count", [(1.0, 12), (0.5, 6), (0.25, 3), (0.01, 1), (2.0, 24)])
 def test_alt_l1_restarts_scale_with_the_budget_scale(scale, count, monkeypatch):
     from softrank.witnesses.producers import altl1
-    from softrank.witnesses.producers._common import budget_settings
 
     with budget_settings(None, scale):
         assert AlternatingL1().restarts == count
@@ -136,7 +135,9 @@ def test_alt_l1_restarts_scale_with_the_budget_scale(scale, count, monkeypatch):
         asked.append(restarts)
         return real(A_, k, Us, s, Vt, restarts)
     monkeypatch.setattr(altl1, "_starts", spy)
-    with budget_settings(None, scale):
+    # work units: with 2 CPU s the chain used the time up before the descent with the clock
+    # run 40 times fast (a slow machine)
+    with budget_settings("work", scale):
         AlternatingL1(budget=2.0, descent_budget=2.0).produce(attention(16, 4, 3.0, 2), EPS)
     assert asked and set(asked) == {count}
 
