@@ -89,8 +89,6 @@ def test_budget_from_environment(monkeypatch):
 
 
 def test_alt_l1_descent_never_raises_the_rank_and_holds():
-    from softrank.witnesses.producers._common import budget_settings
-
     A = attention(24, 8, 2.5, 4)
     # in work units: a CPU-second chain budget ends early on a slow or busy machine, and the
     # second run (whose single deadline also holds the descent's half unit) then chains lower

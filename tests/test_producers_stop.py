@@ -153,7 +153,7 @@ def test_produce_on_a_small_matrix_takes_seconds(tmp_path, capsys):
 def test_rowset_skips_its_rescue_below_another_producers_rank():
     """Stuck at p + 1 <= floor, rowset skips the swaps and mixtures that cannot be kept; above
     the floor, or without one, it runs them as before."""
-    from softrank.witnesses.producers._common import budget_settings, fresh_count, work_done
+    from softrank.witnesses.producers._common import fresh_count, work_done
 
     A = attention(24, 24, 6, 3.0, 5)  # the greedy climb gets stuck at 10 rows
     runs = {}
