@@ -253,3 +253,44 @@ def test_replace_bracket_rewrites_in_place_and_refuses_unknown_ids(tmp_path):
     assert [b.id for b in brs] == ["a", "b", "c"]
     assert brs[1].lower.rank == 1 and brs[0].lower is None
     assert brs[1].load()[1]["kind"] == "nonzero"  # file and checksum rewritten together
+
+
+def _written_ids(root) -> list[str]:
+    text = (root / "brackets.jsonl").read_text()
+    return [json.loads(line)["id"] for line in text.splitlines() if line]
+
+
+def test_records_reach_disk_after_flush_seconds_even_below_the_count(tmp_path, monkeypatch):
+    """A slow writer's records are on disk once flush_seconds have passed since the last
+    flush, not only after flush_every of them; inside batch() none is written until its end."""
+    import softrank.witnesses.store as store_mod
+
+    clock = [1000.0]
+    monkeypatch.setattr(store_mod.time, "monotonic", lambda: clock[0])
+    root = tmp_path / "s"
+    st = Store.create(root)
+    assert st.flush_every == 64 and st.flush_seconds == 30.0
+    A = np.eye(3)
+    oid = st.add_operator(A, family="f")
+    up = {"kind": "factors", "rank": 3, "U": A, "V": A}
+    b1 = st.add_bracket(oid, "1/4", up)
+    clock[0] += 29.0
+    b2 = st.add_bracket(oid, "1/5", up)
+    assert _written_ids(root) == []  # neither the count nor the time is due
+    clock[0] += 1.0
+    b3 = st.add_bracket(oid, "1/6", up)
+    assert _written_ids(root) == [b1, b2, b3]  # 30 s after the last flush
+    clock[0] += 100.0
+    with st.batch():
+        b4 = st.add_bracket(oid, "1/7", up)
+        b5 = st.add_bracket(oid, "1/8", up)
+        assert _written_ids(root) == [b1, b2, b3]  # held: the batch is not split
+    assert _written_ids(root) == [b1, b2, b3, b4, b5]
+    clock[0] += 1.0
+    with st.batch():
+        b6 = st.add_bracket(oid, "1/9", up)
+    assert _written_ids(root) == [b1, b2, b3, b4, b5]  # not due: 1 s, 1 record
+    st.flush_every = 2
+    b7 = st.add_bracket(oid, "1/10", up)
+    assert _written_ids(root) == [b1, b2, b3, b4, b5, b6, b7]  # the count is due
+    st.close()

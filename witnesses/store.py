@@ -19,7 +19,9 @@ import math
 import os
 import re
 import stat
+import time
 from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
@@ -595,12 +597,14 @@ class Store:
     """Writer for a v1 store.  Use ``Store.create(path)`` (new) or ``Store.open(path)`` (append).
 
     Arrays are written atomically before their records; record files are rewritten atomically
-    on ``flush()`` (every ``flush_every`` additions and on ``close()``), so an interrupted writer
-    leaves a readable store holding every record flushed so far.
+    on ``flush()`` (after ``flush_every`` additions, after an addition that comes
+    ``flush_seconds`` or more after the last flush, and on ``close()``), so an interrupted
+    writer leaves a readable store holding every record flushed so far.
     """
 
     def __init__(self, root: Path, header: dict[str, Any], operators: list[dict[str, Any]],
-                 brackets: list[dict[str, Any]], flush_every: int = 64):
+                 brackets: list[dict[str, Any]], flush_every: int = 64,
+                 flush_seconds: float = 30.0):
         self.root = root
         self.header = header
         self._operators = operators
@@ -609,6 +613,12 @@ class Store:
         self._bracket_ids = {b["id"] for b in brackets}
         self._dirty = 0
         self.flush_every = flush_every
+        # a count alone left a slow run's records (one operator's searches can take minutes)
+        # unwritten for many minutes; a rewrite costs one pass over the records, so at most one per
+        # flush_seconds keeps that cost a small share of any run
+        self.flush_seconds = flush_seconds
+        self._flushed_at = time.monotonic()
+        self._held = 0
 
     @classmethod
     def create(cls, path: str | Path, *, description: str = "", **header: Any) -> Store:
@@ -808,8 +818,27 @@ class Store:
 
     def _touch(self) -> None:
         self._dirty += 1
-        if self._dirty >= self.flush_every:
+        if not self._held:
+            self.flush_due()
+
+    def flush_due(self) -> None:
+        """Flushes when records are pending and ``flush_every`` of them have been added, or
+        ``flush_seconds`` have passed since the last flush."""
+        if self._dirty and (self._dirty >= self.flush_every
+                            or time.monotonic() - self._flushed_at >= self.flush_seconds):
             self.flush()
+
+    @contextmanager
+    def batch(self) -> Iterator[Store]:
+        """Adds inside the block trigger no flush until it ends (then ``flush_due``), so a
+        count- or time-triggered flush does not split them (one operator's brackets)."""
+        self._held += 1
+        try:
+            yield self
+        finally:
+            self._held -= 1
+            if not self._held:
+                self.flush_due()
 
     def flush(self) -> None:
         """Atomically rewrites operators.jsonl and brackets.jsonl with every record so far."""
@@ -819,6 +848,7 @@ class Store:
                               "".join(jsonexact.dumps(r, sort_keys=True) + "\n" for r in recs),
                               root=self.root, field="store")
         self._dirty = 0
+        self._flushed_at = time.monotonic()
 
     def close(self) -> None:
         self.flush()

@@ -526,10 +526,11 @@ def _produce(args: argparse.Namespace, store: Store, root: Path, jobs: list[tupl
         for op_id, res in _map(jobs, args.jobs, getattr(args, "scheduler", None),
                                getattr(args, "batch_k", None)):
             known.note(res.software)
-            for b in res.brackets:
-                store.add_bracket(op_id, b.eps, b.upper, b.lower, producer=b.producer,
-                                  claims=b.claims, id=b.id)
-                written += 1
+            with store.batch():
+                for b in res.brackets:
+                    store.add_bracket(op_id, b.eps, b.upper, b.lower, producer=b.producer,
+                                      claims=b.claims, id=b.id)
+                    written += 1
             failures.extend(res.failures)
             bar.update(1)
     finally:
