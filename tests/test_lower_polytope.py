@@ -269,6 +269,28 @@ def test_value_matches_exact_fractions_on_every_tier(seed):
             assert width <= {"float64": Fraction(1, 2**40)}.get(c.tier, Fraction(1, 2**100))
 
 
+@pytest.mark.parametrize("seed", [0, 5])
+def test_blocked_products_give_the_same_values_on_every_tier(seed, monkeypatch):
+    """The value tiers multiply witnesses by rows in blocks (memory bounded); blocks of one
+    or three products must give the verdicts of a single block, enclosures that contain the
+    exact value (a float product's rounding depends on its shape, and is charged a priori
+    whatever it is), and the exact tier the same number."""
+    import softrank.certify.lower.polytope as kernel
+
+    A, cert = instance(seed, 3, vertices=True)
+    v = reference_value(A, cert)
+    whole = {tier: check_lower(A, cert, v / 2, tier=tier) for tier in TIERS}
+    for size in (1, 3):
+        monkeypatch.setattr(kernel, "BLOCK_ENTRIES", size)
+        for tier in TIERS:
+            c = check_lower(A, cert, v / 2, tier=tier)
+            assert (c.status, c.tier) == (whole[tier].status, whole[tier].tier)
+            assert c.value.lo <= v <= c.value.hi
+            if c.tier == "exact":
+                assert c.value == whole[tier].value
+        assert check_lower(A, cert, v, tier="exact").status == "fails"
+
+
 @pytest.mark.parametrize("p", [1, 2, 3, 4])
 def test_ties_fail_and_a_tiny_fraction_below_holds_only_when_proved(p):
     A, cert = instance(10 + p, p)

@@ -25,8 +25,9 @@ Part 2 runs the float64 -> arb -> exact tiers of the other kinds.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 from flint import fmpz_mat
@@ -52,6 +53,10 @@ MAX_RANK = 12
 MAX_POINTS = 4096
 MAX_FACETS = 100_000
 ARB_PRECISIONS = (128,)
+#: Most (witness, row) products one block of the value tiers holds: the work limit prices
+#: time, not memory, and a product of all distinct witnesses by all distinct rows could take
+#: gigabytes (100,000 x 4,096 float64 entries are 3.3 GB; arb balls several times that)
+BLOCK_ENTRIES = 1 << 20
 
 
 def _int_array(x: object, field: str, ndim: int, bound: int, source: str | None
@@ -384,6 +389,22 @@ def _pairs(g: np.ndarray, i: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.nda
     return gu, iu, gi.ravel() * len(iu) + ii.ravel()
 
 
+def _blocks(nw: int, cols: int, pos: np.ndarray
+            ) -> Iterator[tuple[int, int, np.ndarray, np.ndarray]]:
+    """Yields, for consecutive blocks [start, stop) of the distinct witnesses with at most
+    ``BLOCK_ENTRIES`` products each (at least one witness), the pairs whose witness lies in
+    the block (indices into ``pos``) and their positions in that block's product."""
+    wi = pos // cols
+    order = np.argsort(wi, kind="stable")
+    ranked = wi[order]
+    step = max(1, BLOCK_ENTRIES // max(cols, 1))
+    for start in range(0, nw, step):
+        stop = min(nw, start + step)
+        a, b = np.searchsorted(ranked, [start, stop])
+        sel = order[a:b]
+        yield start, stop, sel, pos[sel] - start * cols
+
+
 def _float_min(A: np.ndarray, Z: np.ndarray, g: np.ndarray, i: np.ndarray,
                sig: np.ndarray) -> Enclosure | None:
     """Returns an interval containing min sigma (Z A^T) over the pairs used, or None when
@@ -399,7 +420,9 @@ def _float_min(A: np.ndarray, Z: np.ndarray, g: np.ndarray, i: np.ndarray,
     with np.errstate(all="ignore"):
         Zg = Z if len(gu) == len(Z) else np.ascontiguousarray(Z[gu])
         Ai = np.ascontiguousarray(A[iu])
-        mid = (Zg @ Ai.T).ravel()[pos]
+        mid = np.empty(len(pos))
+        for start, stop, sel, local in _blocks(len(gu), len(iu), pos):
+            mid[sel] = (Zg[start:stop] @ Ai.T).ravel()[local]
         zmax = float(np.abs(Zg).max()) if Zg.size else 0.0
         rad_i = up(up(gamma_up(max(N, 1)) * up(zmax * abs_row_sums_upper(Ai)))
                    + n_eta_up(N))
@@ -419,11 +442,16 @@ def _arb_min(A: np.ndarray, Z: np.ndarray, g: np.ndarray, i: np.ndarray, sig: np
     workbound.charge(workbound.arb_product(len(gu), A.shape[1], len(iu), prec)
                      + 5000 * len(pos), f"the arb tier at {prec} bits")
     cols = len(iu)
-    with arbutil.precision(prec):
-        Yb = arbutil.matrix(np.ascontiguousarray(Z[gu])) * \
-            arbutil.matrix(np.ascontiguousarray(A[iu].T))
-        ends = arbutil.signed_min((Yb[q // cols, q % cols], s)
-                                  for q, s in zip(pos.tolist(), sig.tolist(), strict=True))
+
+    def entries() -> Iterator[tuple[Any, float]]:
+        At = arbutil.matrix(np.ascontiguousarray(A[iu].T))
+        for start, stop, sel, local in _blocks(len(gu), cols, pos):
+            Yb = arbutil.matrix(np.ascontiguousarray(Z[gu[start:stop]])) * At
+            for q, s in zip(local.tolist(), sig[sel].tolist(), strict=True):
+                yield Yb[q // cols, q % cols], s
+
+    with arbutil.precision(prec):  # the generator runs inside: every block at prec bits
+        ends = arbutil.signed_min(entries())
     return None if ends is None else Enclosure(*ends)
 
 
@@ -431,9 +459,18 @@ def _exact_min(A: np.ndarray, Z: np.ndarray, g: np.ndarray, i: np.ndarray,
                sig: np.ndarray) -> Enclosure:
     gu, iu, pos = _pairs(g, i)
     workbound.charge(workbound.exact_chain(Z[gu], A[iu].T) + 1000 * len(pos), "the exact tier")
-    MZ, ez = dyadic.to_int_matrix(np.ascontiguousarray(Z[gu]))
     MA, ea = dyadic.to_int_matrix(np.ascontiguousarray(A[iu].T))
-    ent = (MZ * MA).entries()
-    best = min(int(s) * int(ent[q]) for q, s in zip(pos.tolist(), sig.tolist(), strict=True))
-    q = Fraction(best) * dyadic.pow2(ez + ea)
-    return Enclosure(q, q)
+    best: Fraction | None = None
+    for start, stop, sel, local in _blocks(len(gu), len(iu), pos):
+        if not len(sel):
+            continue
+        # each block has its own power of two, so blocks compare as exact rationals
+        MZ, ez = dyadic.to_int_matrix(np.ascontiguousarray(Z[gu[start:stop]]))
+        ent = (MZ * MA).entries()
+        low = min(int(s) * int(ent[q])
+                  for q, s in zip(local.tolist(), sig[sel].tolist(), strict=True))
+        val = Fraction(low) * dyadic.pow2(ez + ea)
+        best = val if best is None else min(best, val)
+    if best is None:  # no pairs: the caller never asks (every facet has p labels)
+        raise ValueError("no (witness, row) pair to evaluate")
+    return Enclosure(best, best)
