@@ -2,6 +2,7 @@
 
 Usage:  python replay/replay.py BUNDLE.zip [--flint] [--json] [-q|--quiet] [-h|--help] [--version]
                                 [--max-operators N] [--max-ends N] [--max-words N] [--max-work N]
+                                [--max-held N]
 
 This program is the independent check of the kernel's "holds": it imports only the Python
 standard library (python-flint only behind --flint, for faster integer matrix products) and
@@ -15,10 +16,12 @@ zero-width) and other invisible characters; the last line is the summary, made o
 the manifest's sha256 alone.  Before any array is decoded the bundle's size is bounded (exit 2
 naming the field when over): --max-operators (default 100000) and --max-ends (1000000)
 records, --max-words (100000000) 64-bit words of the integers the arrays decode to, an array
-counted once per use, and --max-work (50000000000) units of estimated work (a unit is one
-operation on small integers, about 40 ns); both from the declared shapes and the exponent
-spread of the stored floats.  Raise them (N a
-positive integer) for larger bundles.
+counted once per use, --max-work (50000000000) units of estimated work (a unit is one
+operation on small integers, about 40 ns), and --max-held (20000000) words held at once (one
+operator's arrays with those of one of its ends: operators are replayed one at a time; up to
+about 300 bytes of memory a word); all from the declared shapes and the exponent spread of the
+stored floats.  Raise them (N a positive integer) for larger bundles.  Verdicts are printed
+once every end has replayed.
 
 Exit codes: 0 the bundle has ends, every end the kernel proved replays as holds and no
 verdict disagrees with the kernel's (ends the kernel did not prove are replayed for agreement
@@ -55,7 +58,10 @@ POLY_MAX_POINTS, POLY_MAX_FACETS = 4096, 100_000  # a polytope's k and f (its ra
 # caps on what a bundle may ask for, checked by plan() before any array is decoded; work is
 # counted in units of _x (one small-integer operation, about 40 ns); options --max-<name>
 LIMITS = {"operators": 100_000, "ends": 1_000_000, "words": 100_000_000,
-          "work": 50_000_000_000}  # examples/minilm: 72, 2592, 7.5e6 and 4.2e8
+          "work": 50_000_000_000, "held": 20_000_000}
+# examples/minilm: 72, 2592, 1.5e7, 5.1e9 and 2.8e6 (a rank-12 polytope: 34,036 witnesses);
+# CPython keeps up to about 300 bytes a word while decoding full-width floats, so --max-held
+# is at most about 6 GB (that example's whole replay peaks at 480 MB)
 EXP_UNITS, DECODE_UNITS = 600, 12  # units of a pair of exp bounds, of decoding a word (measured)
 LOWER_KINDS = ("nonzero", "frobenius_tail", "decoder", "submatrix", "bernstein", "rowset",
                "rowmix", "polytope")
@@ -561,8 +567,9 @@ def plan(doc: dict, blobs: dict[str, bytes], limits: dict[str, int]) -> tuple[di
     a bracket label, of an unknown kind, labelled other than "upper" (kind factors) or "lower"
     (a lower kind); two ends of one bracket naming different operators or eps, or sharing
     label and kind; 64-bit words of the integers the arrays decode to (summed over every use:
-    an array that k records use counts k times) or estimated work (units of _x, from the
-    declared shapes and the bit widths _bits() bounds) above the limits.
+    an array that k records use counts k times), words held at once (an operator's, plus the
+    largest of its ends' with a Ky Fan end's Gram matrix) or estimated work (units of _x,
+    from the declared shapes and the bit widths _bits() bounds) above the limits.
     """
     for name in ("operators", "ends"):
         if len(doc[name]) > limits[name]:
@@ -585,7 +592,8 @@ def plan(doc: dict, blobs: dict[str, bytes], limits: dict[str, int]) -> tuple[di
         return math.prod(ref["shape"]), cache[key], (ref["shape"] or [0])[0]
 
     costs = []  # (work, words decoded, field)
-    a_bits, chi_bits = {}, {}
+    a_bits, chi_bits, op_words = {}, {}, {}
+    held = (0, "")  # most words held at once: one operator, and one of its ends with it
     for i, op in enumerate(doc["operators"]):
         f = f"operators[{i}]"
         if not isinstance(op, dict) or not isinstance(op.get("id"), str) \
@@ -598,7 +606,8 @@ def plan(doc: dict, blobs: dict[str, bytes], limits: dict[str, int]) -> tuple[di
         a_bits[op["id"]] = a = us["A"][1]
         chi = rational(op.get("chi", "0"), f"{f}.chi")
         chi_bits[op["id"]] = chi.numerator.bit_length() + chi.denominator.bit_length()
-        words = sum(e * _w(b) for e, b, _ in us.values())
+        words = op_words[op["id"]] = sum(e * _w(b) for e, b, _ in us.values())
+        held = (words, f) if words > held[0] else held
         work = DECODE_UNITS * words
         if "logits" in us:  # v = beta (top - x) in Fractions, then the exp bounds
             beta = rational(op.get("beta", "1"), f"{f}.beta")
@@ -650,8 +659,16 @@ def plan(doc: dict, blobs: dict[str, bytes], limits: dict[str, int]) -> tuple[di
             gram_done.add(op)
             m, N = shapes[op]
             work += min(m, N) ** 2 * max(m, N) * _x(a_bits[op], a_bits[op])
+        gw = min(shapes[op]) ** 2 * _w(2 * a_bits[op] + max(shapes[op]).bit_length()) \
+            if kind == "frobenius_tail" else 0  # a Gram matrix, kept with its operator
+        if op_words[op] + words + gw > held[0]:  # the first largest is named
+            held = (op_words[op] + words + gw, f"{f} with its operator")
         costs.append((work, words, f))
-    totals = {}
+    totals = {"held": held[0]}
+    if held[0] > limits["held"]:
+        raise BundleError(f"bundle.json: {_big(held[0])} 64-bit words held at once by "
+                          f"{held[1]}, above the limit of "
+                          f"{_big(limits['held'])} (--max-held)")
     for k, name, what in ((1, "words", "64-bit words decoded"),
                           (0, "work", "estimated work (units of about 40 ns)")):
         total = totals[name] = sum(c[k] for c in costs)
@@ -719,37 +736,46 @@ def replay(path: str, *, emit=None, limits: dict[str, int] | None = None) -> dic
         sys.set_int_max_str_digits(50_000)  # they can pass 4300 digits (inputs are bounded)
     digest, doc, blobs = read_bundle(path)
     shapes, totals = plan(doc, blobs, {**LIMITS, **(limits or {})})
-    ops = {}
-    for i, op in enumerate(doc["operators"]):
-        f = f"operators[{i}]"
-        m, N = shapes[op["id"]]
-        A = array(op.get("A"), blobs, f"{f}.A", (m, N))
-        lg = array(op["logits"], blobs, f"{f}.logits", (m, N), neg_inf=True) \
-            if op.get("logits") else None
-        bl = array(op["block"], blobs, f"{f}.block", (m, N)) if op.get("block") else None
-        if lg is not None and bl is not None:
-            raise BundleError(f"{f}: both logits and block")
-        beta = rational(op.get("beta", "1"), f"{f}.beta")
-        claimed = rational(op.get("chi", "0"), f"{f}.chi")
-        if beta <= 0 or claimed < 0:
-            raise BundleError(f"{f}: beta must be > 0 and chi >= 0")
-        chi_hi = slack_bound(A, lg, bl, beta)
-        # the kernel's chi when this replay confirms it covers chi_true, else the replay's own
-        ops[op["id"]] = {"A": dyadic(A), "shape": (m, N), "chi": max(claimed, chi_hi),
-                         "chi_confirmed": chi_hi <= claimed, "gram": None}
-    results = []
+    by_op: dict[str, list[int]] = {}  # plan() checked that every end names a known operator
     for i, end in enumerate(doc["ends"]):
-        res = replay_end(end, ops, blobs, f"ends[{i}]")
-        results.append(res)
-        if emit:
-            emit(res)
+        by_op.setdefault(end["operator"], []).append(i)
+    found, chi_confirmed = {}, 0
+    for i, op in enumerate(doc["operators"]):  # one at a time: memory is bounded by the
+        # largest operator with one of its ends (plan(), --max-held), not by the bundle
+        ops = {op["id"]: operator(op, shapes[op["id"]], blobs, f"operators[{i}]")}
+        chi_confirmed += ops[op["id"]]["chi_confirmed"]
+        found.update((j, replay_end(doc["ends"][j], ops, blobs, f"ends[{j}]"))
+                     for j in by_op.get(op["id"], []))
+    results = [found[j] for j in sorted(found)]
+    for res in results if emit else ():  # only now: a bundle refused at its last end (exit
+        emit(res)  # 2) prints no verdict
     proved = [r for r in results if r["kernel"] == "holds"]
     return {"bundle": path, "manifest_sha256": digest, "ends": len(results),
             "kernel_proved": len(proved), "replayed_proved": sum(r["replay"] == "holds"
                                                                 for r in proved),
             "disagreements": sum(not r["agrees"] for r in results),
-            "chi_confirmed": sum(o["chi_confirmed"] for o in ops.values()),
-            "operators": len(ops), "estimate": totals, "results": results}
+            "chi_confirmed": chi_confirmed,
+            "operators": len(doc["operators"]), "estimate": totals, "results": results}
+
+
+def operator(op: dict, shape: tuple[int, int], blobs: dict, f: str) -> dict:
+    """Decodes one operator record: A as exact dyadic integers and the slack chi used for its
+    ends (the record's chi when this replay's own bound confirms it, else the bound)."""
+    m, N = shape
+    A = array(op.get("A"), blobs, f"{f}.A", (m, N))
+    lg = array(op["logits"], blobs, f"{f}.logits", (m, N), neg_inf=True) \
+        if op.get("logits") else None
+    bl = array(op["block"], blobs, f"{f}.block", (m, N)) if op.get("block") else None
+    if lg is not None and bl is not None:
+        raise BundleError(f"{f}: both logits and block")
+    beta = rational(op.get("beta", "1"), f"{f}.beta")
+    claimed = rational(op.get("chi", "0"), f"{f}.chi")
+    if beta <= 0 or claimed < 0:
+        raise BundleError(f"{f}: beta must be > 0 and chi >= 0")
+    chi_hi = slack_bound(A, lg, bl, beta)
+    # the kernel's chi when this replay confirms it covers chi_true, else the replay's own
+    return {"A": dyadic(A), "shape": (m, N), "chi": max(claimed, chi_hi),
+            "chi_confirmed": chi_hi <= claimed, "gram": None}
 
 
 def replay_end(end: object, ops: dict, blobs: dict, f: str) -> dict:

@@ -335,3 +335,40 @@ def test_unhashable_reference_fields_are_exit_2_not_an_internal_error(tmp_path, 
     ends[0]["certificate"]["V"] = {**ends[0]["certificate"]["V"], **edit}
     code, out, err = _run(_write(tmp_path / "u.zip", ops, ends, arrays), capsys)
     assert code == 2 and "ends[0].V: bad array reference" in err, err
+
+
+def test_a_bad_last_end_prints_no_verdict_for_the_earlier_ones(tmp_path, capsys):
+    """Exit 2 means no verdict was printed: the ends replay first, the lines come after, so a
+    shape error in the last end (a rank that disagrees with its arrays) leaves stdout empty."""
+    arrays: dict[str, bytes] = {}
+    ops = [_op(arrays, "op0", np.eye(6)), _op(arrays, "op1", np.eye(6))]
+    good = [_upper(arrays, "b0", "op0", np.eye(6)), _submatrix(arrays, "b0", "op0", 3)]
+    bad = _submatrix(arrays, "b1", "op1", 3)
+    bad["rank"] = 4  # rows, cols and X hold 3
+    path = _write(tmp_path / "late.zip", ops, [*good, bad], arrays)
+    code, out, err = _run(path, capsys)
+    assert code == 2 and out == "" and "ends[2]" in err
+    code, out, _ = _run(_write(tmp_path / "ok.zip", ops, good, arrays), capsys)
+    assert code == 0 and out.count("replay holds") == 2  # the same ends alone print
+
+
+def test_words_held_at_once_are_bounded_before_decoding(tmp_path, capsys, monkeypatch):
+    """Operators replay one at a time, so memory is the largest operator with one of its
+    ends (--max-held), not the bundle: ten 6 x 6 operators hold 36 + 72 words at once."""
+    arrays: dict[str, bytes] = {}
+    ops, ends = [], []
+    for i in range(10):
+        A = np.eye(6) + i  # distinct arrays, one word per element
+        ops.append(_op(arrays, f"op{i}", A))
+        ends.append(_upper(arrays, f"b{i}", f"op{i}", A))
+    path = _write(tmp_path / "held.zip", ops, ends, arrays)
+    digest, doc, blobs = rp.read_bundle(str(path))
+    est = rp.plan(doc, blobs, {k: 10 ** 30 for k in rp.LIMITS})[1]
+    assert est["held"] == 36 + 36 + 36 and est["words"] == 10 * 108
+    decoded = []
+    real = rp.array
+    monkeypatch.setattr(rp, "array", lambda *a, **k: decoded.append(1) or real(*a, **k))
+    code, out, err = _run(path, capsys, "--max-held", "107")
+    assert code == 2 and out == "" and "(--max-held)" in err and "ends[0]" in err
+    assert not decoded  # refused before any array is decoded
+    assert _run(path, capsys, "--max-held", "108")[0] == 0
