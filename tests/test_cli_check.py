@@ -183,3 +183,23 @@ def _fix_sha(jsonl, bid, f):
         if r["id"] == bid:
             r["sha256"] = hashlib.sha256(f.read_bytes()).hexdigest()
     jsonl.write_text("".join(json.dumps(r) + "\n" for r in recs))
+
+
+def test_a_store_with_nothing_to_check_exits_1(tmp_path, capsys):
+    """Exit 0 says every claim was proved; a store with no brackets (all of them deleted,
+    say) has no claim, so it is exit 1 and says why, in text and JSON alike."""
+    from softrank.witnesses import Store
+
+    Store.create(tmp_path / "empty").close()
+    code, out, err = run_cli(capsys, "check", str(tmp_path / "empty"))
+    assert code == 1 and "nothing was checked" in err
+    assert "(exit 1)" in out and "every claim proved" not in out
+    code, out, err = run_cli(capsys, "check", str(tmp_path / "empty"), "--json")
+    assert code == 1 and json.loads(out)["records"] == [] and "nothing was checked" in err
+    import numpy as np
+
+    with Store.create(tmp_path / "one") as st:  # one true claim: exit 0
+        oid = st.add_operator(np.eye(3), family="f")
+        st.add_bracket(oid, "1/4", {"kind": "factors", "rank": 3, "U": np.eye(3),
+                                    "V": np.eye(3)})
+    assert run_cli(capsys, "check", str(tmp_path / "one"))[0] == 0

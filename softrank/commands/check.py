@@ -215,7 +215,8 @@ def run(args: argparse.Namespace) -> int:
             doc.update(intrinsic_summary=isum, intrinsic=intrinsic)
         print(jsonexact.dumps(doc, indent=1))
     else:
-        print(_summary_text(summary, records, isum["errors"] if isum else 0, internal))
+        print(_summary_text(summary, records, isum["errors"] if isum else 0, internal,
+                            nothing=not records and not intrinsic))
         if isum is not None:
             print(f"{isum['records']} intrinsic records checked; input errors {isum['errors']}")
     if args.export:
@@ -237,6 +238,10 @@ def run(args: argparse.Namespace) -> int:
             if "error" in r:
                 print(f"softrank-certify: input error: {shown(r['error'])}", file=sys.stderr)
         return 2
+    if not records and not intrinsic:  # 0 says every claim was proved: there must be one
+        print("softrank-certify: the store holds no brackets and no intrinsic records: "
+              "nothing was checked", file=sys.stderr)
+        return 1
     return 0 if all_proved(records) else 1
 
 
@@ -258,7 +263,8 @@ LEGEND = (
 
 
 def _summary_text(s: dict[str, Any], records: list[dict[str, Any]],
-                  intrinsic_errors: int = 0, internal: list[str] | None = None) -> str:
+                  intrinsic_errors: int = 0, internal: list[str] | None = None,
+                  nothing: bool = False) -> str:
     def counts(d: dict[str, int]) -> str:
         return ", ".join(f"{v} {word(k)}" for k, v in sorted(d.items())) or "none"
 
@@ -281,7 +287,9 @@ def _summary_text(s: dict[str, Any], records: list[dict[str, Any]],
         *([f"  {s['work_limited']} records stopped at the work limit (undecided; raise it "
            "with --max-work)"] if s.get("work_limited") else []),
         *(f"  INTERNAL ERROR: {line}" for line in internal),
-        "result: " + ("every claim proved (exit 0)" if proved else
+        "result: " + ("nothing was checked: no brackets and no intrinsic records (exit 1)"
+                      if nothing and not errors else
+                      "every claim proved (exit 0)" if proved else
                       f"internal error: {len(internal)} pairs with proved ends that contradict "
                       "(exit 3); report this as a bug" if internal else
                       "some claim not proved or unreadable (exit "
