@@ -102,8 +102,12 @@ def _bounded_int(g: str, field: str) -> int:
 
 
 def _decimal_fraction(d: Decimal, field: str) -> Fraction:
-    # refuse before expanding: the exponent alone says how many digits the fraction needs
-    if d and abs(d.adjusted()) + len(d.as_tuple().digits) > 4 * MAX_BITS // 13:
+    # refuse before expanding: digits and exponent say how long numerator and denominator
+    # get (D 10^k is D with k zeros, or over 10^-k).  The bound is the one of the "p/q"
+    # form, so the "p/q" (or plain integer) a writer spells any accepted value as reads back
+    t = d.as_tuple()
+    k = int(t.exponent)
+    if d and max(len(t.digits) + max(k, 0), 1 + max(-k, 0)) > MAX_DIGITS:
         raise InputError(f"too many digits to take exactly: {d!r:.40}", field=field)
     return Fraction(d)
 

@@ -69,9 +69,9 @@ LOWER_KINDS = ("nonzero", "frobenius_tail", "decoder", "submatrix", "bernstein",
 # outside categories Cc/Cf/Cn): combining grapheme joiner, fillers, variation selectors
 _IGNORABLE = ((0x34F, 0x34F), (0x115F, 0x1160), (0x17B4, 0x17B5), (0x180B, 0x180F),
               (0x3164, 0x3164), (0xFE00, 0xFE0F), (0xFFA0, 0xFFA0), (0xE0100, 0xE01EF))
-# rationals: the kernel's own bounds (certify/rationals.py), so whatever it took replays; ratio
-# parts <= MAX_RATIO_DIGITS digits, decimals |adjusted exponent| + digits <= MAX_DIGITS
-MAX_RATIO_DIGITS, MAX_DIGITS, MAX_CHARS, MAX_INT_DIGITS = 3914, 4000, 20_000, 100
+# rationals: the kernel's own bounds (certify/rationals.py), so whatever it took replays: ratio
+# parts <= MAX_RATIO_DIGITS digits, and a decimal's numerator and denominator once expanded
+MAX_RATIO_DIGITS, MAX_CHARS, MAX_INT_DIGITS = 3914, 20_000, 100
 _RATIONAL = re.compile(
     r"([+-]?)(?:([0-9]+)/([0-9]+)|([0-9]*)(?:\.([0-9]*))?(?:[eE]([+-]?[0-9]+))?)")
 
@@ -206,8 +206,10 @@ def rational(x: object, field: str) -> Fraction:
     # 7 exponent digits fail the bound whatever the rest: refused before int() reads them
     e = (exp or "0").lstrip("+-").lstrip("0") or "0"
     k = (-int(e) if exp and exp[0] == "-" else int(e)) - len(frac or "") if len(e) < 7 else 10**7
-    if abs(k + len(digits) - 1) + len(digits) > MAX_DIGITS:  # Decimal.adjusted(), as the kernel
-        raise BundleError(f"{field}: {x!r:.60} has over {MAX_DIGITS} digits with its exponent")
+    if max(len(digits) + max(k, 0), 1 + max(-k, 0)) > MAX_RATIO_DIGITS:  # as the kernel:
+        # numerator and denominator within the "p/q" bound, so a rewritten value reads back
+        raise BundleError(f"{field}: {x!r:.60} has over {MAX_RATIO_DIGITS} digits with its "
+                          "exponent")
     n = int(sign + digits)
     return Fraction(n * 10 ** k) if k >= 0 else Fraction(n, 10 ** -k)
 

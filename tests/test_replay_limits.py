@@ -128,7 +128,11 @@ def test_rational_bounds_the_exponent_before_expanding():
     assert rp.rational("15e-2", "f") == rp.rational("3/20", "f") == rp.rational(".15", "f")
     assert rp.rational("-12.5E-3", "f") == rp.Fraction(-1, 80)
     assert rp.rational("0e999999999", "f") == 0  # zero: no power of ten is built
-    assert rp.rational("1e3999", "f") == 10 ** 3999  # |exponent| + digits = 4000: the limit
+    assert rp.rational("1e3913", "f") == 10 ** 3913  # 3914 digits: the limit of a part
+    with pytest.raises(rp.BundleError, match="digits"):
+        rp.rational("1e3914", "f")
+    # written out, the same number reads the same: no extra charge for a plain integer
+    assert rp.rational("1" + "0" * 3913, "f") == 10 ** 3913
     assert rp.rational("0e" + "9" * 5000, "f") == 0
     assert rp.rational("5e-" + "0" * 5000 + "1", "f") == rp.Fraction(1, 2)  # int() never sees it
     for bad in ("1_000", " 1", "1/0", "1/2/3", ".", "e5", "0x10", "nan", "inf", "\u0661"):
@@ -156,15 +160,21 @@ def test_rational_accepts_every_string_the_kernel_reader_accepts():
                  (3999, 0), (4001, 0)):
         w = digits(n)
         cases += [f"{w}e{e}", f"-{w[:1]}.{w[1:]}e{e}", f"0.{'0' * 20}{w}e{e + 20}"]
+    cases += [f"1e{e}" for e in (2100, 3000, 3913, 3914)] + ["1e-3912", "1e-3913"]
     taken = []
     for s in cases:
         try:
             q = to_rational(s, field="f")
         except InputError:
             continue
-        taken.append(len(s))
+        taken.append(s)
         assert rp.rational(s, "f") == q, s[:40]
-    assert len(taken) >= 15 and max(taken) > 3914  # the old 2000-character cap refused these
+        # a writer spells the value str(Fraction) ("p/q", or a plain integer): both readers
+        # take that back (a "1e2100" eps was once stored as 2,101 digits neither would read)
+        assert to_rational(str(q), field="f") == rp.rational(str(q), "f") == q, s[:40]
+    # the old 2000-character cap refused the long ones
+    assert len(taken) >= 15 and max(map(len, taken)) > 3914
+    assert "1e3913" in taken and "1e2100" in taken and "1e3914" not in taken
 
 
 def test_a_store_with_a_2500_digit_eps_exports_a_bundle_that_replays(tmp_path, capsys):
