@@ -11,6 +11,8 @@ the stochastic mode).  Lower ends are exact certificates:
   rows or two columns (any length) and for every cell in the stochastic mode (rank >= 2);
 * ``minor-sign``: a p x p minor whose sign is the same for every admissible B
   (:mod:`exact.minors`; rank >= p);
+* ``nerve-chain``: served label sets and GF(2) chains on them (:mod:`exact.nerve`): a
+  Z2-index argument (rank >= p);
 * ``subspace-search``: the verified branch and bound of :mod:`exact.subspace` found no
   r-dimensional subspace within eps of every row (rank >= r + 1);
 * ``empty``: stochastic mode, some row is farther than eps (in l1) from every probability
@@ -43,6 +45,8 @@ from .budget import OutOfTime, deadline, remaining, tick
 from .inputs import Matrix, rational_matrix, unit_eps
 from .linalg import simplex_distance
 from .minors import minor_certificate, singular_witness
+from .nerve import MAX_CANDIDATES, candidates, nerve_certificate
+from .nerve import to_json as nerve_json
 from .rankone import RankOneRefutation, rank_one_search, searchable
 from .subspace import subspace_search
 from .thin import thin_applicable, thin_rank_one
@@ -144,19 +148,22 @@ def oracle(A: object, eps: object, mode: str = "unrestricted", *,
     :mod:`exact.verify`.  Decided completely: the rank <= 1 question for every cell with
     n**m * 2**(n-1) <= 2048 (all cells up to 4 x 4), for every cell with two rows or two
     columns, and for every cell in the stochastic mode; the full-rank question of square cells
-    up to 6 x 6 (determinant range over vertex products); and, within ``budget`` seconds, the
+    up to 6 x 6 (determinant range over vertex products); within ``budget`` seconds, every
+    rank that a nerve-chain certificate can prove, for ranks p with C(m, p) 2^(p - 1) <= 20,000 label sets (the
+    served sets are decided by exact LPs); and, within ``budget`` seconds, the
     question r_eps <= r whenever r (n - r) <= 4 (subspace search), which closes every 3 x 3
     cell and, unless the time budget runs out or eps is an exact tie, every 4 x 4 cell.
     What stays open is reported in ``notes``.  With ``complete=True`` a cell outside the
     rank-one limits raises :class:`InputError` instead of returning a bracket.  Entries may be
     ints, Fractions, sympy Rationals or strings; 0 < eps < 1.
 
-    ``budget`` (seconds) bounds the subspace search.  ``total_budget`` (seconds; the CLI's
-    ``--budget``) bounds every step after the mandatory ends (the nonzero certificate and the
-    base witness B = A or its simplex projection): the rank-one search, decoders, heuristic
-    witnesses, minor signs and the subspace search stop when it runs out, also inside their
-    loops (:mod:`exact.budget`; an enclosing ``budget.deadline``, such as the CLI's started
-    before the cell was read, ends it earlier).  A step cut short proves nothing and changes
+    ``budget`` (seconds) bounds the nerve-chain search and, separately, the subspace search.
+    ``total_budget`` (seconds; the CLI's ``--budget``) bounds every step after the mandatory
+    ends (the nonzero certificate and the base witness B = A or its simplex projection): the
+    rank-one search, decoders, heuristic witnesses, nerve chains, minor signs and the subspace
+    search stop when it runs out, also inside their loops (:mod:`exact.budget`; an enclosing
+    ``budget.deadline``, such as the CLI's started before the cell was read, ends it
+    earlier).  A step cut short proves nothing and changes
     nothing; the result then notes that the time budget was used up.
     """
     stochastic = _mode_flag(mode, stochastic)
@@ -276,15 +283,44 @@ def _close(res: ExactResult) -> ExactResult:
     return res
 
 
+def _nerve_step(res: ExactResult) -> None:
+    """Raises the lower end by nerve-chain certificates, rank 1, 2, ... (each rank's served
+    sets prune the next rank's candidates) up to the upper end, stopping at the first rank
+    without one: the search at a rank is complete, and a nerve whose (p - 1)-th power of w
+    vanishes has a vanishing p-th power, so no larger rank has one either."""
+    served = None
+    for p in range(1, int(res.upper) + 1):
+        if candidates(len(res.A), p) > MAX_CANDIDATES:
+            res.notes.append(f"nerve-chain search stops before rank {p}: "
+                             f"{candidates(len(res.A), p)} label sets > {MAX_CANDIDATES}")
+            return
+        data, served = nerve_certificate(res.A, res.eps, p, served)
+        if p <= res.lower:
+            continue
+        if data is None:
+            return
+        res.lower = p
+        res.lower_certificate = Certificate("nerve-chain", p, {"nerve": data},
+                                            nerve_json(data))
+
+
 def _close_exactly(res: ExactResult, budget: float) -> ExactResult:
-    """Closes what the cheaper steps left open: minor-sign certificates (lower end), a singular
-    admissible B for square cells (upper end n - 1), then the subspace search on r = lower."""
+    """Closes what the cheaper steps left open: nerve-chain and minor-sign certificates (lower
+    end), a singular admissible B for square cells (upper end n - 1), then the subspace search
+    on r = lower."""
     A, eps, st = res.A, res.eps, res.stochastic
     m, n = len(A), len(A[0])
     if res.upper == INF or res.lower >= res.upper:
         return res
+    # first: complete and cheap on small cells, and every rank it proves shortens the
+    # minor-sign loop below (vertex products, minutes on a 6 x 6 cell)
+    try:
+        with deadline(min(budget, remaining())):
+            _nerve_step(res)
+    except OutOfTime:  # the ranks proved before it ran out stand
+        res.notes.append(f"nerve-chain search stopped after {budget:g} s")
     tick()
-    if max(m, n) <= MINOR_SIDE:
+    if res.lower < res.upper and max(m, n) <= MINOR_SIDE:
         for p in range(int(res.upper), int(res.lower), -1):
             mr = minor_certificate(A, eps, st, p)
             if mr is not None:

@@ -7,6 +7,7 @@ from fractions import Fraction
 from .bracket import verify_decoder, verify_witness
 from .linalg import row1_norm, simplex_distance
 from .minors import verify_minor
+from .nerve import verify_nerve
 from .oracle import INF, ExactResult
 from .rankone import verify_refutation
 from .subspace import verify_search
@@ -45,6 +46,8 @@ def verify_result(res: ExactResult) -> list[str]:
     elif kind == "minor-sign":
         mr = cert.data["minor"]
         ok = cert.bound == len(mr.rows) == len(mr.cols) and verify_minor(A, eps, st, mr)
+    elif kind == "nerve-chain":
+        ok = verify_nerve(A, eps, int(cert.bound), cert.data["nerve"])
     elif kind == "subspace-search":
         r = cert.data["r"]
         ok = cert.bound == r + 1 and verify_search(A, eps, r, st, cert.data["leaves"])

@@ -42,7 +42,13 @@ def test_oracle_bracket_exit_1(tmp_path, capsys):
     code = main(["oracle", path, "--json"])
     out = json.loads(capsys.readouterr().out)
     assert code == (0 if out["decided"] else 1)
-    assert not out["decided"]  # this 5 x 5 cell is beyond the complete search
+    # the default budget closes it ([3, 3] by a nerve chain); with no time for the optional
+    # steps the bracket stays open: exit 1, and the note says why
+    code = main(["oracle", path, "--json", "--budget", "0"])
+    out = json.loads(capsys.readouterr().out)
+    assert not out["decided"] and code == 1
+    assert any("budget" in n for n in out["notes"])
+    # this 5 x 5 cell is beyond the complete rank-one search
     assert main(["oracle", path, "--complete"]) == 2
     assert "too large" in capsys.readouterr().err
 
