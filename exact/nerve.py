@@ -9,19 +9,24 @@ their witnesses z and GF(2) chains c_0, ..., c_(p-1) of their faces with
     boundary(c_k) = c_(k-1) + nu(c_(k-1))   (k = 1 .. p - 1),      |c_0| odd.
 
 Then every B within eps of A has rank >= p (``proofs_notes/exact.md``, "Nerve-chain
-certificates").  The search (:func:`nerve_certificate`) decides served sets by the exact LP
-of :mod:`exact.lp` and finds the chains by GF(2) elimination over the quotient complex;
+certificates").  The search (:func:`nerve_certificate`) decides served sets exactly (a float
+LP's point or dual weights checked exactly, else the exact LP of :mod:`exact.lp`) and finds
+the chains by GF(2) elimination over the quotient complex;
 :func:`verify_nerve` re-checks a certificate from (A, eps) alone.  Everything is exact.
 """
 
 from __future__ import annotations
 
+import warnings
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from fractions import Fraction
 from itertools import combinations, product
 from math import comb
 from typing import Any
+
+import numpy as np
+from scipy.optimize import linprog
 
 from .budget import tick
 from .linalg import Matrix
@@ -70,14 +75,28 @@ def _gf2(chain: Iterable[Simplex]) -> set[Simplex]:
     return {s for s, c in counts.items() if c % 2}
 
 
-def served_witness(A: Matrix, eps: Fraction, s: Simplex) -> tuple[Fraction, ...] | None:
+def served_witness(A: Matrix, eps: Fraction, s: Simplex, Af: np.ndarray | None = None
+                   ) -> tuple[Fraction, ...] | None:
     """Returns z in [-1, 1]^n with sign (A z)_row > eps for every label of ``s``, or None when
     no such z exists (both answers exact).
 
-    Strict inequalities are decided by homogenising: (z, tau) with |z_j| <= tau and
-    sign (A z)_row - eps tau >= 1 is feasible iff some z' = z / tau in the cube has every
-    value above eps (by 1 / tau); tau > 0 is forced, since tau = 0 gives z = 0 and 0 >= 1.
+    With ``Af`` (A in float64) a float LP proposes first: its z (clipped to the cube, read
+    exactly) is returned when it serves the labels exactly, and its dual weights lam >= 0
+    prove "none" when ||sum lam_i sign_i a_i||_1 <= eps sum lam_i exactly (for z in the cube,
+    min_i sign_i a_i . z <= the lam-average of them <= that norm / sum lam).  Otherwise, and
+    without ``Af``, the exact LP decides: strict inequalities by homogenising, (z, tau) with
+    |z_j| <= tau and sign (A z)_row - eps tau >= 1 is feasible iff some z' = z / tau in the
+    cube has every value above eps (by 1 / tau); tau > 0 is forced, since tau = 0 gives
+    z = 0 and 0 >= 1.
     """
+    if Af is not None:
+        got = _float_proposal(Af, s)
+        if got is not None:
+            z, lam = got
+            if _serves(A, eps, s, z):
+                return z
+            if lam is not None and _dual_bound(A, s, lam) <= eps:
+                return None
     n = len(A[0])
     one, zero = Fraction(1), Fraction(0)
     G: list[list[Fraction]] = []
@@ -99,6 +118,37 @@ def served_witness(A: Matrix, eps: Fraction, s: Simplex) -> tuple[Fraction, ...]
     if not _serves(A, eps, s, z):
         raise RuntimeError("exact LP returned a point that does not serve its labels")
     return z
+
+
+def _float_proposal(Af: np.ndarray, s: Simplex
+                    ) -> tuple[tuple[Fraction, ...], tuple[Fraction, ...] | None] | None:
+    """A float LP's z (clipped to the cube, as exact rationals) and its dual weights (>= 0,
+    exact rationals; None when they are all 0), or None when the solver gives no optimum.
+    Untrusted: the caller checks both exactly."""
+    n = Af.shape[1]
+    rows = np.array([-g * Af[i] for i, g in s])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = linprog(np.r_[np.zeros(n), -1.0], A_ub=np.c_[rows, np.ones(len(s))],
+                      b_ub=np.zeros(len(s)), bounds=[(-1.0, 1.0)] * n + [(None, None)],
+                      method="highs")
+    if res.status != 0 or res.x is None:
+        return None
+    z = tuple(Fraction(float(min(1.0, max(-1.0, x)))) for x in res.x[:n])
+    duals = getattr(getattr(res, "ineqlin", None), "marginals", None)
+    lam = None if duals is None else tuple(Fraction(max(0.0, -float(d))) for d in duals)
+    if lam is not None and not any(lam):
+        lam = None
+    return z, lam
+
+
+def _dual_bound(A: Matrix, s: Simplex, lam: Sequence[Fraction]) -> Fraction:
+    """Returns ||sum lam_i sign_i a_i||_1 / sum lam_i (exact): an upper bound on
+    min_i sign_i a_i . z over the cube, for any lam >= 0 not all 0."""
+    n = len(A[0])
+    comb = [sum((w * g * A[i][j] for w, (i, g) in zip(lam, s, strict=True)), Fraction(0))
+            for j in range(n)]
+    return sum((abs(x) for x in comb), Fraction(0)) / sum(lam, Fraction(0))
 
 
 def _serves(A: Matrix, eps: Fraction, s: Simplex, z: Sequence[Fraction]) -> bool:
@@ -133,6 +183,10 @@ def nerve_certificate(A: Matrix, eps: Fraction, p: int,
     if candidates(m, p) > MAX_CANDIDATES:
         raise ValueError(f"{candidates(m, p)} label sets at rank {p} exceed {MAX_CANDIDATES}")
     served: dict[Simplex, tuple[Fraction, ...]] = {}
+    try:  # proposals only; entries beyond the float range leave every set to the exact LP
+        Af: np.ndarray | None = np.array([[float(x) for x in row] for row in A])
+    except OverflowError:
+        Af = None
     for rows in combinations(range(m), p):
         for tail in product((1, -1), repeat=p - 1):
             tick()
@@ -140,7 +194,7 @@ def nerve_certificate(A: Matrix, eps: Fraction, p: int,
             if served_below is not None and p > 1 and any(
                     _rep(s[:x] + s[x + 1:]) not in served_below for x in range(p)):
                 continue
-            z = served_witness(A, eps, s)
+            z = served_witness(A, eps, s, Af)
             if z is not None:
                 served[s] = z
     cycle = _odd_cycle(list(served), p)

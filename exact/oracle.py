@@ -149,8 +149,8 @@ def oracle(A: object, eps: object, mode: str = "unrestricted", *,
     n**m * 2**(n-1) <= 2048 (all cells up to 4 x 4), for every cell with two rows or two
     columns, and for every cell in the stochastic mode; the full-rank question of square cells
     up to 6 x 6 (determinant range over vertex products); within ``budget`` seconds, every
-    rank that a nerve-chain certificate can prove, for ranks p with C(m, p) 2^(p - 1) <= 20,000 label sets (the
-    served sets are decided by exact LPs); and, within ``budget`` seconds, the
+    rank that a nerve-chain certificate can prove, for ranks p with C(m, p) 2^(p - 1) <=
+    20,000 label sets (every served set decided exactly); and, within ``budget`` seconds, the
     question r_eps <= r whenever r (n - r) <= 4 (subspace search), which closes every 3 x 3
     cell and, unless the time budget runs out or eps is an exact tie, every 4 x 4 cell.
     What stays open is reported in ``notes``.  With ``complete=True`` a cell outside the

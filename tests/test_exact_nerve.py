@@ -75,6 +75,38 @@ def test_served_decides_an_exact_tie():
     assert -(F(1, 4) * z[0] + F(3, 4) * z[1]) > F(1, 2) - tiny
 
 
+def test_float_proposals_decide_exactly_as_the_exact_lp():
+    """Differential: with the float LP's point and dual weights checked exactly, and the exact
+    LP otherwise, every label set is served or not exactly as the exact LP alone says (eps
+    on the grid of the entries: ties are common)."""
+    import numpy as np
+
+    rng = random.Random(3)
+    agree = ties_or_close = 0
+    for _ in range(60):
+        m = n = rng.choice([3, 4, 5])
+        A = random_cell(rng, m, n)
+        Af = np.array([[float(x) for x in row] for row in A])
+        eps = F(rng.randint(1, 12), 20)
+        p = rng.randint(2, m)
+        rows = sorted(rng.sample(range(m), p))
+        s = tuple((i, rng.choice((1, -1))) for i in rows)
+        fast, slow = served_witness(A, eps, s, Af), served_witness(A, eps, s)
+        assert (fast is None) == (slow is None), (A, eps, s)
+        if fast is not None:
+            assert all(abs(x) <= 1 for x in fast)
+            assert all(g * sum(a * x for a, x in zip(A[i], fast, strict=True)) > eps
+                       for i, g in s)
+        agree += 1
+        ties_or_close += fast is None
+    assert agree == 60 and 0 < ties_or_close < 60
+    # the exact tie: the float LP's optimum is eps itself; neither path calls it served
+    A = [[F(3, 4), F(1, 4)], [F(1, 4), F(3, 4)]]
+    Af = np.array([[0.75, 0.25], [0.25, 0.75]])
+    assert served_witness(A, F(1, 2), ((0, 1), (1, -1)), Af) is None
+    assert served_witness(A, F(1, 2) - F(1, 2**60), ((0, 1), (1, -1)), Af) is not None
+
+
 def _tamper(data, how):
     d = copy.deepcopy(data)
     if how == "witness_outside_cube":
