@@ -18,8 +18,8 @@ naming the field when over): --max-operators (default 100000) and --max-ends (10
 records, --max-words (100000000) 64-bit words of the integers the arrays decode to, an array
 counted once per use, --max-work (50000000000) units of estimated work (a unit is one
 operation on small integers, about 40 ns), and --max-held (20000000) words held at once (one
-operator's arrays with those of one of its ends: operators are replayed one at a time; up to
-about 300 bytes of memory a word); all from the declared shapes and the exponent spread of the
+operator's arrays with those of one of its ends: operators are replayed one at a time; about
+100 bytes of memory a word); all from the declared shapes and the exponent spread of the
 stored floats.  Raise them (N a positive integer) for larger bundles.  Verdicts are printed
 once every end has replayed.
 
@@ -60,8 +60,8 @@ POLY_MAX_POINTS, POLY_MAX_FACETS = 4096, 100_000  # a polytope's k and f (its ra
 LIMITS = {"operators": 100_000, "ends": 1_000_000, "words": 100_000_000,
           "work": 50_000_000_000, "held": 20_000_000}
 # examples/minilm: 72, 2592, 1.5e7, 5.1e9 and 2.8e6 (a rank-12 polytope: 34,036 witnesses);
-# CPython keeps up to about 300 bytes a word while decoding full-width floats, so --max-held
-# is at most about 6 GB (that example's whole replay peaks at 480 MB)
+# CPython keeps about 100 bytes a word while decoding full-width floats (a 3000 x 3000
+# operator peaks at 0.9 GB), so --max-held is about 2 GB
 EXP_UNITS, DECODE_UNITS = 600, 12  # units of a pair of exp bounds, of decoding a word (measured)
 LOWER_KINDS = ("nonzero", "frobenius_tail", "decoder", "submatrix", "bernstein", "rowset",
                "rowmix", "polytope")
@@ -250,10 +250,13 @@ def array(ref: object, blobs: dict[str, bytes], field: str, shape: tuple | None 
 
 def dyadic(rows: list[list[float]]) -> tuple[list[list[int]], int]:
     """Returns (M, e) with rows == M 2^e exactly (finite floats)."""
-    pairs = [[x.as_integer_ratio() for x in r] for r in rows]
-    exps = [-(q.bit_length() - 1) for r in pairs for p, q in r if p]
-    e = min(exps, default=0)
-    return [[p << (-(q.bit_length() - 1) - e) for p, q in r] for r in pairs], e
+    # two passes instead of a list of (p, q) pairs: a third of the memory per element
+    e = min((1 - x.as_integer_ratio()[1].bit_length() for r in rows for x in r if x), default=0)
+    return [[_shifted(x.as_integer_ratio(), e) for x in r] for r in rows], e
+
+
+def _shifted(pq: tuple[int, int], e: int) -> int:
+    return pq[0] << (1 - pq[1].bit_length() - e)  # p / q = p 2^(1 - bits(q)), q a power of 2
 
 
 def matmul(A: list[list[int]], B: list[list[int]]) -> list[list[int]]:

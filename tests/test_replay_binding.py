@@ -247,6 +247,19 @@ def test_wide_numbers_count_their_words(tmp_path, capsys):
     assert _run(path, capsys, "--max-words", str(words - 1))[0] == 2
 
 
+def test_dyadic_is_exact_on_every_scale():
+    """M 2^e equals the floats exactly: subnormals, huge values, signs and zeros mixed."""
+    rng = np.random.default_rng(4)
+    vals = rng.standard_normal(60) * 2.0 ** rng.integers(-1074, 1000, 60)
+    rows = [list(map(float, vals[:30])), [5e-324, -0.0, 0.0, 1.7976931348623157e308] * 7 +
+            list(map(float, vals[30:32]))]
+    M, e = rp.dyadic(rows)
+    for r, mr in zip(rows, M, strict=True):
+        for x, v in zip(r, mr, strict=True):
+            assert rp.Fraction(v) * rp.Fraction(2) ** e == rp.Fraction(x)
+    assert rp.dyadic([[0.0, -0.0]]) == ([[0, 0]], 0)
+
+
 def test_many_ends_are_refused_by_the_work_estimate(tmp_path, capsys):
     path = _shared(tmp_path, 40)
     work = rp.replay(str(path))["estimate"]["work"]
