@@ -255,7 +255,12 @@ def _odd_cycle(served: list[Simplex], p: int) -> list[Simplex] | None:
 def verify_nerve(A: Matrix, eps: Fraction, p: int, data: dict[str, Any]) -> bool:
     """Returns True iff ``data`` is a valid nerve-chain certificate of rank >= p for (A, eps):
     every top simplex served by its witness (exactly), every chain simplex a face of a top
-    simplex or of its mirror, boundary(c_k) = c_(k-1) + nu(c_(k-1)) over GF(2) and |c_0| odd."""
+    simplex or of its mirror, boundary(c_k) = c_(k-1) + nu(c_(k-1)) over GF(2) and |c_0| odd.
+    False at once beyond the search's own size (a rank with more than MAX_CANDIDATES label
+    sets, or more tops than there are simplices of that size): the re-check lists 2^p faces
+    per top, so its work is bounded before it starts."""
+    if p < 1 or candidates(len(A), p) > MAX_CANDIDATES:
+        return False
     try:
         tops = [canonical(s) for s in data["tops"]]
         wits = data["witnesses"]
@@ -263,7 +268,7 @@ def verify_nerve(A: Matrix, eps: Fraction, p: int, data: dict[str, Any]) -> bool
     except (KeyError, TypeError):
         return False
     m, n = len(A), len(A[0])
-    if p < 1 or len(chains) != p or len(tops) != len(wits) or not tops:
+    if len(chains) != p or len(tops) != len(wits) or not 0 < len(tops) <= 2 * candidates(m, p):
         return False
     faces: set[Simplex] = set()
     for s, z in zip(tops, wits, strict=True):

@@ -198,6 +198,17 @@ def test_oracle_closes_with_a_nerve_chain_and_verify_catches_a_forged_bound():
     assert verify_result(forged) != []
 
 
+def test_the_recheck_refuses_sizes_the_search_never_makes():
+    # rank 16 of a 16-row cell lists 2^16 faces a top: refused before any is listed
+    A = identity(16)
+    big = {"tops": [tuple((i, 1) for i in range(16))], "witnesses": [(F(1),) * 16],
+           "chains": [[((0, 1),)]] * 16}
+    assert candidates(16, 16) > 20_000 and not verify_nerve(A, F(1, 2), 16, big)
+    data = certificate(identity(3), "1/2", 3)
+    many = {**data, "tops": data["tops"] * 9, "witnesses": data["witnesses"] * 9}
+    assert not verify_nerve(identity(3), F(1, 2), 3, many)  # 9 x 4 tops > 2 x 4 simplices
+
+
 def test_candidate_count_is_bounded_before_the_search():
     assert candidates(32, 4) > 20_000
     with pytest.raises(ValueError):
