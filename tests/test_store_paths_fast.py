@@ -132,3 +132,31 @@ def test_a_plain_store_is_read_without_resolving_paths(tmp_path, monkeypatch):
     for b in reader.brackets:
         b.load()
     assert calls == []
+
+
+@pytest.mark.parametrize("name", ["store.json", "operators.jsonl", "brackets.jsonl"])
+def test_record_files_linked_out_of_the_store_are_refused(tmp_path, name):
+    """A record file that is a symbolic link (here to a copy of the store's own file outside
+    it, so that its contents alone would pass) is refused naming the file; it is not read."""
+    root = tmp_path / "s"
+    build_store(root)
+    outside = tmp_path / f"outside.{name}"
+    outside.write_bytes((root / name).read_bytes())
+    (root / name).unlink()
+    os.symlink(outside, root / name)
+    with pytest.raises(InputError) as err:
+        open_store(root)
+    assert "symbolic link" in err.value.reason and err.value.source == str(root / name)
+    from softrank.audit.journal import store_digest
+    with pytest.raises(InputError):
+        store_digest(root)
+
+
+def test_a_record_file_that_is_a_fifo_is_refused_without_blocking(tmp_path):
+    root = tmp_path / "s"
+    build_store(root)
+    (root / "brackets.jsonl").unlink()
+    os.mkfifo(root / "brackets.jsonl")
+    with pytest.raises(InputError) as err:
+        open_store(root)
+    assert "regular file" in err.value.reason

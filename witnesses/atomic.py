@@ -211,3 +211,29 @@ def _fsync_fd(fd: int) -> None:
         os.fsync(fd)
     except OSError:
         pass
+
+
+def read_regular(path: str | os.PathLike, *, field: str = "file") -> bytes:
+    """Returns the bytes of ``path`` when it is a regular file and not a symbolic link.
+
+    A store comes from someone else: a record file linked to another store's, or to
+    ``/proc/self/environ``, would otherwise be read (and its header copied into a report) as
+    if it were the store's own.  The file is opened with ``O_NOFOLLOW`` and checked on its
+    descriptor, so nothing swapped in between is read either.  Raises InputError (``field``,
+    source ``path``) for a link, a folder, a FIFO or device, or a missing file.
+    """
+    src = str(path)
+    try:
+        fd = os.open(path, os.O_RDONLY | NOFOLLOW | getattr(os, "O_NONBLOCK", 0)
+                     | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        raise InputError("file is missing", field=field, source=src) from None
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            raise InputError("is a symbolic link; the store's record files must be regular "
+                             "files inside it", field=field, source=src) from None
+        raise InputError(f"cannot be read: {err.strerror}", field=field, source=src) from None
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+            raise InputError("is not a regular file", field=field, source=src)
+        return fh.read()

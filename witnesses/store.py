@@ -34,7 +34,7 @@ from softrank.certify.lower.rowset import MAX_RANK as ROWSET_MAX_RANK  # = polyt
 from softrank.certify.rationals import parse_eps, to_rational
 
 from . import jsonexact
-from .atomic import write_atomic, write_text_atomic
+from .atomic import read_regular, write_atomic, write_text_atomic
 from .npzsafe import read_npz
 
 FORMAT_NAME = "softrank-brackets"
@@ -436,10 +436,8 @@ def _parse_bracket(rec: Any, src: str, line: int, root: Path) -> BracketRecord:
 
 def _read_jsonl(path: Path) -> Iterator[tuple[int, Any]]:
     src = str(path)
-    if not path.is_file():
-        raise InputError("file is missing", field="file", source=src)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_regular(path).decode("utf-8")
     except UnicodeDecodeError as err:
         raise InputError(f"not UTF-8 text: {err}", field="file", source=src) from None
     for n, line in enumerate(jsonexact.split_lines(text), start=1):
@@ -480,10 +478,9 @@ def open_store(path: str | Path) -> StoreReader:
     head_path = root / "store.json"
     if not root.is_dir():
         raise InputError("not a store directory", field="path", source=str(root))
-    if not head_path.is_file():
-        raise InputError("store.json is missing", field="file", source=str(head_path))
+    raw = read_regular(head_path)
     try:
-        header = jsonexact.loads(head_path.read_bytes())
+        header = jsonexact.loads(raw)
     except (ValueError, UnicodeDecodeError) as err:
         raise InputError(f"invalid JSON: {err}", field="file", source=str(head_path)) from None
     if not isinstance(header, dict) or header.get("format") != FORMAT_NAME:
@@ -869,7 +866,8 @@ def _as_written(native: Any, exact: Any) -> Any:
 def _keep_as_written(path: Path, records: list[dict[str, Any]], key: str) -> None:
     """Replaces ``records[i][key]`` by its plain-JSON reading (Python floats, see
     :func:`_as_written`); the records were validated from the same file, in the same order."""
-    lines = [ln for ln in jsonexact.split_lines(path.read_text(encoding="utf-8")) if ln.strip()]
+    lines = [ln for ln in jsonexact.split_lines(read_regular(path).decode("utf-8"))
+             if ln.strip()]
     if len(lines) != len(records):  # pragma: no cover - the file changed under us
         return
     for rec, line in zip(records, lines, strict=True):

@@ -54,7 +54,7 @@ from typing import IO, Any
 
 from softrank.certify.errors import InputError
 from softrank.witnesses import jsonexact
-from softrank.witnesses.atomic import LINK_REFUSED, open_dirs
+from softrank.witnesses.atomic import LINK_REFUSED, open_dirs, read_regular
 
 JOURNAL_NAME = "journal.jsonl"
 JOURNAL_FORMAT = "softrank-audit-journal"
@@ -242,7 +242,7 @@ def store_digest(store: str | os.PathLike) -> str:
     """
     h = hashlib.sha256()
     for name in ("store.json", "operators.jsonl", "brackets.jsonl"):
-        data = (Path(store) / name).read_bytes()
+        data = read_regular(Path(store) / name)
         h.update(name.encode() + b"\0" + str(len(data)).encode() + b"\0" + data)
     return h.hexdigest()
 
