@@ -210,3 +210,34 @@ def test_produce_check_audit_on_a_tiny_store(tmp_path, capsys):
     data = json.loads((rep / "intrinsic.json").read_text())
     assert len(data["rows"]) == 4
     assert (rep / "figures" / "intrinsic_kappa_rank.png").is_file()
+
+
+@pytest.mark.parametrize("damage", ["unreadable", "one bad record"])
+def test_an_intrinsic_input_error_is_in_the_audit_reports_not_only_its_exit_code(
+        tmp_path, capsys, damage):
+    """The audit exited 2 on a bad intrinsic.jsonl while report.json said exit_code 0 and
+    report.md's Result line said every claim was proved."""
+    H = _logits(3)[None]
+    np.savez(tmp_path / "l.npz", logits=H)
+    out = tmp_path / "s"
+    assert main(["produce", str(out), "--npz", str(tmp_path / "l.npz"), "--eps", "0.25",
+                 "--producers", "tsvd", "--intrinsic-ranks", "1",
+                 "--intrinsic-budget", "0.3", "--quiet"]) == 0
+    path = out / "intrinsic.jsonl"
+    if damage == "unreadable":
+        path.write_text(path.read_text() + "not json\n")
+    else:  # a record whose rank disagrees with its factors
+        rec = json.loads(path.read_text().splitlines()[0])
+        rec["rank"] = rec["rank"] + 1
+        path.write_text(json.dumps(rec) + "\n")
+    capsys.readouterr()
+    rep = tmp_path / "rep"
+    code = main(["audit", str(out), "--out", str(rep), "--no-progress", "--no-figures"])
+    assert code == 2
+    doc = json.loads((rep / "report.json").read_text())
+    assert doc["summary"]["exit_code"] == 2
+    assert doc["summary"]["intrinsic"]["errors"] >= 1
+    result = next(ln for ln in (rep / "report.md").read_text().splitlines()
+                  if ln.startswith("**Result:**"))
+    assert "intrinsic record" in result and "could not be checked" in result
+    assert "Input errors" in (rep / "intrinsic.md").read_text()

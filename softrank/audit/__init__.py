@@ -25,6 +25,7 @@ from typing import Any
 from softrank.certify.errors import InputError
 from softrank.certify.upper import check_tier
 from softrank.witnesses import open_store
+from softrank.witnesses.store import stale_brackets
 
 from ..terminal import shown
 from . import provenance
@@ -38,6 +39,7 @@ from .report import (
     PER_HEAD_TEX,
     TABLES_TEX,
     VOLATILE_KEY,
+    attach_intrinsic,
     build_report,
     report_json,
     report_latex,
@@ -184,6 +186,15 @@ def run_audit(store: str | Path, out: str | Path, *, jobs: int = 1,
             print(shown(f"softrank-certify: {journal.path}: journal not trusted "
                         f"({journal.trust.split(': ', 1)[1]}); every bracket is checked again"),
                   file=sys.stderr)
+        # the records pin each array by its digest; a journaled verdict was computed from the
+        # bytes read then, so it is reused only while they still hash to that digest
+        stale = stale_brackets(reader, [i for i in ids if i in journal.records])
+        if stale:
+            print(shown(f"softrank-certify: {journal.path}: {len(stale)} journaled records name "
+                        "array files that changed since they were checked; checking them "
+                        "again"), file=sys.stderr)
+            for i in stale:
+                del journal.records[i]
         sample = journal.sample(seed, sample_size(len(journal.records)))
         todo = [i for i in ids if i not in journal.records]
         if len(todo) < len(ids):
@@ -242,6 +253,11 @@ def run_audit(store: str | Path, out: str | Path, *, jobs: int = 1,
                           methods=provenance.methods(records, tier), figures=fig_paths, run=run,
                           bootstrap=(int(bootstrap_seed), int(bootstrap_resamples)),
                           layers={o.id: layer_of(o.meta) for o in reader.operators})
+    # before report.md is written: an intrinsic input error is part of this run's result
+    from .intrinsic import write_intrinsic
+
+    attach_intrinsic(report, write_intrinsic(store, out, report["pairs"], figures=figures,
+                                             max_work=max_work))
     outp = Path(out)
     # each file is replaced atomically; report.json goes last, so once it is in place the
     # Markdown and LaTeX of the same run are too

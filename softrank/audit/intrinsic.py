@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from softrank.certify.errors import InputError
 from softrank.witnesses import open_store
 from softrank.witnesses.intrinsic_store import INTRINSIC_FILE
 
@@ -58,9 +59,16 @@ def write_intrinsic(store: str | Path, out: str | Path, pairs: list[dict[str, An
                     figures: bool = True, max_work: int | None = None) -> dict[str, Any] | None:
     """Checks the store's intrinsic records and writes intrinsic.json / intrinsic.md (and the
     figure); returns the summary, or None when the store has no intrinsic.jsonl."""
-    if not (Path(store) / INTRINSIC_FILE).is_file():
+    path = Path(store) / INTRINSIC_FILE
+    if not path.is_file() and not path.is_symlink():
         return None
-    results = list(iter_intrinsic_checks(open_store(store), max_work))
+    try:
+        results = list(iter_intrinsic_checks(open_store(store), max_work))
+    except InputError as err:
+        # a file that cannot be read at all is one input error of the audit, shown in its
+        # reports and exit code (not only on stderr after a clean report was written)
+        results = [{"id": INTRINSIC_FILE, "operator": None, "kind": None, "rank": None,
+                    "error": str(err)}]
     rows = build_rows(results, pairs)
     summary = summarize_intrinsic(results)
     native = [r for r in results if r.get("kind") == "native" and "error" not in r]

@@ -96,6 +96,16 @@ def exit_code(records: list[dict[str, Any]], pairs: list[dict[str, Any]]) -> int
     return 0
 
 
+def attach_intrinsic(report: dict[str, Any], intrinsic: dict[str, Any] | None) -> None:
+    """Adds the summary of the store's intrinsic records (None: it has none) to the report's
+    summary as ``intrinsic``; their input errors raise the exit code to 2, as a bracket's do,
+    so that report.json and the Result line say what the process's exit code says."""
+    s = report["summary"]
+    s["intrinsic"] = intrinsic
+    if intrinsic is not None and intrinsic["errors"] and s["exit_code"] < 2:
+        s["exit_code"] = 2
+
+
 def _why(r: dict[str, Any], end: str, tier: str = "auto") -> dict[str, Any]:
     c = r.get(f"{end}_check") or {}
     return {"bracket": r["bracket"], "family": r["family"], "operator": r["operator"],
@@ -412,6 +422,10 @@ def result_line(s: dict[str, Any], run: dict[str, Any]) -> str:
                    f"signed journal of an earlier run, not checked again in this run "
                    f"({sampled} of them rechecked as a random sample, all agreeing; "
                    "`--recheck` checks everything).")
+    bad = (s.get("intrinsic") or {}).get("errors")
+    if bad:
+        verdict += (f"; {bad} intrinsic record{'s' if bad != 1 else ''} could not be checked "
+                    "(input errors, listed in intrinsic.md)")
     t = s.get("tightened")
     within = (f" ({t['resolved']} after tightening across eps)" if t else "")
     closed = (f" per eps, {t['closed']} after tightening across eps" if t else "")
