@@ -154,3 +154,28 @@ def test_recheck_flag_ignores_the_journal(tmp_path, capsys):
                  "--recheck", "--json"]) == 1
     doc = json.loads(capsys.readouterr().out)
     assert doc["run"]["resumed_records"] == 0 and doc["run"]["new_records"] == 2
+
+
+@pytest.mark.parametrize("which", ["bracket", "operator"])
+def test_a_journaled_record_whose_array_file_changed_is_checked_again(tmp_path, capsys, which):
+    """The journal's key pins the record files, not the arrays: an array file overwritten
+    after a clean audit (records unchanged) was taken from the journal unseen unless the
+    random sample happened to include it, and the resumed audit exited 0."""
+    from softrank.witnesses import open_store
+
+    store, out = tmp_path / "s", tmp_path / "o"
+    build_store(store, n_ops=3)
+    first = run_audit(store, out, figures=False)
+    assert first["summary"]["input_errors"] == 0
+    reader = open_store(store)
+    b = reader.brackets[0]
+    rel = b.file if which == "bracket" else reader.operator(b.operator).file
+    (store / rel).write_bytes(b"garbage")
+    hit = {x.id for x in reader.brackets
+           if x.file == rel or reader.operator(x.operator).file == rel}
+    for seed in range(3):  # whatever the sample, the changed file is read again
+        rep = run_audit(store, out, figures=False, recheck_seed=seed)
+        assert "changed since they were checked" in capsys.readouterr().err
+        assert rep["summary"]["input_errors"] == len(hit) and rep["summary"]["exit_code"] == 2
+        assert {e["bracket"] for e in rep["errors"]} == hit
+        assert rep["run"]["resumed_records"] == len(reader.brackets) - len(hit)

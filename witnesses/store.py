@@ -468,6 +468,43 @@ class StoreReader:
                 f"{len(self.brackets)} brackets)")
 
 
+def stale_brackets(reader: StoreReader, ids: Iterator[str] | list[str]) -> list[str]:
+    """Returns those of the bracket ``ids`` whose array file, or whose operator's, no longer
+    has the sha256 its record states (or is refused or unreadable), in the order given.
+
+    The record files pin every array by its digest, but a result kept from an earlier run
+    (an audit's journal) was computed from the bytes read then: whoever reuses one must
+    first show the bytes are still those.  Each file is hashed once.
+    """
+    seen: dict[str, bool] = {}
+
+    def same(rel: str, sha: str, fld: str) -> bool:
+        if rel not in seen:
+            try:
+                path = safe_member_path(reader.root, rel, fld, str(reader.root))
+                fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
+                with os.fdopen(fd, "rb") as fh:
+                    if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+                        raise OSError("not a regular file")
+                    h = hashlib.sha256()
+                    for chunk in iter(lambda: fh.read(1 << 20), b""):
+                        h.update(chunk)
+                seen[rel] = h.hexdigest() == sha
+            except (OSError, InputError):
+                seen[rel] = False
+        return seen[rel]
+
+    by_id = {b.id: b for b in reader.brackets}
+    out = []
+    for i in ids:
+        b = by_id[i]
+        op = reader.operator(b.operator)
+        if not (same(b.file, b.sha256, f"{b.id}.file") and same(op.file, op.sha256,
+                                                                  f"{op.id}.file")):
+            out.append(i)
+    return out
+
+
 def open_store(path: str | Path) -> StoreReader:
     """Opens and validates a store's records (not yet its arrays).
 
