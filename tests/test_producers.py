@@ -587,3 +587,63 @@ def test_alt_l1_chain_claims_its_rank_and_never_ends_above_the_tsvd():
     if w.rank > 1:  # the chain's failing run below its rank is claimed
         assert w.claims["upper_next_rank"] == w.rank - 1
         assert w.claims["upper_next_ratio"] > 1
+
+
+def _resume_fixture(tmp_path):
+    rng = np.random.default_rng(21)
+    L = 2 * rng.standard_normal((2, 6, 6))
+    P = np.exp(L - L.max(2, keepdims=True))
+    P /= P.sum(2, keepdims=True)
+    src = _npz(tmp_path, a=P[0], b=P[1])
+    out = tmp_path / "st"
+    args = ["produce", str(out), "--npz", src, "--quiet", "--npz-kind", "probs",
+            "--producers", "tsvd", "nonzero"]
+    assert main([*args, "--eps", "0.25"]) == 0
+    return out, args
+
+
+def _edit_jsonl(path, fn):
+    recs = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+    path.write_text("".join(json.dumps(fn(r)) + "\n" for r in recs))
+
+
+def test_resume_refuses_a_stored_operator_that_is_not_its_input(tmp_path, capsys):
+    """Operator a's record pointed at b's array file (digest updated: a consistent store):
+    resuming added brackets of b's matrix under a's name, exit 0."""
+    out, args = _resume_fixture(tmp_path)
+    ops = [json.loads(x) for x in (out / "operators.jsonl").read_text().splitlines()]
+    b = next(o for o in ops if o["id"].endswith(".b"))
+    _edit_jsonl(out / "operators.jsonl", lambda r: {**r, "file": b["file"],
+                                                    "sha256": b["sha256"]}
+                if r["id"].endswith(".a") else r)
+    before = (out / "brackets.jsonl").read_text()
+    capsys.readouterr()
+    assert main([*args, "--eps", "0.25", "0.35"]) == 2
+    err = capsys.readouterr().err
+    assert "operators.jsonl" in err and "differs from this run's input" in err
+    assert (out / "brackets.jsonl").read_text() == before
+
+
+def test_resume_refuses_a_skipped_bracket_that_is_not_what_its_id_says(tmp_path, capsys):
+    out, args = _resume_fixture(tmp_path)
+    first = json.loads((out / "brackets.jsonl").read_text().splitlines()[0])
+    _edit_jsonl(out / "brackets.jsonl",
+                lambda r: {**r, "eps": "7/20"} if r["id"] == first["id"] else r)
+    capsys.readouterr()
+    assert main([*args, "--eps", "0.25"]) == 2
+    err = capsys.readouterr().err
+    assert first["id"] in err and "does not match its id" in err
+
+
+def test_resume_refuses_a_skipped_bracket_whose_arrays_changed(tmp_path, capsys):
+    out, args = _resume_fixture(tmp_path)
+    first = json.loads((out / "brackets.jsonl").read_text().splitlines()[0])
+    (out / first["file"]).write_bytes(b"garbage")
+    capsys.readouterr()
+    assert main([*args, "--eps", "0.25"]) == 2
+    err = capsys.readouterr().err
+    assert f"{first['id']}.file" in err and "sha256" in err
+    # an intact store resumes as before: nothing new, exit 0
+    (tmp_path / "again").mkdir()
+    out2, args2 = _resume_fixture(tmp_path / "again")
+    assert main([*args2, "--eps", "0.25"]) == 0

@@ -52,6 +52,7 @@ from softrank.witnesses.producers._common import (
     parse_budget,
 )
 from softrank.witnesses.producers.pipeline import OperatorResult, bracket_id, produce_operator
+from softrank.witnesses.store import stale_brackets
 
 from . import _batch
 from . import _intrinsic_produce as intrinsic_produce
@@ -501,17 +502,60 @@ def _add_operators(store: Store, root: Path, source: Iterator[Any], eps_list: li
             # resume: the stored arrays are the operator of record, never a recomputation
             arrs = reader.operator(op.id).load()  # type: ignore[union-attr]
             A, logits = np.asarray(arrs["A"], dtype=np.float64), arrs.get("logits")
+            _same_operator(root, op.id, A, op.A)
         else:
             store.add_operator(op.A, family=op.family, id=op.id, logits=op.logits,
                                block=op.block, Q=op.Q, K=op.K, meta=op.meta)
             existing.add(op.id)
             new_ops += 1
             A, logits = op.A, op.logits
-        skip = {bracket_id(op.id, e, u) for e in eps_list for u in uppers} & have
+        wanted = {bracket_id(op.id, e, u): (e, u) for e in eps_list for u in uppers}
+        skip = set(wanted) & have
+        if skip:
+            _skipped_intact(reader, root, {i: wanted[i] for i in skip}, op.id)
         if len(skip) < len(eps_list) * len(uppers):
             jobs.append((op.id, A, logits, eps_list, uppers, lowers, skip, budgets))
     store.flush()
     return jobs, new_ops, seen
+
+
+#: Largest entrywise difference between a stored operator and the input a resumed run reads
+#: for it: a recapture under other libraries may differ in the last bits (the stored arrays
+#: stay the operator of record), another head or text differs far more.
+RESUME_TOLERANCE = 1e-5
+
+
+def _same_operator(root: Path, op_id: str, stored: np.ndarray, given: np.ndarray) -> None:
+    """Raises InputError (naming operators.jsonl and the operator) when the stored operator
+    is not the input's: of another shape, or differing by more than RESUME_TOLERANCE."""
+    given = np.asarray(given, dtype=np.float64)
+    if stored.shape != given.shape or not np.all(np.abs(stored - given) <= RESUME_TOLERANCE):
+        raise InputError("the stored operator differs from this run's input for it (the "
+                         "store was changed, or it was produced from other input): a resumed "
+                         "run would add brackets of one matrix to another; use a new store",
+                         field=op_id, source=str(root / "operators.jsonl"))
+
+
+def _skipped_intact(reader: Any, root: Path, skip: dict[str, tuple[Fraction, str]],
+                    op_id: str) -> None:
+    """Raises InputError unless every bracket a resumed run skips is what its id says (this
+    operator, eps and upper producer) and its arrays still have their recorded digests: a
+    skipped bracket is never looked at again by this run."""
+    src = str(root / "brackets.jsonl")
+    by_id = {b.id: b for b in reader.brackets}
+    for bid, (eps, upper) in sorted(skip.items()):
+        b = by_id[bid]
+        if b.operator != op_id or b.eps != eps or b.producer.get("upper") != upper:
+            raise InputError(f"the record does not match its id (operator {b.operator!r}, eps "
+                             f"{b.eps}, upper producer {b.producer.get('upper')!r}); a resumed "
+                             "run would skip it in place of the bracket its id names",
+                             field=bid, source=src)
+    stale = stale_brackets(reader, sorted(skip))
+    if stale:
+        raise InputError("its array file (or its operator's) no longer has the sha256 its "
+                         "record states (changed or corrupt); a resumed run does not build on "
+                         "it: remove the record, or use a new store", field=f"{stale[0]}.file",
+                         source=src)
 
 
 def _produce(args: argparse.Namespace, store: Store, root: Path, jobs: list[tuple[Any, ...]],
