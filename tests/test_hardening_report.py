@@ -187,3 +187,15 @@ def test_per_head_csv_and_longtable_neutralise_store_text(tmp_path):
     tex = (tmp_path / "o" / "report-per-head.tex").read_text()
     assert tex.count("\\end{longtable}") == 1 and "\\end{longtable}%" not in tex
     assert "=HYPERLINK(\"http://e\")\\textbackslash{}u000a\\}\\textbackslash{}end" in tex
+
+
+def test_latex_text_is_ascii_whatever_the_store_holds():
+    """pdflatex with the report's preamble stops on most characters past ASCII (CJK,
+    Cyrillic, a thorn): store text is written with them as visible ``\\uXXXX`` text."""
+    from softrank.audit.escape import tex
+
+    out = tex("Zürich 中文 Þ \U0001F600 a_b \u202e")
+    assert out.isascii()
+    assert out == (r"Z\textbackslash{}u00fcrich \textbackslash{}u4e2d\textbackslash{}u6587 "
+                   r"\textbackslash{}u00de \textbackslash{}U0001f600 a\_b "
+                   r"\textbackslash{}u202e")

@@ -56,11 +56,23 @@ def md_code(s: object) -> str:
     return f"{fence}{pad}{text}{pad}{fence}"
 
 
+def _tex_char(ch: str) -> str:
+    if ch in _TEX:
+        return _TEX[ch]
+    if ord(ch) < 128:
+        return ch
+    # the report's preamble loads no font or input encoding beyond LaTeX's defaults, where
+    # most characters past ASCII (CJK, Cyrillic, a thorn) stop pdflatex: written as the
+    # visible rule writes hidden ones
+    n = ord(ch)
+    return rf"\textbackslash{{}}u{n:04x}" if n <= 0xFFFF else rf"\textbackslash{{}}U{n:08x}"
+
+
 def tex(s: object) -> str:
-    """Returns ``s`` as literal LaTeX text: hidden characters made visible, then every
-    character special to TeX (and ``< > |``, which OT1 fonts mis-render) replaced by its
-    text command."""
-    return "".join(_TEX.get(ch, ch) for ch in visible(s))
+    """Returns ``s`` as literal LaTeX text in ASCII: hidden characters made visible, every
+    character special to TeX (and ``< > |``, which OT1 fonts mis-render) replaced by its text
+    command, and every character past ASCII written as the text ``\\uXXXX``."""
+    return "".join(_tex_char(ch) for ch in visible(s))
 
 
 def tex_comment(s: object) -> str:
