@@ -123,9 +123,13 @@ def test_block_width_summary_counts_exactly():
         ("f", 8, 2), ("f", 12, 1), ("g", 8, 1)]
     assert rows[0]["budgets"]["4"] == {"feasible": 0, "impossible": 1, "unresolved": 1}
     assert rows[0]["budgets"]["8"] == {"feasible": 1, "impossible": 1, "unresolved": 0}
-    table = T.block_tables(records, [4, 8])["block_widths"]
+    # exact shares in the rows (report.json keeps them); the table only formats them
+    assert rows[0]["shares"]["4"] == {"feasible": "0", "impossible": "1/2",
+                                      "unresolved": "1/2"}
+    table = T.block_tables(rows, [4, 8])["block_widths"]
     assert table["rows"][0] == ["f", "0.25", "8", "9 x 8", "4", "2", "0.0%", "50.0%", "50.0%"]
-    assert T.block_tables([r for r in records if r["record_kind"] != "block"], [4]) == {}
+    assert T.block_tables(T.summarize_block_widths(
+        [r for r in records if r["record_kind"] != "block"], [4]), [4]) == {}
 
 
 def test_hub_id_is_refused_with_advice(tmp_path, capsys):

@@ -164,7 +164,8 @@ def build_report(records: list[dict[str, Any]], *, store: dict[str, Any], tier: 
     tight_table = table_set.pop("tightened", None)
     if tight_table is not None:
         table_set["tightened"] = tight_table
-    table_set.update(tables.block_tables(records, budgets))
+    block_rows = tables.summarize_block_widths(records, budgets)
+    table_set.update(tables.block_tables(block_rows, budgets))
     table_set.update(tables.interval_tables(intervals, settings))
     if per_layer:
         table_set["layers"] = tables.layer_table(per_layer)
@@ -179,6 +180,7 @@ def build_report(records: list[dict[str, Any]], *, store: dict[str, Any], tier: 
         "summary": summary,
         "tables": table_set,
         "groups": groups, "intervals": intervals, "layers": per_layer,
+        "block_widths": block_rows,
         "pairs": pairs, "not_proved": changed,
         "not_confirmed": changed,  # the older key (deprecated)
         "errors": [{"bracket": r["bracket"], "error": r["error"]} for r in records

@@ -656,8 +656,9 @@ def summarize_block_widths(records: list[dict[str, Any]], budgets: Sequence[int]
     of ``block`` records (common-prefix blocks of causal heads; N = the block's key count).
 
     Keys: family, eps, width, shapes, operators (pairs), budgets {k: {verdict: count}} (on the
-    brackets tightened across eps; an operator's records are all block records).  Rows
-    are sorted by (family, eps, width).
+    brackets tightened across eps; an operator's records are all block records) and shares
+    {k: {verdict: exact share as a fraction string, ``_q``}}.  Rows are sorted by (family,
+    eps, width).
     """
     from .tightening import attach
 
@@ -671,28 +672,27 @@ def summarize_block_widths(records: list[dict[str, Any]], budgets: Sequence[int]
         row: dict[str, Any] = {"family": fam, "eps": eps, "width": width, "operators": len(ps),
                                "shapes": [list(s) for s in sorted({tuple(p["shape"])
                                                                    for p in ps})],
-                               "budgets": {}}
+                               "budgets": {}, "shares": {}}
         for k in budgets:  # verdicts on the brackets tightened across eps
             c = Counter(p["tightened"]["budgets"][str(k)] for p in ps)
             row["budgets"][str(k)] = {v: c.get(v, 0) for v in VERDICTS}
+            row["shares"][str(k)] = {v: _q(Fraction(c.get(v, 0), len(ps))) for v in VERDICTS}
         rows.append(row)
     return rows
 
 
-def block_tables(records: list[dict[str, Any]], budgets: Sequence[int]) -> dict[str, Any]:
-    """Returns {"block_widths": table} (budget shares by block width N) when the records hold
-    ``block`` operators, else {}; same table layout as ``build_tables``."""
-    rows = summarize_block_widths(records, budgets)
+def block_tables(rows: list[dict[str, Any]], budgets: Sequence[int]) -> dict[str, Any]:
+    """Returns {"block_widths": table} (budget shares by block width N) from the rows of
+    :func:`summarize_block_widths` (none: {}); same table layout as ``build_tables``.
+    Display only: the shares are the rows' exact ones, formatted."""
     if not rows:
         return {}
     cells = []
     for g in rows:
-        n = g["operators"]
         for k in budgets:
-            c = g["budgets"][str(k)]
+            sh = g["shares"][str(k)]
             cells.append([g["family"], fmt_eps(g["eps"]), str(g["width"]), fmt_shape(g["shapes"]),
-                          str(k), str(n),
-                          *(fmt_share(_q(Fraction(c[v], n))) for v in VERDICTS)])
+                          str(k), str(g["operators"]), *(fmt_share(sh[v]) for v in VERDICTS)])
     return {"block_widths": {
         "title": "Common-prefix blocks by width N: share of (operator, eps) pairs feasible / "
                  "impossible / unresolved at each budget (brackets tightened across eps)",
