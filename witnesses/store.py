@@ -468,9 +468,10 @@ class StoreReader:
                 f"{len(self.brackets)} brackets)")
 
 
-def stale_brackets(reader: StoreReader, ids: Iterator[str] | list[str]) -> list[str]:
-    """Returns those of the bracket ``ids`` whose array file, or whose operator's, no longer
-    has the sha256 its record states (or is refused or unreadable), in the order given.
+def stale_brackets(reader: StoreReader, brackets: list[BracketRecord]) -> list[str]:
+    """Returns the ids of those ``brackets`` (records of ``reader``) whose array file, or
+    whose operator's, no longer has the sha256 its record states (or is refused or
+    unreadable), in the order given.
 
     The record files pin every array by its digest, but a result kept from an earlier run
     (an audit's journal) was computed from the bytes read then: whoever reuses one must
@@ -494,14 +495,12 @@ def stale_brackets(reader: StoreReader, ids: Iterator[str] | list[str]) -> list[
                 seen[rel] = False
         return seen[rel]
 
-    by_id = {b.id: b for b in reader.brackets}
     out = []
-    for i in ids:
-        b = by_id[i]
+    for b in brackets:
         op = reader.operator(b.operator)
         if not (same(b.file, b.sha256, f"{b.id}.file") and same(op.file, op.sha256,
                                                                   f"{op.id}.file")):
-            out.append(i)
+            out.append(b.id)
     return out
 
 

@@ -188,7 +188,7 @@ def run_audit(store: str | Path, out: str | Path, *, jobs: int = 1,
                   file=sys.stderr)
         # the records pin each array by its digest; a journaled verdict was computed from the
         # bytes read then, so it is reused only while they still hash to that digest
-        stale = stale_brackets(reader, [i for i in ids if i in journal.records])
+        stale = stale_brackets(reader, [b for b in reader.brackets if b.id in journal.records])
         if stale:
             print(shown(f"softrank-certify: {journal.path}: {len(stale)} journaled records name "
                         "array files that changed since they were checked; checking them "

@@ -490,6 +490,7 @@ def _add_operators(store: Store, root: Path, source: Iterator[Any], eps_list: li
     existing = set(store.operator_ids)
     have = store.bracket_ids
     reader = open_store(root) if existing else None
+    by_id = {b.id: b for b in reader.brackets} if reader is not None else {}
     jobs: list[tuple[Any, ...]] = []
     new_ops = 0
     seen: set[str] = set()
@@ -512,7 +513,8 @@ def _add_operators(store: Store, root: Path, source: Iterator[Any], eps_list: li
         wanted = {bracket_id(op.id, e, u): (e, u) for e in eps_list for u in uppers}
         skip = set(wanted) & have
         if skip:
-            _skipped_intact(reader, root, {i: wanted[i] for i in skip}, op.id)
+            _skipped_intact(reader, root, [(by_id[i], *wanted[i]) for i in sorted(skip)],
+                            op.id)
         if len(skip) < len(eps_list) * len(uppers):
             jobs.append((op.id, A, logits, eps_list, uppers, lowers, skip, budgets))
     store.flush()
@@ -536,21 +538,21 @@ def _same_operator(root: Path, op_id: str, stored: np.ndarray, given: np.ndarray
                          field=op_id, source=str(root / "operators.jsonl"))
 
 
-def _skipped_intact(reader: Any, root: Path, skip: dict[str, tuple[Fraction, str]],
+def _skipped_intact(reader: Any, root: Path, skip: list[tuple[Any, Fraction, str]],
                     op_id: str) -> None:
-    """Raises InputError unless every bracket a resumed run skips is what its id says (this
-    operator, eps and upper producer) and its arrays still have their recorded digests: a
-    skipped bracket is never looked at again by this run."""
+    """Raises InputError unless every bracket a resumed run skips (record, the eps and upper
+    producer its id names) is what its id says (this operator, eps and upper producer) and
+    its arrays still have their recorded digests: a skipped bracket is never looked at again
+    by this run."""
     src = str(root / "brackets.jsonl")
-    by_id = {b.id: b for b in reader.brackets}
-    for bid, (eps, upper) in sorted(skip.items()):
-        b = by_id[bid]
+    for b, eps, upper in skip:
+        bid = b.id
         if b.operator != op_id or b.eps != eps or b.producer.get("upper") != upper:
             raise InputError(f"the record does not match its id (operator {b.operator!r}, eps "
                              f"{b.eps}, upper producer {b.producer.get('upper')!r}); a resumed "
                              "run would skip it in place of the bracket its id names",
                              field=bid, source=src)
-    stale = stale_brackets(reader, sorted(skip))
+    stale = stale_brackets(reader, [b for b, _, _ in skip])
     if stale:
         raise InputError("its array file (or its operator's) no longer has the sha256 its "
                          "record states (changed or corrupt); a resumed run does not build on "
