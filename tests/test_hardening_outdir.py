@@ -199,11 +199,15 @@ def test_store_append_never_writes_through_links(tmp_path, store):
     (store / "operators.jsonl").rename(tmp_path / "ops")
     (store / "operators.jsonl").symlink_to(tmp_path / "ops")  # readable, and a trap to write
     before = (tmp_path / "ops").stat()
-    st = Store.open(store)
-    st.close()
-    assert not (store / "operators.jsonl").is_symlink() and (store / "operators.jsonl").is_file()
+    # a record file that is a link is refused before anything is read or written
+    with pytest.raises(InputError) as info:
+        Store.open(store)
+    assert info.value.source == str(store / "operators.jsonl")
+    assert "symbolic link" in str(info.value)
     after = (tmp_path / "ops").stat()
     assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+    (store / "operators.jsonl").unlink()
+    (tmp_path / "ops").rename(store / "operators.jsonl")
     # arrays/ swapped for a link to another folder: refused, nothing written there
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
