@@ -147,8 +147,9 @@ def work_limited_bracket(A: object, upper: Mapping | None, lower: Mapping | None
                         upper_claim=up.rank if up is not None else None,
                         lower_claim=lo.rank if lo is not None else None,
                         upper_check=up, lower_check=lo,
-                        upper=min(m, N), lower=0, upper_outcome=_outcome(up),
-                        lower_outcome=_outcome(lo))
+                        upper=min(m, N), lower=0,
+                        upper_result="absent" if up is None else "undecided",
+                        lower_result="absent" if lo is None else "undecided")
 
 
 def _outcome(c: Check | None) -> Outcome:

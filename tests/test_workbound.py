@@ -350,3 +350,24 @@ def test_intrinsic_record_over_the_limit_is_refused_by_name(tmp_path):
     limited = list(iter_intrinsic_checks(open_store(root), max_work=1000))
     assert limited[0]["error"].count(LIMITED) == 1 and "kappa" not in limited[0]
     assert limited[0]["id"] in limited[0]["error"]
+
+
+def test_a_record_whose_slack_is_over_the_limit_ends_undecided_not_in_a_crash(tmp_path,
+                                                                                  capsys):
+    """Where the operator slack chi (A versus the softmax of its stored logits) could not be
+    enclosed within --max-work, building the record's bracket raised TypeError (exit 3)."""
+    rng = np.random.default_rng(5)
+    np.savez(tmp_path / "l.npz", logits=3 * rng.standard_normal((2, 8, 8)))
+    store = tmp_path / "s"
+    assert main(["produce", str(store), "--npz", str(tmp_path / "l.npz"), "--eps", "0.25",
+                 "--producers", "tsvd", "keyset", "--quiet"]) == 0
+    capsys.readouterr()
+    assert main(["check", str(store), "--json", "--max-work", "1"]) == 1
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["summary"]["work_limited"] == doc["summary"]["brackets"] == 2
+    for r in doc["records"]:
+        assert r["upper_result"] == r["lower_result"] == "undecided"
+        assert (r["lower"], r["upper"]) == (0, 8)  # the ends that hold for every matrix
+        assert r["upper_check"]["reason"].startswith(LIMITED)
+    # with the default limit the same store is proved
+    assert main(["check", str(store), "--json"]) == 0
