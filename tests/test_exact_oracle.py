@@ -222,3 +222,30 @@ def test_inputs_in_every_rational_form():
 def test_oracle_refuses_huge_cells():
     with pytest.raises(InputError, match="limit"):
         oracle([[1] * 33], "1/4")
+
+
+def test_verify_result_reports_malformed_results_instead_of_raising():
+    """Tampered results (a ragged witness, a float entry, a record replaced by None, an index
+    past the cell) raised ValueError, AttributeError or IndexError from the re-checks."""
+    import copy
+
+    r = oracle([[1, 0], [0, 1], ["1/2", "1/2"]], "1/10")
+    assert verify_result(r) == []
+    tampered = []
+    t = copy.deepcopy(r)
+    t.witness.B = t.witness.B[:-1]
+    tampered.append(t)
+    t = copy.deepcopy(r)
+    t.witness.B[0][0] = 1.0
+    tampered.append(t)
+    e = oracle([[2, 0], [0, 1]], "1/4", "stochastic")
+    assert e.lower_certificate.kind == "empty" and verify_result(e) == []
+    t = copy.deepcopy(e)
+    t.lower_certificate.data["row"] = 7
+    tampered.append(t)
+    t = copy.deepcopy(e)
+    t.lower_certificate.data = {}
+    tampered.append(t)
+    for t in tampered:
+        problems = verify_result(t)
+        assert problems and any("malformed" in p for p in problems)
