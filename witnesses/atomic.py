@@ -213,14 +213,16 @@ def _fsync_fd(fd: int) -> None:
         pass
 
 
-def read_regular(path: str | os.PathLike, *, field: str = "file") -> bytes:
-    """Returns the bytes of ``path`` when it is a regular file and not a symbolic link.
+def open_regular(path: str | os.PathLike, *, field: str = "file") -> IO[bytes]:
+    """Returns ``path`` opened for binary reading when it is a regular file and not a
+    symbolic link.
 
     A store comes from someone else: a record file linked to another store's, or to
     ``/proc/self/environ``, would otherwise be read (and its header copied into a report) as
-    if it were the store's own.  The file is opened with ``O_NOFOLLOW`` and checked on its
-    descriptor, so nothing swapped in between is read either.  Raises InputError (``field``,
-    source ``path``) for a link, a folder, a FIFO or device, or a missing file.
+    if it were the store's own.  The file is opened with ``O_NOFOLLOW`` (and ``O_NONBLOCK``,
+    so a FIFO cannot stall the open) and checked on its descriptor, so nothing swapped in
+    between is read either.  Raises InputError (``field``, source ``path``) for a link, a
+    folder, a FIFO or device, or a missing file.
     """
     src = str(path)
     try:
@@ -233,7 +235,14 @@ def read_regular(path: str | os.PathLike, *, field: str = "file") -> bytes:
             raise InputError("is a symbolic link; the store's record files must be regular "
                              "files inside it", field=field, source=src) from None
         raise InputError(f"cannot be read: {err.strerror}", field=field, source=src) from None
-    with os.fdopen(fd, "rb") as fh:
-        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
-            raise InputError("is not a regular file", field=field, source=src)
+    fh = os.fdopen(fd, "rb")
+    if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+        fh.close()
+        raise InputError("is not a regular file", field=field, source=src)
+    return fh
+
+
+def read_regular(path: str | os.PathLike, *, field: str = "file") -> bytes:
+    """Returns the bytes of ``path`` opened by :func:`open_regular` (same refusals)."""
+    with open_regular(path, field=field) as fh:
         return fh.read()

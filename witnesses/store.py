@@ -34,7 +34,7 @@ from softrank.certify.lower.rowset import MAX_RANK as ROWSET_MAX_RANK  # = polyt
 from softrank.certify.rationals import parse_eps, to_rational
 
 from . import jsonexact
-from .atomic import read_regular, write_atomic, write_text_atomic
+from .atomic import open_regular, read_regular, write_atomic, write_text_atomic
 from .npzsafe import read_npz
 
 FORMAT_NAME = "softrank-brackets"
@@ -483,10 +483,7 @@ def stale_brackets(reader: StoreReader, brackets: list[BracketRecord]) -> list[s
         if rel not in seen:
             try:
                 path = safe_member_path(reader.root, rel, fld, str(reader.root))
-                fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
-                with os.fdopen(fd, "rb") as fh:
-                    if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
-                        raise OSError("not a regular file")
+                with open_regular(path, field=fld) as fh:
                     h = hashlib.sha256()
                     for chunk in iter(lambda: fh.read(1 << 20), b""):
                         h.update(chunk)
