@@ -160,3 +160,34 @@ def test_a_record_file_that_is_a_fifo_is_refused_without_blocking(tmp_path):
     with pytest.raises(InputError) as err:
         open_store(root)
     assert "regular file" in err.value.reason
+
+
+def test_one_writer_at_a_time_and_temps_of_an_interrupted_one_removed(tmp_path):
+    """Two writers each rewrite the record files from their own records, so the later one
+    dropped the other's brackets; a killed writer's temporary files stayed for good."""
+    from softrank.witnesses import Store
+
+    root = tmp_path / "s"
+    build_store(root)
+    first = Store.open(root)
+    with pytest.raises(InputError) as err:
+        Store.open(root)
+    assert "another writer" in err.value.reason and err.value.source == str(root)
+    first.close()
+    # what write_atomic leaves when killed between create and rename, and look-alikes
+    left = [root / "arrays" / ".x.npz.0123456789ab.tmp", root / ".brackets.jsonl.abcdef012345.tmp"]
+    kept = [root / "arrays" / ".x.npz.tmp", root / "arrays" / "notes.0123456789ab.tmp"]
+    for p in left + kept:
+        p.write_bytes(b"partial")
+    (tmp_path / "target").write_bytes(b"keep")
+    os.symlink(tmp_path / "target", root / "arrays" / ".y.npz.0123456789ab.tmp")
+    with Store.open(root) as again:
+        assert again.operator_ids
+    assert not any(p.exists() for p in left) and all(p.exists() for p in kept)
+    assert not (root / "arrays" / ".y.npz.0123456789ab.tmp").is_symlink()
+    assert (tmp_path / "target").read_bytes() == b"keep"  # the link went, not its target
+    fresh = Store.create(tmp_path / "new")
+    with pytest.raises(InputError):
+        Store.open(tmp_path / "new")
+    fresh.close()
+    Store.open(tmp_path / "new").close()

@@ -14,6 +14,7 @@ Arrays are always loaded with ``allow_pickle=False``.  Every problem is an
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import math
 import os
@@ -649,6 +650,7 @@ class Store:
         self.flush_seconds = flush_seconds
         self._flushed_at = time.monotonic()
         self._held = 0
+        self._lock: int | None = None  # descriptor of the root holding this writer's flock
 
     @classmethod
     def create(cls, path: str | Path, *, description: str = "", **header: Any) -> Store:
@@ -660,26 +662,49 @@ class Store:
             raise InputError("refusing to create a store in a non-empty folder", field="path",
                              source=str(root))
         (root / "arrays").mkdir(parents=True, exist_ok=True)
+        lock = _lock_writer(root)
         head = {"format": FORMAT_NAME, "version": FORMAT_VERSION, "description": description,
                 **header}
-        write_text_atomic(root / "store.json", jsonexact.dumps(head, indent=2) + "\n",
-                          root=root, field="store")
+        try:
+            write_text_atomic(root / "store.json", jsonexact.dumps(head, indent=2) + "\n",
+                              root=root, field="store")
+        except BaseException:
+            os.close(lock)
+            raise
         store = cls(root, head, [], [])
+        store._lock = lock
         store.flush()
         return store
 
     @classmethod
     def open(cls, path: str | Path) -> Store:
-        """Opens an existing store to add records (to resume an interrupted producer run)."""
-        reader = open_store(path)
-        ops = [o.to_json() for o in reader.operators]
-        brs = [b.to_json() for b in reader.brackets]
-        # meta and claims are the producers' own numbers (never a verdict): keep them as the
-        # file spells them, so that appending to a store rewrites its earlier records unchanged
-        # (the exact reader turns 0.25 into Fraction(1, 4), which would be written as "1/4")
-        _keep_as_written(reader.root / "operators.jsonl", ops, "meta")
-        _keep_as_written(reader.root / "brackets.jsonl", brs, "claims")
-        return cls(reader.root, reader.header, ops, brs)
+        """Opens an existing store to add records (to resume an interrupted producer run).
+
+        Raises InputError naming the folder while another writer has it open: two writers
+        would each rewrite the record files from their own records, and the later rewrite
+        would drop the other's.  Temporary files an interrupted writer left (``.*.tmp`` of
+        :func:`~witnesses.atomic.write_atomic`'s naming) are removed once the lock is held.
+        """
+        root = Path(path)
+        if not root.is_dir():
+            raise InputError("not a store directory", field="path", source=str(root))
+        lock = _lock_writer(root)
+        try:
+            reader = open_store(root)
+            ops = [o.to_json() for o in reader.operators]
+            brs = [b.to_json() for b in reader.brackets]
+            # meta and claims are the producers' own numbers (never a verdict): keep them as
+            # the file spells them, so that appending to a store rewrites its earlier records
+            # unchanged (the exact reader turns 0.25 into Fraction(1, 4), written as "1/4")
+            _keep_as_written(reader.root / "operators.jsonl", ops, "meta")
+            _keep_as_written(reader.root / "brackets.jsonl", brs, "claims")
+            _remove_stale_temps(root)
+        except BaseException:
+            os.close(lock)
+            raise
+        store = cls(reader.root, reader.header, ops, brs)
+        store._lock = lock
+        return store
 
     def add_provenance(self, provenance: Mapping[str, Any]) -> None:
         """Merges ``provenance`` (lists under keys such as "models" and "inputs") into the
@@ -881,7 +906,43 @@ class Store:
         self._flushed_at = time.monotonic()
 
     def close(self) -> None:
-        self.flush()
+        try:
+            self.flush()
+        finally:
+            if self._lock is not None:
+                os.close(self._lock)  # releases the flock
+                self._lock = None
+
+
+#: Names ``witnesses.atomic.write_atomic`` gives its temporary files.
+_TEMP_NAME = re.compile(r"^\..+\.[0-9a-f]{12}\.tmp\Z")
+
+
+def _lock_writer(root: Path) -> int:
+    """Returns a descriptor of the folder ``root`` holding an exclusive flock on it; raises
+    InputError naming ``root`` when another writer holds it (the lock goes with the
+    descriptor, so a killed writer leaves none behind, and no file is added to the store)."""
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0))
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise InputError("another writer has this store open (a produce run still going?); "
+                         "wait for it, or write to another store", field="path",
+                         source=str(root)) from None
+    return fd
+
+
+def _remove_stale_temps(root: Path) -> None:
+    """Removes the temporary files an interrupted writer left in ``root`` and ``root/arrays``
+    (names only of :data:`_TEMP_NAME`'s form, never followed; the writer's lock is held)."""
+    for folder in (root, root / "arrays"):
+        if folder.is_symlink() or not folder.is_dir():
+            continue
+        with os.scandir(folder) as it:
+            for entry in it:
+                if _TEMP_NAME.match(entry.name) and not entry.is_dir(follow_symlinks=False):
+                    os.unlink(entry.path)
 
 
 def _as_written(native: Any, exact: Any) -> Any:
