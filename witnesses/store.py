@@ -669,7 +669,8 @@ class Store:
             write_text_atomic(root / "store.json", jsonexact.dumps(head, indent=2) + "\n",
                               root=root, field="store")
         except BaseException:
-            os.close(lock)
+            if lock is not None:
+                os.close(lock)
             raise
         store = cls(root, head, [], [])
         store._lock = lock
@@ -698,9 +699,11 @@ class Store:
             # unchanged (the exact reader turns 0.25 into Fraction(1, 4), written as "1/4")
             _keep_as_written(reader.root / "operators.jsonl", ops, "meta")
             _keep_as_written(reader.root / "brackets.jsonl", brs, "claims")
-            _remove_stale_temps(root)
+            if lock is not None:  # without it the temporaries may be another writer's
+                _remove_stale_temps(root)
         except BaseException:
-            os.close(lock)
+            if lock is not None:
+                os.close(lock)
             raise
         store = cls(reader.root, reader.header, ops, brs)
         store._lock = lock
@@ -918,10 +921,13 @@ class Store:
 _TEMP_NAME = re.compile(r"^\..+\.[0-9a-f]{12}\.tmp\Z")
 
 
-def _lock_writer(root: Path) -> int:
+def _lock_writer(root: Path) -> int | None:
     """Returns a descriptor of the folder ``root`` holding an exclusive flock on it; raises
     InputError naming ``root`` when another writer holds it (the lock goes with the
-    descriptor, so a killed writer leaves none behind, and no file is added to the store)."""
+    descriptor, so a killed writer leaves none behind, and no file is added to the store).
+    Returns None where the file system takes no lock on a folder (NFS emulates flock with
+    byte-range locks, which need a file open for writing): the store is then written as
+    before, unlocked."""
     fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0))
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -930,6 +936,9 @@ def _lock_writer(root: Path) -> int:
         raise InputError("another writer has this store open (a produce run still going?); "
                          "wait for it, or write to another store", field="path",
                          source=str(root)) from None
+    except OSError:
+        os.close(fd)
+        return None
     return fd
 
 
