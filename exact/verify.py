@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from .bracket import verify_decoder, verify_witness
+from .bracket import Certificate, verify_decoder, verify_witness
 from .linalg import row1_norm, simplex_distance
 from .minors import verify_minor
 from .nerve import verify_nerve
@@ -59,9 +59,9 @@ def verify_result(res: ExactResult) -> list[str]:
 MALFORMED = (TypeError, ValueError, AttributeError, IndexError, KeyError)
 
 
-def _lower_ok(A: object, eps: Fraction, st: bool, cert: object) -> bool:
+def _lower_ok(A: object, eps: Fraction, st: bool, cert: Certificate) -> bool:
     """Whether the lower certificate ``cert`` re-checks exactly from (A, eps)."""
-    kind = cert.kind  # type: ignore[attr-defined]
+    kind = cert.kind
     if kind == "trivial":
         ok = cert.bound == 0
     elif kind == "nonzero":
