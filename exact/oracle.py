@@ -158,17 +158,18 @@ def oracle(A: object, eps: object, mode: str = "unrestricted", *,
     ints, Fractions, sympy Rationals or strings; 0 < eps < 1.
 
     ``budget`` (seconds) bounds the nerve-chain search and, separately, the subspace search.
-    ``total_budget`` (seconds; the CLI's ``--budget``) bounds every step after the mandatory
-    ends (the nonzero certificate and the base witness B = A or its simplex projection): the
-    rank-one search, decoders, heuristic witnesses, nerve chains, minor signs and the subspace
-    search stop when it runs out, also inside their loops (:mod:`exact.budget`; an enclosing
-    ``budget.deadline``, such as the CLI's started before the cell was read, ends it
-    earlier).  A step cut short proves nothing and changes
+    ``total_budget`` (seconds; the CLI's ``--budget``; default ``2 * budget + 60``: the two
+    searches and a minute for the rest, so that no call is unbounded) bounds every step after
+    the mandatory ends (the nonzero certificate and the base witness B = A or its simplex
+    projection): the rank-one search, decoders, heuristic witnesses, nerve chains, minor signs
+    and the subspace search stop when it runs out, also inside their loops
+    (:mod:`exact.budget`; an enclosing ``budget.deadline``, such as the CLI's started before
+    the cell was read, ends it earlier).  A step cut short proves nothing and changes
     nothing; the result then notes that the time budget was used up.
     """
     stochastic = _mode_flag(mode, stochastic)
     if total_budget is None:
-        return _oracle(A, eps, stochastic, complete, budget)
+        total_budget = 2 * budget + DEFAULT_BUDGET
     with deadline(total_budget):
         return _oracle(A, eps, stochastic, complete, min(budget, total_budget))
 

@@ -284,6 +284,26 @@ def test_oracle_budget_zero_on_a_big_number_cell_returns_quickly(tmp_path, capsy
     assert (res.lower, res.upper) == (1, 6) and res.witness.error == 0
 
 
+def test_oracle_without_total_budget_still_runs_under_a_deadline(monkeypatch):
+    # a library call that names only ``budget`` once ran the unbudgeted steps for minutes
+    import importlib
+
+    B = importlib.import_module("softrank.exact.budget")
+    O = importlib.import_module("softrank.exact.oracle")
+
+    seen = []
+
+    def spy(A, eps, stochastic, complete, budget):
+        seen.append((budget, B.remaining()))
+        return "spied"
+
+    monkeypatch.setattr(O, "_oracle", spy)
+    assert O.oracle([["1/2", "1/2"]], "1/4", budget=5) == "spied"
+    assert seen[0][0] == 5 and seen[0][1] <= 2 * 5 + O.DEFAULT_BUDGET
+    assert O.oracle([["1/2", "1/2"]], "1/4", budget=5, total_budget=1) == "spied"
+    assert seen[1][0] == 1 and seen[1][1] <= 1
+
+
 # --- produce --images: the vetted reader -----------------------------------------------------
 
 def _npy_header(shape, descr="<f8") -> bytes:
