@@ -148,6 +148,24 @@ def float_up(q: Fraction) -> float:
     return f
 
 
+def qstr(q: Fraction | int) -> str:
+    """Returns the exact decimal spelling of ``q`` ("n" or "n/d", as ``str(Fraction)`` spells
+    it) at any size.
+
+    Python's ``str`` refuses integers of more than ``sys.get_int_max_str_digits()`` digits
+    (4300 by default). Every parsed input stays below that (MAX_BITS), but a threshold built
+    from two of them (t = eps + chi, m t^2) or an exact value built on it need not; flint's
+    fmpz has no such limit, and every such number is bounded by the inputs' sizes."""
+    q = Fraction(q)
+    n, d = q.numerator, q.denominator
+    if max(n.bit_length(), d.bit_length()) <= MAX_BITS:
+        return str(q)
+    from flint import fmpz
+
+    s = str(fmpz(n))
+    return s if d == 1 else f"{s}/{fmpz(d)}"
+
+
 def fmt(q: Fraction, digits: int = 6) -> str:
     """A short decimal rendering of ``q`` for humans (not for computation)."""
     if q == 0:

@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Literal
 
+from .rationals import qstr
+
 Status = Literal["holds", "fails", "undecided"]
 Tier = Literal["float64", "arb", "exact"]
 TIERS: tuple[str, ...] = ("float64", "arb", "exact")
@@ -43,7 +45,7 @@ class Enclosure:
         return float(self.lo), float(self.hi)
 
     def to_json(self) -> dict[str, str]:
-        return {"lo": str(self.lo), "hi": str(self.hi)}
+        return {"lo": qstr(self.lo), "hi": qstr(self.hi)}
 
 
 @dataclass(frozen=True)
@@ -120,14 +122,14 @@ class Check:
             "status": self.status,
             "kind": self.kind,
             "rank": self.rank,
-            "eps": str(self.eps),
-            "threshold": str(self.threshold),
+            "eps": qstr(self.eps),
+            "threshold": qstr(self.threshold),
             "value": self.value.to_json() if self.value else None,
             "margin": self.margin.to_json() if self.margin else None,
             "tier": self.tier,
             "tiers_run": list(self.tiers_run),
             "precision": self.precision,
-            "chi": str(self.chi),
+            "chi": qstr(self.chi),
             "claim": self.claim,
             "sense": self.detail.get("sense", "<="),
             **({"reason": str(self.detail["reason"])} if "reason" in self.detail else {}),

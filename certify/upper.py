@@ -13,7 +13,7 @@ from .arrays import as_matrix, require_all_finite
 from .errors import InputError
 from .numerics import workbound
 from .numerics.rowl1 import decide_max_row_l1
-from .rationals import parse_eps, to_rational
+from .rationals import parse_eps, qstr, to_rational
 from .result import Check, check_tier
 
 
@@ -74,7 +74,8 @@ def check_upper(A: object, U: object, V: object, eps: object, *, rank: int | Non
     A, U, V = witness_arrays(A, U, V, rank, source=source)
     k = U.shape[1]
     t = eps_q - chi_q
-    claim = f"||A - UV||_row1 <= {t}" if chi_q == 0 else f"||A - UV||_row1 <= eps - chi = {t}"
+    claim = (f"||A - UV||_row1 <= {qstr(t)}" if chi_q == 0
+             else f"||A - UV||_row1 <= eps - chi = {qstr(t)}")
     if t < 0:
         # no error is negative: the claim is false whatever the arrays (after validation)
         require_all_finite(source, A=A, U=U, V=V)

@@ -28,6 +28,8 @@ from typing import Any
 
 import numpy as np
 
+from softrank.certify.rationals import qstr
+
 MAX_DIGITS = 4000  # beyond this a number is refused rather than expanded
 MAX_DEPTH = 64  # stores nest 3 or 4 levels deep; 64 leaves room and stays far from recursion
 _MAX_DIGITS = MAX_DIGITS  # old private name, kept for importers
@@ -124,7 +126,7 @@ def split_lines(text: str) -> list[str]:
 
 def _default(o: Any) -> Any:
     if isinstance(o, Fraction):
-        return str(o)
+        return qstr(o)
     if isinstance(o, np.integer):
         return int(o)
     if isinstance(o, np.floating):

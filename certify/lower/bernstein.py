@@ -32,6 +32,7 @@ from ..numerics.ballmat import (
 )
 from ..numerics.rounding import up
 from ..numerics.tiers import safe_max_lower, safe_max_upper
+from ..rationals import qstr
 from ..result import Check, Enclosure
 
 ARRAYS = ("W", "P", "J")
@@ -98,7 +99,7 @@ def check_bernstein(A: np.ndarray, W: np.ndarray, P: np.ndarray, t: Fraction, *,
     r = tiers.escalate(tiers.plan(tier, ARB_PRECISIONS), parts_of, value_of)
     return Check(status=r.status, kind="bernstein", rank=p, eps=eps,  # type: ignore[arg-type]
                  threshold=Fraction(1), value=r.value, tier=r.run[-1],
-                 claim=f"||P A W - W||_inf + ||P||_inf {t} < 1", chi=chi,
+                 claim=f"||P A W - W||_inf + ||P||_inf {qstr(t)} < 1", chi=chi,
                  precision=r.precision, tiers_run=tuple(r.run),
                  detail={"sense": "<", "parts": r.parts})
 

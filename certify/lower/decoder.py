@@ -20,6 +20,7 @@ from ..numerics.ballmat import (
     identity_minus,
 )
 from ..numerics.tiers import safe_max_lower, safe_max_upper
+from ..rationals import qstr
 from ..result import Check, Enclosure
 
 DECODER_ARB_PRECISIONS = (128, 256)
@@ -34,7 +35,7 @@ def check_decoder(A: np.ndarray, D: np.ndarray | None, W: np.ndarray | None, X: 
     then exact dyadics) is below 1, ``fails`` when it is proved >= 1.
     proofs_notes/lower_decoder.md."""
     kind = "submatrix" if sel is not None else "decoder"
-    claim = f"||I - X M||_inf + ||X D||_inf ||W||_inf {t} < 1"
+    claim = f"||I - X M||_inf + ||X D||_inf ||W||_inf {qstr(t)} < 1"
 
     def parts_of(tr: str, prec: int | None) -> Bounds | None:
         if tr == "float64":

@@ -10,6 +10,7 @@ import numpy as np
 
 from ..numerics import workbound
 from ..numerics.svd import enclose, frobenius_sq_enclosure
+from ..rationals import qstr
 from ..result import Check, Enclosure
 
 SVD_AUTO_TIERS = ("float64", "arb")
@@ -45,7 +46,7 @@ def check_frobenius(A: np.ndarray, L: int, t: Fraction, eps: Fraction, chi: Frac
     m, N = A.shape
     p = min(m, N)
     T = m * t * t
-    claim = f"sum_(i>={L}) sigma_i(A)^2 > m (eps+chi)^2 = {T}"
+    claim = f"sum_(i>={L}) sigma_i(A)^2 > m (eps+chi)^2 = {qstr(T)}"
     base = dict(kind="frobenius_tail", rank=L, eps=eps, threshold=T, claim=claim, chi=chi)
     if L > p:
         # the tail is empty: 0 > T is false for T > 0

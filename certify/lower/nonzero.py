@@ -8,6 +8,7 @@ from fractions import Fraction
 import numpy as np
 
 from ..numerics.rowl1 import decide_max_row_l1
+from ..rationals import qstr
 from ..result import Check
 
 
@@ -20,6 +21,6 @@ def check_nonzero(A: np.ndarray, t: Fraction, eps: Fraction, chi: Fraction, tier
     d = decide_max_row_l1(A, np.zeros((m, 0)), np.zeros((0, N)), t, tier=tier, source=source)
     status = {"fails": "holds", "holds": "fails"}.get(d.status, "undecided")
     return Check(status=status, kind="nonzero", rank=1, eps=eps, threshold=t,  # type: ignore[arg-type]
-                 value=d.value, tier=d.tier, claim=f"||A||_row1 > {t}", chi=chi,
+                 value=d.value, tier=d.tier, claim=f"||A||_row1 > {qstr(t)}", chi=chi,
                  precision=d.precision, tiers_run=d.tiers_run,
                  detail={"sense": ">", "rows_escalated": d.rows_escalated})

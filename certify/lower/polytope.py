@@ -45,6 +45,7 @@ from ..numerics.rounding import (
     up,
 )
 from ..numerics.tiers import safe_min_lower, safe_min_upper
+from ..rationals import qstr
 from ..result import Check, Enclosure
 
 ARRAYS = ("Y", "I", "F", "Z", "G")
@@ -354,7 +355,7 @@ def check_polytope(A: np.ndarray, Y: np.ndarray, I: np.ndarray, F: np.ndarray, Z
     tier always decides.
     """
     p = Y.shape[1]
-    claim = f"facets of conv(+-Y) labelled by rows with min sigma (A z_F)_i > {t}"
+    claim = f"facets of conv(+-Y) labelled by rows with min sigma (A z_F)_i > {qstr(t)}"
 
     def result(status: str, value: Enclosure | None, run: list[str], detail: dict) -> Check:
         return Check(status=status, kind="polytope", rank=p, eps=eps,  # type: ignore[arg-type]

@@ -29,6 +29,7 @@ from ..numerics import arbutil, dyadic, tiers, workbound
 from ..numerics.ballmat import Ball, ball_matmul
 from ..numerics.rounding import down, up
 from ..numerics.tiers import safe_min_lower, safe_min_upper
+from ..rationals import qstr
 from ..result import Check, Enclosure
 
 ARRAYS = ("I", "Z")
@@ -114,7 +115,7 @@ def check_rowset(A: np.ndarray, I: np.ndarray, Z: np.ndarray, t: Fraction, *,
     float64 (a-priori rounding bounds), arb at 128 and 256 bits, then exact dyadic integers,
     stopping at the first tier that decides; the exact tier always decides.
     """
-    return _decide("rowset", f"min_(s,i) sigma_i(s) (A[I] z_s)_i > {t}", None,
+    return _decide("rowset", f"min_(s,i) sigma_i(s) (A[I] z_s)_i > {qstr(t)}", None,
                    np.ascontiguousarray(A[I]), Z, t, eps, chi, tier)
 
 
@@ -126,7 +127,7 @@ def check_rowmix(A: np.ndarray, D: np.ndarray, Z: np.ndarray, t: Fraction, *,
     Returns a :class:`Check` of kind ``"rowmix"``, otherwise as :func:`check_rowset`: when
     it holds, every B with ||A - B||_row1 <= t has rank >= p (D B is within t of D A).
     """
-    return _decide("rowmix", f"min_(s,i) sigma_i(s) (D A z_s)_i > {t}", D, A, Z, t, eps,
+    return _decide("rowmix", f"min_(s,i) sigma_i(s) (D A z_s)_i > {qstr(t)}", D, A, Z, t, eps,
                    chi, tier)
 
 

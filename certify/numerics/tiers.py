@@ -21,6 +21,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from ..rationals import qstr
 from ..result import Enclosure
 
 Bounds = dict[str, tuple[Fraction, Fraction]]
@@ -69,7 +70,7 @@ def escalate(steps: list[tuple[str, int | None]],
         v = value_of(b)
         out.value = v if out.value is None else Enclosure(max(v.lo, out.value.lo),
                                                           min(v.hi, out.value.hi))
-        out.parts = {k: [str(x) for x in b[k]] for k in b}
+        out.parts = {k: [qstr(x) for x in b[k]] for k in b}
         if out.value.hi < 1:
             out.status = "holds"
             break
