@@ -18,6 +18,7 @@ from .arrays import as_matrix
 from .errors import InputError
 from .lower import check_lower
 from .numerics import workbound
+from .numerics.fpenv import quiet_floats
 from .numerics.workbound import DEFAULT_MAX_WORK
 from .rationals import parse_eps, to_rational
 from .result import Check, _short
@@ -173,6 +174,7 @@ def _result(c: Check | None, refuted: bool) -> Result:
     return {"holds": "proved", "fails": "does_not_hold"}.get(c.status, "undecided")  # type: ignore[return-value]
 
 
+@quiet_floats
 def check_bracket(A: object, upper: Mapping | None = None, lower: Mapping | None = None,
                   eps: object = None, *, tier: str = "auto", chi: object = 0,
                   source: str | None = None, max_work: int | None = None) -> BracketCheck:

@@ -29,6 +29,7 @@ from .arrays import as_matrix
 from .errors import InputError
 from .numerics import arbutil, workbound
 from .numerics.expbound import ALPHA0, ALPHA1, TINY, FloatTierError, U, exp_nonpos, gamma
+from .numerics.fpenv import quiet_floats
 from .rationals import float_down, float_up, to_rational
 
 Kind = Literal["logits", "block", "A"]
@@ -64,6 +65,7 @@ class Slack:
                 "precision": self.precision, "detail": dict(self.detail)}
 
 
+@quiet_floats
 def operator_slack(record: Mapping[str, Any], *, source: str | None = None) -> Slack:
     """Returns an enclosure [chi_lo, chi] of max_i sum_j |A_record_ij - A_hat_ij|.
 
@@ -91,6 +93,7 @@ MAX_RATIO = 2  # charged_slack keeps the float64 enclosure when chi <= MAX_RATIO
 NEGLIGIBLE = Fraction(1, 2**36)  # ... or when chi <= NEGLIGIBLE (about 1.5e-11)
 
 
+@quiet_floats
 def charged_slack(record: Mapping[str, Any], *, source: str | None = None) -> Slack:
     """Returns an enclosure [chi_lo, chi] of chi_true = ||A_record - A_hat||_row1 with
     chi <= max(2 chi_true, NEGLIGIBLE) (chi = 0 when A alone is the record; see below for

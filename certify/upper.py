@@ -12,6 +12,7 @@ import numpy as np
 from .arrays import as_matrix, require_all_finite
 from .errors import InputError
 from .numerics import workbound
+from .numerics.fpenv import quiet_floats
 from .numerics.rowl1 import decide_max_row_l1
 from .rationals import parse_eps, qstr, to_rational
 from .result import Check, check_tier
@@ -46,6 +47,7 @@ def witness_arrays(A: object, U: object, V: object, rank: int | None = None, *,
     return A, U, V
 
 
+@quiet_floats
 def check_upper(A: object, U: object, V: object, eps: object, *, rank: int | None = None,
                 tier: str = "auto", chi: object = 0, source: str | None = None,
                 max_work: int | None = None) -> Check:
@@ -95,6 +97,7 @@ def check_upper(A: object, U: object, V: object, eps: object, *, rank: int | Non
                  detail={"sense": "<=", "rows_escalated": d.rows_escalated})
 
 
+@quiet_floats
 def exact_error(A: np.ndarray, U: np.ndarray, V: np.ndarray) -> Fraction:
     """Returns max_i sum_j |A - U V|_ij exactly (a reference for tests and audits)."""
     from .numerics.rowl1 import exact_row_l1

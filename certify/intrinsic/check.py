@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import InputError
+from ..numerics.fpenv import quiet_floats
 from .inputs import factors
 from .interaction import Interaction
 from .kappa import kappa_bracket
@@ -32,6 +33,7 @@ class IntrinsicCheck:
                 "kappa": self.kappa.to_json(), "profile": self.profile.to_json()}
 
 
+@quiet_floats
 def check_intrinsic(C: Interaction, witness: Mapping[str, Any], eps: object, r: int, *,
                     tier: str = "auto") -> IntrinsicCheck:
     """Returns brackets that contain q(C - T), tau(T), kappa(T) and the profile for the

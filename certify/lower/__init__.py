@@ -34,6 +34,7 @@ import numpy as np
 from ..arrays import as_index_vector, as_matrix
 from ..errors import InputError
 from ..numerics import workbound
+from ..numerics.fpenv import quiet_floats
 from ..rationals import parse_eps, to_rational
 from ..result import Check
 from ..upper import check_tier
@@ -54,6 +55,7 @@ KINDS: dict[str, tuple[str, ...]] = {
 }
 
 
+@quiet_floats
 def check_lower(A: object, certificate: Mapping, eps: object, *, tier: str = "auto",
                 chi: object = 0, source: str | None = None,
                 max_work: int | None = None) -> Check:

@@ -45,6 +45,7 @@ from .ballmat import (
     split_residual_frob_upper,
     thread_workspace,
 )
+from .fpenv import quiet_floats
 from .rounding import down, up
 
 ARB_PREC = 128
@@ -104,6 +105,7 @@ class _Factors:
     Vt: np.ndarray
 
 
+@quiet_floats
 def singular_values(A: object, *, tier: str = "auto", source: str | None = None
                     ) -> SingularValues:
     """Returns enclosures of all p = min(m, N) singular values of the exact stored ``A``.

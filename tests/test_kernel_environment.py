@@ -1,0 +1,106 @@
+"""The kernel's answers do not depend on the caller's environment: thresholds past Python's
+int-to-str digit limit, and NumPy's floating-point error mode."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import flint
+import numpy as np
+import pytest
+
+from softrank.certify import check_bracket, check_lower, check_upper
+from softrank.certify.rationals import qstr
+from softrank.witnesses import jsonexact
+
+# each under the parser's 13,000-bit limit; their sum has more than 4,300 decimal digits
+EPS = Fraction(1, 3**8000)
+CHI = Fraction(1, 5**5500)
+
+
+def _stochastic(m: int, n: int, seed: int) -> np.ndarray:
+    A = np.random.default_rng(seed).random((m, n))
+    return A / A.sum(axis=1, keepdims=True)
+
+
+def _certificates(A: np.ndarray) -> dict[str, dict]:
+    W = np.array([[1.0, 0], [0, 1.0], [0.5, 0.5], [0, 0], [0, 0]])
+    return {
+        "nonzero": dict(kind="nonzero", rank=1),
+        "bernstein": dict(kind="bernstein", rank=2, W=W, P=W @ np.linalg.pinv(A @ W),
+                          J=np.array([0, 1])),
+        "decoder": dict(kind="decoder", rank=1, D=np.ones((1, 4)) / 4, W=np.ones((5, 1)),
+                        X=np.ones((1, 1))),
+        "submatrix": dict(kind="submatrix", rank=1, rows=np.array([0]), cols=np.array([0]),
+                          X=np.ones((1, 1))),
+        "rowset": dict(kind="rowset", rank=1, I=np.array([0]), Z=np.ones((1, 5))),
+        "rowmix": dict(kind="rowmix", rank=1, D=np.ones((1, 4)) / 4, Z=np.ones((1, 5))),
+        "polytope": dict(kind="polytope", rank=1, Y=np.ones((1, 1)), I=np.array([0]),
+                         F=np.array([[0]]), Z=np.ones((1, 5)), G=np.array([0])),
+    }
+
+
+def _parse(s: str) -> Fraction:  # Fraction(s) has the same digit limit as str()
+    n, _, d = s.partition("/")
+    return Fraction(int(flint.fmpz(n)), int(flint.fmpz(d or "1")))
+
+
+def test_qstr_spells_any_size_exactly():
+    for q in (Fraction(0), Fraction(-3, 4), Fraction(10**20 + 1, 7)):
+        assert qstr(q) == str(q)
+    big = Fraction(-(3**9000), 7**9000)
+    assert _parse(qstr(big)) == big
+    assert qstr(3**9000) == str(flint.fmpz(3**9000))
+
+
+@pytest.mark.parametrize("kind", list(_certificates(_stochastic(4, 5, 3))))
+def test_a_threshold_past_the_digit_limit_still_gets_a_verdict(kind):
+    A = _stochastic(4, 5, 3)
+    res = check_lower(A, _certificates(A)[kind], EPS, chi=CHI)
+    # t is below 1e-3800 and every certificate has a value far above it (or below 1)
+    assert res.status == "holds"
+    doc = res.to_json()
+    assert _parse(doc["threshold"]) in (EPS + CHI, Fraction(1))  # t, or 1 for "< 1" kinds
+    assert _parse(doc["chi"]) == CHI and qstr(EPS + CHI) in res.claim
+    jsonexact.dumps(doc)
+
+
+def test_frobenius_threshold_m_t_squared_past_the_digit_limit():
+    A = _stochastic(4, 5, 3)
+    res = check_lower(A, {"kind": "frobenius_tail", "rank": 1}, "1e-3900")
+    assert res.status == "holds"  # ||A||_F^2 >= 4/5 > 4 * 10^-7800
+    assert _parse(res.to_json()["threshold"]) == 4 * Fraction(1, 10**3900) ** 2
+    jsonexact.dumps(res.to_json())
+
+
+def test_upper_and_bracket_past_the_digit_limit():
+    A = _stochastic(4, 5, 3)
+    up = check_upper(A, np.eye(4), A, EPS, chi=CHI)
+    assert up.status == "holds"  # U V = A exactly, error 0
+    jsonexact.dumps(up.to_json())
+    b = check_bracket(A, {"kind": "factors", "rank": 4, "U": np.eye(4), "V": A},
+                      {"kind": "nonzero", "rank": 1}, EPS, chi=CHI)
+    assert (b.lower, b.upper) == (1, 4)
+    jsonexact.dumps(b.to_json())
+
+
+def _subnormal_nonzero():
+    A = np.array([[2.08e-322, 3.66e-322, 1e-321, 9.54e-322],
+                  [4.94e-322, 4.7e-322, 6.87e-322, 8.84e-322]])
+    return A, {"kind": "nonzero", "rank": 1}, sum(Fraction(x) for x in A[1])
+
+
+def _wide_frobenius():
+    return (np.array([[1e308, 5e-324], [3e-320, 1.0]]),
+            {"kind": "frobenius_tail", "rank": 1}, Fraction(1, 10))
+
+
+@pytest.mark.parametrize("case", [_subnormal_nonzero, _wide_frobenius])
+def test_a_caller_raising_on_float_errors_gets_the_same_verdict(case):
+    A, cert, eps = case()
+    quiet = check_lower(A, cert, eps)
+    with np.errstate(all="raise"):
+        loud = check_lower(A, cert, eps)
+        up = check_upper(A, np.eye(2), A, eps)
+    assert loud.status == quiet.status and loud.value == quiet.value
+    assert up.status == "holds"
