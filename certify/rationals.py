@@ -164,10 +164,3 @@ def qstr(q: Fraction | int) -> str:
 
     s = str(fmpz(n))
     return s if d == 1 else f"{s}/{fmpz(d)}"
-
-
-def fmt(q: Fraction, digits: int = 6) -> str:
-    """A short decimal rendering of ``q`` for humans (not for computation)."""
-    if q == 0:
-        return "0"
-    return f"{float(q):.{digits}g}"

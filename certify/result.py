@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Literal
@@ -144,6 +145,16 @@ def _short(q: Fraction) -> str:
     if q.denominator == 1 and abs(q.numerator) < 10**6:
         return str(q.numerator)
     try:
-        return f"{float(q):.4g}"
+        f = float(q)
     except OverflowError:
-        return "-huge" if q < 0 else "huge"
+        f = math.inf
+    if 1e-300 < abs(f) < 1e300:
+        return f"{f:.4g}"
+    # past the float range (an eps of 1e-3900 printed as "0" before): scale by a power of ten
+    e = int((abs(q.numerator).bit_length() - q.denominator.bit_length()) * 0.30103)
+    mant = abs(q) / Fraction(10) ** e
+    while mant >= 10:
+        mant, e = mant / 10, e + 1
+    while mant < 1:
+        mant, e = mant * 10, e - 1
+    return f"{'-' if q < 0 else ''}{float(mant):.4g}e{e:+d}"

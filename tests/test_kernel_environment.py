@@ -81,6 +81,8 @@ def test_upper_and_bracket_past_the_digit_limit():
     b = check_bracket(A, {"kind": "factors", "rank": 4, "U": np.eye(4), "V": A},
                       {"kind": "nonzero", "rank": 1}, EPS, chi=CHI)
     assert (b.lower, b.upper) == (1, 4)
+    # EPS + CHI is about 1.07e-3817: the display scales it, never rounds it to "0"
+    assert "at eps 1.071e-3817;" in repr(b) and "eps 1.071e-3817," in repr(up)
     jsonexact.dumps(b.to_json())
 
 
