@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -39,6 +40,12 @@ def check_intrinsic(C: Interaction, witness: Mapping[str, Any], eps: object, r: 
     """Returns brackets that contain q(C - T), tau(T), kappa(T) and the profile for the
     stored factors T = X Y^T of rank r, from the witness arrays (keys in WITNESS_KEYS; all
     but X and Y optional).  Unknown keys and bad arrays raise InputError naming the key."""
+    if not isinstance(witness, Mapping):
+        raise InputError(f"must be a mapping of array names to arrays, got "
+                         f"{type(witness).__name__}", field="witness")
+    if isinstance(r, bool) or not isinstance(r, numbers.Integral):
+        raise InputError(f"must be an integer >= 1, got {r!r}", field="r")
+    r = int(r)  # a NumPy integer as well: checked here, before any work
     unknown = sorted(set(witness) - set(WITNESS_KEYS))
     if unknown:
         raise InputError(f"unknown witness array {unknown[0]!r}", field=unknown[0])

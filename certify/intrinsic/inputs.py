@@ -38,9 +38,12 @@ def vector(x: object, field: str, length: int | None) -> np.ndarray:
     """Returns ``x`` as a finite float64 1-D array (of ``length`` when given)."""
     if x is None:
         raise InputError("is missing", field=field)
-    arr = np.asarray(x) if not isinstance(x, np.ma.MaskedArray) else None
-    if arr is None:
+    if isinstance(x, np.ma.MaskedArray):
         raise InputError("masked arrays are not accepted", field=field)
+    try:
+        arr = np.asarray(x)
+    except (TypeError, ValueError) as err:  # a ragged list, say
+        raise InputError(f"not a vector of numbers: {err}", field=field) from None
     if arr.ndim != 1:
         raise InputError(f"must be a 1-D vector, got shape {arr.shape}", field=field)
     M = as_matrix(arr.reshape(1, -1) if arr.size else arr.reshape(1, 0), field)

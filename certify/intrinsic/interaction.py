@@ -110,6 +110,9 @@ def interaction_from_logits(logits: object, beta: object = 1, *,
     b = to_rational(beta, field="beta")
     if b <= 0:
         raise InputError(f"must be > 0, got {b}", field="beta")
+    if b > _FMAX:
+        raise InputError("must be below the float64 range (about 1.8e308): the enclosure "
+                         "of beta H is computed in float64 first", field="beta")
     mid, rad = _centre_float(H, b, Fraction(0))
     return Interaction("logits", mid, rad, H, b)
 
@@ -157,6 +160,10 @@ def _finite_or_masked(x: object, fld: str) -> np.ndarray:
         raise InputError(f"entry ({i}, {j}) is {what}: the visible interaction P log A P is "
                          "undefined for this operator (causal or padding masks are out of "
                          "scope)", field=fld)
+    # the arb tiers read the data long after the float enclosure was made: a caller who
+    # reuses its buffer must not give the two tiers two different matrices
+    X = X.copy()
+    X.flags.writeable = False
     return X
 
 

@@ -16,7 +16,7 @@ from flint import arb, fmpq
 
 from ..errors import InputError
 from ..numerics.arbutil import endpoints, precision
-from ..rationals import parse_eps
+from ..rationals import parse_eps, qstr
 from .result import Bracket
 
 Applicability = Literal["applicable", "not applicable", "undecided"]
@@ -34,7 +34,7 @@ class ProfileResult:
     log_profile: Bracket | None
 
     def to_json(self) -> dict[str, Any]:
-        return {"status": self.status, "r": self.r, "eps": str(self.eps),
+        return {"status": self.status, "r": self.r, "eps": qstr(self.eps),
                 "profile": self.profile.to_json() if self.profile else None,
                 "log_profile": self.log_profile.to_json() if self.log_profile else None}
 
@@ -45,6 +45,14 @@ def _ball(q: Fraction) -> arb:
 
 def _log_profile(kappa: Fraction, gap: Fraction, r: int) -> arb:
     return _ball(Fraction(r, 2)) * (1 + _ball(kappa) / (_ball(gap) ** 2)).log()
+
+
+def _end(x: arb, side: int) -> Fraction | None:
+    """Returns endpoint ``side`` (0 lower, 1 upper) of the ball x, or None past 2**EXP_LIMIT."""
+    try:
+        return endpoints(x)[side]
+    except ValueError:
+        return None
 
 
 def profile(kappa: Bracket, tau: Bracket, eps: object, r: int) -> ProfileResult:
@@ -58,14 +66,16 @@ def profile(kappa: Bracket, tau: Bracket, eps: object, r: int) -> ProfileResult:
     if tau.hi is None or tau.hi >= e:
         return ProfileResult("undecided", r, e, None, None)
     with precision(128):
-        llo = endpoints(_log_profile(kappa.lo, e - tau.lo, r))[0]
-        lhi = (endpoints(_log_profile(kappa.hi, e - tau.hi, r))[1]
-               if kappa.hi is not None else None)
-        plo = endpoints(_ball(llo).exp())[0]
-        phi = endpoints(_ball(lhi).exp())[1] if lhi is not None else None
-    llo = max(llo, Fraction(0))
-    plo = max(plo, Fraction(1))
-    detail = {"kappa": [str(kappa.lo), str(kappa.hi)], "tau": [str(tau.lo), str(tau.hi)]}
+        llo = _end(_log_profile(kappa.lo, e - tau.lo, r), 0)
+        lhi = _end(_log_profile(kappa.hi, e - tau.hi, r), 1) if kappa.hi is not None else None
+        plo = _end(_ball(llo).exp(), 0) if llo is not None else None
+        phi = _end(_ball(lhi).exp(), 1) if lhi is not None else None
+    # an end past 2**EXP_LIMIT has no exact form: a lower end falls back to its safe value
+    # (the profile is >= 1, its logarithm >= 0), an upper end to None (none proved)
+    llo = max(llo, Fraction(0)) if llo is not None else Fraction(0)
+    plo = max(plo, Fraction(1)) if plo is not None else Fraction(1)
+    detail = {"kappa": [qstr(kappa.lo), None if kappa.hi is None else qstr(kappa.hi)],
+              "tau": [qstr(tau.lo), None if tau.hi is None else qstr(tau.hi)]}
     return ProfileResult("applicable", r, e,
                          Bracket("profile", plo, phi, "arb", detail),
                          Bracket("log_profile", llo, lhi, "arb", detail))

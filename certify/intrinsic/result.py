@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
+from ..rationals import qstr
 from ..result import Status
 
 
@@ -58,8 +59,8 @@ class Bracket:
 
     def to_json(self) -> dict[str, Any]:
         r = self.ratio
-        return {"quantity": self.quantity, "lo": str(self.lo),
-                "hi": None if self.hi is None else str(self.hi), "tier": self.tier,
+        return {"quantity": self.quantity, "lo": qstr(self.lo),
+                "hi": None if self.hi is None else qstr(self.hi), "tier": self.tier,
                 "ratio": None if r is None else _ratio_float(r),
                 "detail": _jsonable(self.detail)}
 
@@ -80,7 +81,7 @@ def _jsonable(x: Any) -> Any:
         return [_jsonable(v) for v in x]
     if isinstance(x, bool | int | str) or x is None:
         return x
-    return str(x)
+    return qstr(x) if isinstance(x, Fraction) else str(x)
 
 
 def combine(quantity: str, lower: Bracket | None, upper: Bracket | None) -> Bracket:
