@@ -2,7 +2,7 @@
 
 Usage:  python replay/replay.py BUNDLE.zip [--flint] [--json] [-q|--quiet] [-h|--help] [--version]
                                 [--max-operators N] [--max-ends N] [--max-words N] [--max-work N]
-                                [--max-held N]
+                                [--max-held N] [--max-json N]
 
 This program is the independent check of the kernel's "holds": it imports only the Python
 standard library (python-flint only behind --flint, for faster integer matrix products) and
@@ -20,7 +20,10 @@ counted once per use, --max-work (50000000000) units of estimated work (a unit i
 operation on small integers, about 40 ns), and --max-held (20000000) words held at once (one
 operator's arrays with those of one of its ends: operators are replayed one at a time; about
 100 bytes of memory a word); all from the declared shapes and the exponent spread of the
-stored floats.  Raise them (N a positive integer) for larger bundles.  Verdicts are printed
+stored floats; and --max-json (67108864) bytes of manifest.json and of bundle.json, checked
+from the zip directory before either is parsed.  Raise them (N a positive integer) for larger
+bundles.  Members must be stored or deflated, and operator and bracket ids are as a store
+writes them ([A-Za-z0-9][A-Za-z0-9._-]*, at most 128 characters).  Verdicts are printed
 once every end has replayed.
 
 Exit codes: 0 the bundle has ends, every end the kernel proved replays as holds and no
@@ -41,6 +44,7 @@ import re
 import struct
 import sys
 import zipfile
+import zlib
 from collections import Counter
 from fractions import Fraction
 from operator import mul
@@ -58,10 +62,12 @@ POLY_MAX_POINTS, POLY_MAX_FACETS = 4096, 100_000  # a polytope's k and f (its ra
 # caps on what a bundle may ask for, checked by plan() before any array is decoded; work is
 # counted in units of _x (one small-integer operation, about 40 ns); options --max-<name>
 LIMITS = {"operators": 100_000, "ends": 1_000_000, "words": 100_000_000,
-          "work": 50_000_000_000, "held": 20_000_000}
+          "work": 50_000_000_000, "held": 20_000_000, "json": 64 << 20}
 # examples/minilm: 72, 2592, 1.5e7, 5.1e9 and 2.8e6 (a rank-12 polytope: 34,036 witnesses);
 # CPython keeps about 100 bytes a word while decoding full-width floats (a 3000 x 3000
-# operator peaks at 0.9 GB), so --max-held is about 2 GB
+# operator peaks at 0.9 GB), so --max-held is about 2 GB; "json" caps manifest.json and
+# bundle.json in bytes before they are parsed (the parser holds up to about 26 bytes a byte;
+# examples/minilm's are 0.6 and 0.9 MB)
 EXP_UNITS, DECODE_UNITS = 600, 12  # units of a pair of exp bounds, of decoding a word (measured)
 LOWER_KINDS = ("nonzero", "frobenius_tail", "decoder", "submatrix", "bernstein", "rowset",
                "rowmix", "polytope")
@@ -69,6 +75,9 @@ LOWER_KINDS = ("nonzero", "frobenius_tail", "decoder", "submatrix", "bernstein",
 # outside categories Cc/Cf/Cn): combining grapheme joiner, fillers, variation selectors
 _IGNORABLE = ((0x34F, 0x34F), (0x115F, 0x1160), (0x17B4, 0x17B5), (0x180B, 0x180F),
               (0x3164, 0x3164), (0xFE00, 0xFE0F), (0xFFA0, 0xFFA0), (0xE0100, 0xE01EF))
+# operator and bracket ids as a store writes them (witnesses/store.py): no spaces, no
+# lookalikes, at most 128 characters, so a printed id cannot pass for another or for a line
+_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 # rationals: the kernel's own bounds (certify/rationals.py), so whatever it took replays: ratio
 # parts <= MAX_RATIO_DIGITS digits, and a decimal's numerator and denominator once expanded
 MAX_RATIO_DIGITS, MAX_CHARS, MAX_INT_DIGITS = 3914, 20_000, 100
@@ -112,18 +121,21 @@ def _json(raw: bytes, name: str) -> object:
         raise BundleError(f"{name}: {err}") from None
 
 
-def read_bundle(path: str) -> tuple[str, dict, dict[str, bytes]]:
+def read_bundle(path: str, max_json: int = LIMITS["json"]
+                ) -> tuple[str, dict, dict[str, bytes]]:
     """Returns (sha256 of manifest.json, the bundle document, member bytes by name).
 
     Every member named by the manifest must exist with its size and sha256 and be used by
-    bundle.json, nothing else may be there, and sizes are limited before inflating (above).
+    bundle.json, nothing else may be there, and sizes are limited before inflating (above):
+    members stored or deflated only (zipfile inflates bzip2 and LZMA in whole chunks, past the
+    size asked for), manifest.json and bundle.json at most ``max_json`` bytes.
     """
     try:
         size = os.path.getsize(path)
         if size > MAX_TOTAL:
             raise BundleError(f"{path}: {size} bytes, above the limit of {MAX_TOTAL}")
         zf = zipfile.ZipFile(path)
-    except (OSError, zipfile.BadZipFile) as err:
+    except (OSError, zipfile.BadZipFile, ValueError, EOFError) as err:  # ValueError: bad UTF-8
         raise BundleError(f"{path}: not a readable zip archive: {err}") from None
     with zf:
         try:
@@ -137,6 +149,13 @@ def read_bundle(path: str) -> tuple[str, dict, dict[str, bytes]]:
             limit, total = min(MAX_TOTAL, max(RATIO_FREE, MAX_RATIO * size)), 0
             for i in infos:
                 total += i.file_size
+                if i.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+                    raise BundleError(f"{shown(i.filename)}: compression method "
+                                      f"{i.compress_type}: only stored and deflated members "
+                                      "are read")
+                if i.filename in ("manifest.json", "bundle.json") and i.file_size > max_json:
+                    raise BundleError(f"{i.filename}: {i.file_size} bytes, above the limit of "
+                                      f"{max_json} (--max-json)")
                 if i.file_size > MAX_MEMBER or total > limit:
                     raise BundleError(f"{i.filename}: oversized: {i.file_size} bytes, {total} so "
                                       f"far (limits {MAX_MEMBER} a member, {limit} in all)")
@@ -181,9 +200,12 @@ def read_bundle(path: str) -> tuple[str, dict, dict[str, bytes]]:
             if unused:  # never inflated
                 raise BundleError(f"{unused[0]}: listed in the manifest but unused")
             blobs.update((n, read(n)) for n in sorted(used & set(files) - {"manifest.json"}))
-        except (zipfile.BadZipFile, OSError, RuntimeError, ValueError) as err:
-            # CRC failures and broken deflate streams land here: a flipped bit
-            raise BundleError(f"{path}: corrupt archive member: {err}") from None
+        except (zipfile.BadZipFile, OSError, RuntimeError, ValueError, EOFError,
+                zlib.error) as err:
+            # CRC failures, broken deflate streams (zlib.error) and members cut short (EOFError)
+            # land here: a flipped bit
+            raise BundleError(f"{path}: corrupt archive member: "
+                              f"{err or type(err).__name__}") from None
     return hashlib.sha256(raw).hexdigest(), doc, blobs
 
 
@@ -226,7 +248,7 @@ def array(ref: object, blobs: dict[str, bytes], field: str, shape: tuple | None 
             or ref["file"] not in blobs or not isinstance(ref.get("shape"), list) \
             or not all(isinstance(d, int) and d >= 0 for d in ref["shape"]) \
             or len(ref["shape"]) not in (1, 2):
-        raise BundleError(f"{field}: bad array reference {ref!r}")
+        raise BundleError(f"{field}: bad array reference {shown(repr(ref)[:100])}")
     dims = tuple(ref["shape"])
     if shape is not None and (len(shape) != len(dims) or any(
             s is not None and s != d for s, d in zip(shape, dims, strict=True))):
@@ -602,10 +624,12 @@ def plan(doc: dict, blobs: dict[str, bytes], limits: dict[str, int]) -> tuple[di
     for i, op in enumerate(doc["operators"]):
         f = f"operators[{i}]"
         if not isinstance(op, dict) or not isinstance(op.get("id"), str) \
+                or not _ID.fullmatch(op["id"]) \
                 or op["id"] in shapes or not isinstance(op.get("shape"), list) \
                 or len(op["shape"]) != 2 or not all(isinstance(d, int) and d > 0
                                                     for d in op["shape"]):
-            raise BundleError(f"{f}: needs a unique id and a shape [m, N]")
+            raise BundleError(f"{f}: needs a unique id ([A-Za-z0-9][A-Za-z0-9._-]*, at most 128 "
+                              "characters, as a store writes it) and a shape [m, N]")
         m, N = shapes[op["id"]] = tuple(op["shape"])
         us = {n: use(op.get(n)) for n in ("A", "logits", "block") if n == "A" or op.get(n)}
         a_bits[op["id"]] = a = us["A"][1]
@@ -629,8 +653,9 @@ def plan(doc: dict, blobs: dict[str, bytes], limits: dict[str, int]) -> tuple[di
                 or end["operator"] not in shapes:
             raise BundleError(f"{f}: not an end record of a known operator")
         b, label, kind, op = end.get("bracket"), end.get("end"), end.get("kind"), end["operator"]
-        if not isinstance(b, str) or not b:
-            raise BundleError(f"{f}.bracket: needs a bracket label (a nonempty string)")
+        if not isinstance(b, str) or not _ID.fullmatch(b):
+            raise BundleError(f"{f}.bracket: needs a bracket id ([A-Za-z0-9][A-Za-z0-9._-]*, at "
+                              "most 128 characters, as a store writes it)")
         if kind not in ("factors", *LOWER_KINDS):
             raise BundleError(f"{f}.kind: unknown kind {shown(kind)}")
         if label not in ("upper", "lower") or (label == "upper") != (kind == "factors"):
@@ -739,8 +764,9 @@ def replay(path: str, *, emit=None, limits: dict[str, int] | None = None) -> dic
     """
     if 0 < getattr(sys, "get_int_max_str_digits", int)() < 50_000:  # values print in full:
         sys.set_int_max_str_digits(50_000)  # they can pass 4300 digits (inputs are bounded)
-    digest, doc, blobs = read_bundle(path)
-    shapes, totals = plan(doc, blobs, {**LIMITS, **(limits or {})})
+    limits = {**LIMITS, **(limits or {})}
+    digest, doc, blobs = read_bundle(path, limits["json"])
+    shapes, totals = plan(doc, blobs, limits)
     by_op: dict[str, list[int]] = {}  # plan() checked that every end names a known operator
     for i, end in enumerate(doc["ends"]):
         by_op.setdefault(end["operator"], []).append(i)
@@ -795,7 +821,7 @@ def replay_end(end: object, ops: dict, blobs: dict, f: str) -> dict:
     if eps <= 0 or not isinstance(rank, int) or isinstance(rank, bool) or rank < 0:
         raise BundleError(f"{f}: eps must be > 0 and rank an integer >= 0")
     if kernel not in ("holds", "fails", "undecided"):
-        raise BundleError(f"{f}.kernel: {kernel!r}")
+        raise BundleError(f"{f}.kernel: {shown(repr(kernel)[:100])}")
     cert = end.get("certificate") or {}
     if not isinstance(cert, dict):
         raise BundleError(f"{f}.certificate: must be a mapping")
@@ -885,7 +911,8 @@ def replay_end(end: object, ops: dict, blobs: dict, f: str) -> dict:
                                     cert if end.get("certificate") else None, blobs, m,
                                     f"{f}.certificate")
     else:
-        raise BundleError(f"{f}: unknown kind {kind!r} with rank {rank!r}")
+        raise BundleError(f"{f}: unknown kind {shown(repr(kind)[:100])} with rank "
+                          f"{shown(repr(rank)[:20])}")
     status, v = value
     # a Ky Fan certificate can only prove: "undecided" there agrees with a kernel that
     # did not prove the end (no certificate was exported for it)
@@ -927,6 +954,8 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         FLINT = flint
     quiet, as_json = "--quiet" in opts or "--json" in opts, "--json" in opts
+    for stream in (sys.stdout, sys.stderr):  # a terminal that cannot show a character: \x..
+        getattr(stream, "reconfigure", lambda **_: None)(errors="backslashreplace")
 
     def emit(r: dict) -> None:  # every string from the bundle goes through shown()
         if not quiet:
