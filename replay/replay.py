@@ -65,9 +65,8 @@ LIMITS = {"operators": 100_000, "ends": 1_000_000, "words": 100_000_000,
           "work": 50_000_000_000, "held": 20_000_000, "json": 64 << 20}
 # examples/minilm: 72, 2592, 1.5e7, 5.1e9 and 2.8e6 (a rank-12 polytope: 34,036 witnesses);
 # CPython keeps about 100 bytes a word while decoding full-width floats (a 3000 x 3000
-# operator peaks at 0.9 GB), so --max-held is about 2 GB; "json" caps manifest.json and
-# bundle.json in bytes before they are parsed (the parser holds up to about 26 bytes a byte;
-# examples/minilm's are 0.6 and 0.9 MB)
+# operator peaks at 0.9 GB), so --max-held is about 2 GB; "json": bytes of manifest.json and
+# bundle.json, before parsing (up to 26 bytes held a byte; examples/minilm: 0.6 and 0.9 MB)
 EXP_UNITS, DECODE_UNITS = 600, 12  # units of a pair of exp bounds, of decoding a word (measured)
 LOWER_KINDS = ("nonzero", "frobenius_tail", "decoder", "submatrix", "bernstein", "rowset",
                "rowmix", "polytope")
@@ -126,14 +125,17 @@ def read_bundle(path: str, max_json: int = LIMITS["json"]
     """Returns (sha256 of manifest.json, the bundle document, member bytes by name).
 
     Every member named by the manifest must exist with its size and sha256 and be used by
-    bundle.json, nothing else may be there, and sizes are limited before inflating (above):
-    members stored or deflated only (zipfile inflates bzip2 and LZMA in whole chunks, past the
-    size asked for), manifest.json and bundle.json at most ``max_json`` bytes.
-    """
+    bundle.json, nothing else may be there, and sizes are limited before inflating (above;
+    manifest.json and bundle.json at most ``max_json`` bytes), members stored or deflated
+    (zipfile inflates bzip2 and LZMA a whole chunk at a time, past the size asked for)."""
     try:
         size = os.path.getsize(path)
         if size > MAX_TOTAL:
             raise BundleError(f"{path}: {size} bytes, above the limit of {MAX_TOTAL}")
+        with open(path, "rb") as fh:  # the entry count, before zipfile builds every entry
+            end = zipfile._EndRecData(fh)  # (private, but in zipfile since Python 2; zip64 too)
+        if end and end[zipfile._ECD_ENTRIES_TOTAL] > MAX_MEMBERS:
+            raise BundleError(f"{path}: more than {MAX_MEMBERS} archive members")
         zf = zipfile.ZipFile(path)
     except (OSError, zipfile.BadZipFile, ValueError, EOFError) as err:  # ValueError: bad UTF-8
         raise BundleError(f"{path}: not a readable zip archive: {err}") from None
@@ -151,8 +153,7 @@ def read_bundle(path: str, max_json: int = LIMITS["json"]
                 total += i.file_size
                 if i.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
                     raise BundleError(f"{shown(i.filename)}: compression method "
-                                      f"{i.compress_type}: only stored and deflated members "
-                                      "are read")
+                                      f"{i.compress_type}: only stored and deflated members")
                 if i.filename in ("manifest.json", "bundle.json") and i.file_size > max_json:
                     raise BundleError(f"{i.filename}: {i.file_size} bytes, above the limit of "
                                       f"{max_json} (--max-json)")
