@@ -391,3 +391,33 @@ def test_a_record_whose_slack_is_over_the_limit_ends_undecided_not_in_a_crash(tm
         assert r["upper_check"]["reason"].startswith(LIMITED)
     # with the default limit the same store is proved
     assert main(["check", str(store), "--json"]) == 0
+
+
+# --- intrinsic witnesses: rectangles, gauge and PSD dual are priced before they run ----------
+
+def test_intrinsic_witness_loops_are_priced():
+    from types import SimpleNamespace
+
+    from softrank.certify.errors import InputError as IE
+    from softrank.certify.numerics import workbound as wb
+    from softrank.commands._intrinsic_check import _within_limit
+
+    rng = np.random.default_rng(0)
+    small = {"rects": np.zeros((16, 4), dtype=np.int64), "G": np.eye(4), "M": None}
+    assert wb.intrinsic_witness(128, 128, 4, 60, small) < 10**8  # a producer's witness
+    # a review's stores: 102,400 rectangles of width 64 on 2000-bit factors ran 174 s, a
+    # 64 x 64 gauge of 1130-bit entries 81 s: both now price above the default limit
+    many = {"rects": np.zeros((320 * 320, 4), dtype=np.int64)}
+    assert wb.intrinsic_witness(320, 320, 64, 2100, many) > wb.DEFAULT_MAX_WORK
+    G = np.eye(64) + np.triu(np.full((64, 64), 1e-300), 1)
+    assert wb.intrinsic_witness(64, 64, 64, 60, {"G": G}) > wb.DEFAULT_MAX_WORK
+    assert wb.intrinsic_witness(8, 12_000, 1, 60, {"M": np.zeros(1)}) > wb.DEFAULT_MAX_WORK
+    # the PSD dual's dense buffers: refused as memory even under a huge work limit
+    rec = SimpleNamespace(id="op0.r1")
+    X, Y = rng.standard_normal((8, 1)), rng.standard_normal((12_000, 1))
+    with pytest.raises(IE) as err:
+        _within_limit(rec, "S/intrinsic.jsonl", 8, 12_000, 1, [X, Y], 10**18,
+                      {"M": np.zeros((8, 12_000))})
+    assert err.value.field == "op0.r1.M" and "dense" in str(err.value)
+    _within_limit(rec, "S/intrinsic.jsonl", 8, 100, 1, [X, Y[:100]], 10**18,
+                  {"M": np.zeros((8, 100))})  # 108^2 * 48 bytes: accepted

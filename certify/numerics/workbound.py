@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import contextvars
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -259,6 +259,35 @@ def arb_chain(prec: int, *factors: np.ndarray) -> int:
         total += arb_product(r, c, X.shape[1], prec)
         c = X.shape[1]
     return total + 3000 * r * c
+
+
+PSD_BUFFERS = 6  # dense (m + n)^2 float64 buffers of kappa's PSD dual (S, its factor, products)
+MAX_DENSE_BYTES = 1 << 30  # a record whose dense buffers would pass this is refused
+
+
+def intrinsic_witness(m: int, n: int, r: int, b: int,
+                      witness: Mapping[str, np.ndarray | None]) -> int:
+    """Price of the kappa witnesses' own work on an m x n operator with factors of width r and
+    b-bit entries: the rectangles' exact sums (s rectangles, about 9 r Fraction operations
+    each), the gauge's exact determinant, inverse and adjugate (2 r^3 Fraction operations on
+    entries of up to r (bits(G) + log2 r) bits) and the PSD dual's float Cholesky and products
+    (3 (m + n)^3 flops, one unit each)."""
+    price = 0
+    rects = witness.get("rects")
+    if rects is not None:
+        price += fraction_ops(12 * r * len(rects), 2 * b + 64)
+    G = witness.get("G")
+    if G is not None and G.size:
+        price += fraction_ops(2 * r ** 3, r * (bits(G) + max(r, 1).bit_length()))
+    if witness.get("M") is not None:
+        price += 3 * (m + n) ** 3
+    return int(price)
+
+
+def intrinsic_dense_bytes(m: int, n: int, witness: Mapping[str, object]) -> int:
+    """Bytes of the dense buffers a record's PSD dual allocates (0 without one): memory, which
+    the work price does not bound; callers refuse a record above MAX_DENSE_BYTES."""
+    return PSD_BUFFERS * 8 * (m + n) ** 2 if witness.get("M") is not None else 0
 
 
 def intrinsic_record(m: int, n: int, r: int, *arrays: np.ndarray) -> int:

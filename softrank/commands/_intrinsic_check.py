@@ -62,17 +62,27 @@ class _Operators:
 
 
 def _within_limit(rec: IntrinsicRecord, src: str, m: int, n: int, r: int,
-                  arrays: list[np.ndarray], max_work: int | None) -> None:
+                  arrays: list[np.ndarray], max_work: int | None,
+                  witness: dict[str, Any] | None = None) -> None:
     """Prices the record (``workbound.intrinsic_record``, from its sizes and the bits of its
     arrays) before any kernel work; raises InputError naming the record when the price is
     over ``max_work`` (default ``workbound.DEFAULT_MAX_WORK``): an intrinsic record has no
     undecided state, so one over the limit is refused (exit 2) instead of run."""
     limit = workbound.DEFAULT_MAX_WORK if max_work is None else int(max_work)
+    floats = [np.asarray(a, dtype=np.float64) for a in arrays if a is not None]
     try:
-        workbound.Meter(limit).charge(
-            workbound.intrinsic_record(m, n, r, *[np.asarray(a, dtype=np.float64)
-                                                   for a in arrays if a is not None]),
-            f"intrinsic record {rec.id} ({m} x {n}, width {r})")
+        price = workbound.intrinsic_record(m, n, r, *floats)
+        if witness:  # the kappa witnesses: rectangles, gauge, PSD dual
+            b = max((workbound.bits(a) for a in floats[1:] if a.size), default=1)
+            price += workbound.intrinsic_witness(m, n, r, b, {
+                k: None if witness.get(k) is None else np.asarray(witness[k])
+                for k in ("rects", "G", "M")})
+        workbound.Meter(limit).charge(price, f"intrinsic record {rec.id} ({m} x {n}, width {r})")
+        dense = workbound.intrinsic_dense_bytes(m, n, witness or {})
+        if dense > workbound.MAX_DENSE_BYTES:
+            raise InputError(f"the PSD dual (M, D1, D2) would allocate {dense} bytes of dense "
+                             f"buffers, above the limit of {workbound.MAX_DENSE_BYTES}",
+                             field=f"{rec.id}.M", source=src)
     except workbound.WorkLimit as err:
         raise InputError(str(err), field=rec.id, source=src) from None
 
@@ -107,7 +117,7 @@ def check_record(rec: IntrinsicRecord, ops: _Operators, eps: list[Fraction],
         arrs = ops.arrays(rec.operator)
         A = arrs.get("logits", arrs.get("block", arrs["A"]))
         _within_limit(rec, str(rec.path), A.shape[0], A.shape[1], r,
-                      [np.where(np.isfinite(A), A, 0.0), w["X"], w["Y"]], max_work)
+                      [np.where(np.isfinite(A), A, 0.0), w["X"], w["Y"]], max_work, w)
         C = ops.interaction(rec.operator)
         try:
             # r: factors whose width differs from the record's rank are refused, not checked
