@@ -19,7 +19,6 @@ from .errors import InputError
 from .lower import check_lower
 from .numerics import workbound
 from .numerics.fpenv import quiet_floats
-from .numerics.workbound import DEFAULT_MAX_WORK
 from .rationals import parse_eps, to_rational
 from .result import Check, _short
 from .upper import check_tier, check_upper
@@ -191,15 +190,17 @@ def check_bracket(A: object, upper: Mapping | None = None, lower: Mapping | None
     InputError for bad input; raises AssertionError if a proved lower end exceeds a proved
     upper end (that would be a kernel bug, never a result).
 
-    ``max_work`` (work units, ``certify.numerics.workbound``; default ``DEFAULT_MAX_WORK``, about
-    60 s) bounds the record's work: its checks share one meter, and a check whose next
+    ``max_work`` (work units, ``certify.numerics.workbound``; default: the meter the caller
+    opened with ``workbound.metered``, else a new one of ``DEFAULT_MAX_WORK``, about 60 s)
+    bounds the record's work: its checks share one meter, and a check whose next
     phase would pass it ends ``"undecided"`` with ``detail["reason"]`` starting
     ``"work limit"`` (its end then falls back as for any undecided check).
     """
     if not (upper is None or isinstance(upper, Mapping)):
         upper, lower, eps = lower, eps, upper  # the older order (A, eps, upper, lower)
-    limit = workbound.check_max_work(max_work)
-    with workbound.metered(DEFAULT_MAX_WORK if limit is None else limit):
+    # without max_work: the caller's meter when it opened one (a record's checks share it),
+    # else a new one of the default limit
+    with workbound.metered(workbound.check_max_work(max_work)):
         return _check_bracket(A, upper, lower, eps, tier, chi, source)
 
 

@@ -120,9 +120,12 @@ def check_record(reader: StoreReader, br: BracketRecord, cache: _OperatorCache, 
         "lower_kind": br.lower.kind if br.lower else None,
         "record_kind": op.record_kind,
     }
+    # the slack meters are the operator's own (explicit limits); the record's checks share one
+    limit = workbound.check_max_work(max_work)
+    limit = workbound.DEFAULT_MAX_WORK if limit is None else limit
     try:
         try:
-            arrays, chi = cache.get(op.id, max_work)
+            arrays, chi = cache.get(op.id, limit)
         except workbound.WorkLimit as err:
             upper, lower = br.load()
             result = certify.bracket.work_limited_bracket(cache.arrays["A"], upper, lower,
@@ -130,20 +133,25 @@ def check_record(reader: StoreReader, br: BracketRecord, cache: _OperatorCache, 
             return {**base, **result.to_json(), "chi_changed": []}
         upper, lower = br.load()
         A = arrays["A"]
-        result = certify.check_bracket(A, br.eps, upper, lower, tier=tier, chi=chi,
-                                       source=str(br.path), max_work=max_work)
         changed: list[str] = []
-        if _needs_plain(result):
-            plain = certify.check_bracket(A, br.eps, upper, lower, tier=tier, chi=0,
-                                          source=str(br.path), max_work=max_work)
-            if _verdict(plain) != _verdict(result):
-                tight = cache.tighten(op.id, max_work)
-                if tight < chi:
-                    result = certify.check_bracket(A, br.eps, upper, lower, tier=tier,
-                                                   chi=tight, source=str(br.path),
-                                                   max_work=max_work)
-            changed = [e for e in ("upper", "lower")
-                       if getattr(plain, f"{e}_outcome") != getattr(result, f"{e}_outcome")]
+        # one meter for the record: the comparison at chi = 0 and the check at the tight chi
+        # spend what the first check left, so a record costs at most one limit, not three
+        with workbound.metered(limit):
+            result = certify.check_bracket(A, br.eps, upper, lower, tier=tier, chi=chi,
+                                           source=str(br.path))
+            plain = (certify.check_bracket(A, br.eps, upper, lower, tier=tier, chi=0,
+                                           source=str(br.path))
+                     if _needs_plain(result) else None)
+            if plain is not None and not _limited(plain):  # a stopped comparison says nothing
+                if _verdict(plain) != _verdict(result):
+                    tight = cache.tighten(op.id, limit)
+                    again = (certify.check_bracket(A, br.eps, upper, lower, tier=tier,
+                                                   chi=tight, source=str(br.path))
+                             if tight < chi else None)
+                    if again is not None and not _limited(again):
+                        result = again  # else the verdict at the charged chi stands
+                changed = [e for e in ("upper", "lower")
+                           if getattr(plain, f"{e}_outcome") != getattr(result, f"{e}_outcome")]
     except InputError as err:
         if err.field == "A":  # the operator's matrix lives in the operator's file
             err = InputError(err.reason, field="A", source=str(op.path))
@@ -153,6 +161,12 @@ def check_record(reader: StoreReader, br: BracketRecord, cache: _OperatorCache, 
 
 def _verdict(r: certify.BracketCheck) -> tuple[Any, ...]:
     return (r.upper, r.lower, r.upper_outcome, r.lower_outcome)
+
+
+def _limited(result: certify.BracketCheck) -> bool:
+    """True when a check of the bracket stopped at the work limit."""
+    return any(c is not None and str(c.detail.get("reason", "")).startswith(workbound.WORK_LIMIT)
+               for c in (result.upper_check, result.lower_check, result.nonzero_check))
 
 
 def _needs_plain(result: certify.BracketCheck) -> bool:

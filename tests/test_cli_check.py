@@ -203,3 +203,42 @@ def test_a_store_with_nothing_to_check_exits_1(tmp_path, capsys):
         st.add_bracket(oid, "1/4", {"kind": "factors", "rank": 3, "U": np.eye(3),
                                     "V": np.eye(3)})
     assert run_cli(capsys, "check", str(tmp_path / "one"))[0] == 0
+
+
+def test_a_records_checks_share_one_meter(tmp_path, capsys, monkeypatch):
+    """The comparison at chi = 0 (and a check at the tight chi) spend what the record's first
+    check left: a review had each run under a fresh limit, three limits for one record."""
+    import numpy as np
+
+    from softrank import recheck
+    from softrank.certify import exact_error, operator_slack
+    from softrank.certify.numerics import workbound
+    from softrank.witnesses import Store
+
+    from .helpers import softmax_rows
+
+    rng = np.random.default_rng(3)
+    logits = rng.normal(size=(6, 6))
+    A = softmax_rows(logits).astype(np.float32)
+    U, V = np.zeros((6, 0)), np.zeros((0, 6))
+    err = exact_error(A.astype(np.float64), U, V)
+    chi = operator_slack({"A": A, "logits": logits}).chi
+    with Store.create(tmp_path / "s") as st:
+        oid = st.add_operator(A, family="f", logits=logits)
+        st.add_bracket(oid, err + chi / 4, {"kind": "factors", "rank": 0, "U": U, "V": V},
+                       id="b0")
+    seen = []
+    real = recheck.certify.check_bracket
+
+    def spy(*a, **k):
+        seen.append((workbound._METER.get(), k.get("max_work")))
+        return real(*a, **k)
+
+    monkeypatch.setattr(recheck.certify, "check_bracket", spy)
+    code, out, _ = run_cli(capsys, "check", str(tmp_path / "s"), "--json", "--max-work",
+                           "10000000000")
+    assert code == 1 and json.loads(out)["records"][0]["chi_changed"] == ["upper"]
+    assert len(seen) >= 2  # the check at chi and the comparison at chi = 0
+    meter = seen[0][0]
+    assert meter is not None and meter.limit == 10**10
+    assert all(m is meter and w is None for m, w in seen)

@@ -28,6 +28,7 @@ from ..errors import InputError
 from ..numerics import arbutil, dyadic, tiers, workbound
 from ..numerics.ballmat import Ball, ball_matmul
 from ..numerics.rounding import down, up
+from ..numerics.rowl1 import row_blocks
 from ..numerics.tiers import safe_min_lower, safe_min_upper
 from ..rationals import qstr
 from ..result import Check, Enclosure
@@ -189,10 +190,14 @@ def _arb_min(D: np.ndarray | None, M: np.ndarray, Z: np.ndarray, S: np.ndarray,
             Mt = arbutil.matrix(np.ascontiguousarray(M.T))
         else:
             Mt = (arbutil.matrix(D) * arbutil.matrix(M)).transpose()
-        Y = arbutil.matrix(Z) * Mt
-        ends = arbutil.signed_min((Y[s, i], S[s, i]) for s in range(Y.nrows())
-                                  for i in range(Y.ncols()))
-    return None if ends is None else Enclosure(*ends)
+        found = []
+        for b in row_blocks(q, N):  # witnesses a block at a time: memory, not time
+            Y = arbutil.matrix(Z[b]) * Mt
+            found.append(arbutil.signed_min((Y[s, i], S[b][s, i]) for s in range(Y.nrows())
+                                            for i in range(Y.ncols())))
+    if any(e is None for e in found):
+        return None
+    return Enclosure(min(e[0] for e in found), min(e[1] for e in found))
 
 
 def _exact_min(D: np.ndarray | None, M: np.ndarray, Z: np.ndarray,
@@ -207,16 +212,19 @@ def _exact_min(D: np.ndarray | None, M: np.ndarray, Z: np.ndarray,
                  + workbound.exact_product(q, N, p, bz, bdm)
                  + workbound.exact_rows(q * p, workbound.product_bits(bz, bdm, N)))
     workbound.charge(price, "the exact tier")
-    MZ, ez = dyadic.to_int_matrix(Z)
     if D is None:
         Mt, em = dyadic.to_int_matrix(np.ascontiguousarray(M.T))
     else:
         MD, ed = dyadic.to_int_matrix(D)
         MM, e1 = dyadic.to_int_matrix(M)
         Mt, em = (MD * MM).transpose(), ed + e1
-    Y = MZ * Mt
-    cols = Y.ncols()
-    ent = [int(v) for v in Y.entries()]
-    best = min(int(S[k // cols, k % cols]) * v for k, v in enumerate(ent))
-    q = Fraction(best) * dyadic.pow2(ez + em)
-    return Enclosure(q, q)
+    best = None
+    for b in row_blocks(q, N):  # witnesses a block at a time, each block its own 2^ez
+        MZ, ez = dyadic.to_int_matrix(Z[b])
+        Y = MZ * Mt
+        cols, Sb = Y.ncols(), S[b]
+        low = min(int(Sb[k // cols, k % cols]) * int(v) for k, v in enumerate(Y.entries()))
+        val = Fraction(low) * dyadic.pow2(ez + em)
+        best = val if best is None else min(best, val)
+    assert best is not None  # q >= 1
+    return Enclosure(best, best)

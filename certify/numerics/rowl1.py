@@ -111,12 +111,28 @@ def _eta_terms(k: int, N: int) -> tuple[float, float]:
     return float_up(k * ETA), float_up(N * k * ETA)
 
 
+BLOCK_ENTRIES = 1 << 20  # rows at a time in the arb and exact tiers: memory, not time
+
+
+def row_blocks(m: int, N: int) -> list[slice]:
+    """Consecutive row ranges of at most BLOCK_ENTRIES entries (at least one row each): the
+    row sums are independent, and an arb or exact block of a 6000 x 8192 matrix at once held
+    gigabytes (a review ran a 768 KB store out of 6 GB)."""
+    step = max(1, BLOCK_ENTRIES // max(N, 1))
+    return [slice(i, min(i + step, m)) for i in range(0, m, step)]
+
+
 def arb_row_enclosures(A: np.ndarray, U: np.ndarray, V: np.ndarray, prec: int
                        ) -> list[tuple[Fraction, Fraction] | None]:
     """Returns exact (lo, hi) containing sum_j |A - U V|_ij per row, from arb balls at ``prec``.
 
     An entry is ``None`` when the ball is not finite.
     """
+    return [e for b in row_blocks(*A.shape) for e in _arb_rows(A[b], U[b], V, prec)]
+
+
+def _arb_rows(A: np.ndarray, U: np.ndarray, V: np.ndarray, prec: int
+              ) -> list[tuple[Fraction, Fraction] | None]:
     with arbutil.precision(prec):
         D = arbutil.matrix(A)
         if U.shape[1]:
@@ -133,6 +149,10 @@ def arb_row_enclosures(A: np.ndarray, U: np.ndarray, V: np.ndarray, prec: int
 
 def exact_row_l1(A: np.ndarray, U: np.ndarray, V: np.ndarray) -> list[Fraction]:
     """Returns the exact values sum_j |A - U V|_ij for every row (finite float inputs)."""
+    return [v for b in row_blocks(*A.shape) for v in _exact_rows(A[b], U[b], V)]
+
+
+def _exact_rows(A: np.ndarray, U: np.ndarray, V: np.ndarray) -> list[Fraction]:
     MA, ea = dyadic.to_int_matrix(A)
     if U.shape[1]:
         MU, eu = dyadic.to_int_matrix(U)

@@ -172,10 +172,11 @@ def float_product(m: int, k: int, n: int) -> int:
 
 def arb_product(m: int, k: int, n: int, prec: int) -> int:
     """Price of converting (m x k) and (k x n) float matrices to arb_mat and multiplying
-    them at ``prec`` bits: 300 per entry converted or read back, 12 (prec / 128) per
-    multiply-add (measured about 3 at 128 to 512 bits)."""
+    them at ``prec`` bits: 600 per entry converted or read back, 12 (prec / 128) per
+    multiply-add (measured about 3 at 128 to 512 bits; a review measured 1.8 times the
+    earlier 300 per entry on 2048 x 8192 row blocks, where Python arb objects dominate)."""
     scale = max(1.0, prec / 128)
-    return int(300 * (m * k + k * n + m * n) + 12 * scale * m * k * n)
+    return int(600 * (m * k + k * n + m * n) + 12 * scale * m * k * n)
 
 
 def exact_product(m: int, k: int, n: int, b1: int, b2: int) -> int:
