@@ -106,3 +106,24 @@ def test_a_caller_raising_on_float_errors_gets_the_same_verdict(case):
         up = check_upper(A, np.eye(2), A, eps)
     assert loud.status == quiet.status and loud.value == quiet.value
     assert up.status == "holds"
+
+
+@pytest.mark.parametrize("tier", ["arb", "exact"])
+def test_row_blocks_change_no_value(monkeypatch, tier):
+    """The arb and exact tiers run a few rows at a time (memory); with blocks of one row or of
+    a few entries the proved enclosures are those of one block."""
+    from softrank.certify.numerics import rowl1
+
+    rng = np.random.default_rng(5)
+    A = _stochastic(9, 7, 5)
+    U, V = rng.standard_normal((9, 2)) * 2.0 ** rng.integers(-60, 60, (9, 2)), \
+        rng.standard_normal((2, 7))
+    Z = rng.uniform(-1, 1, (8, 7)) * 2.0 ** rng.integers(-40, 0, (8, 7))
+    cert = {"kind": "rowset", "rank": 4, "I": np.array([0, 3, 5, 8]), "Z": Z}
+    whole = (check_upper(A, U, V, "1/4", tier=tier), check_lower(A, cert, "1/4", tier=tier))
+    for entries in (1, 10, 20):
+        monkeypatch.setattr(rowl1, "BLOCK_ENTRIES", entries)
+        parts = (check_upper(A, U, V, "1/4", tier=tier),
+                 check_lower(A, cert, "1/4", tier=tier))
+        for w, p in zip(whole, parts, strict=True):
+            assert (w.status, w.value) == (p.status, p.value)
