@@ -73,7 +73,7 @@ def _within_limit(rec: IntrinsicRecord, src: str, m: int, n: int, r: int,
     try:
         price = workbound.intrinsic_record(m, n, r, *floats)
         if witness:  # the kappa witnesses: rectangles, gauge, PSD dual
-            b = max((workbound.bits(a) for a in floats[1:] if a.size), default=1)
+            b = max((workbound.bits(a) for a in floats[1:] if a.size), default=1)  # X, Y
             price += workbound.intrinsic_witness(m, n, r, b, {
                 k: None if witness.get(k) is None else np.asarray(witness[k])
                 for k in ("rects", "G", "M")})
