@@ -127,3 +127,18 @@ def test_row_blocks_change_no_value(monkeypatch, tier):
                  check_lower(A, cert, "1/4", tier=tier))
         for w, p in zip(whole, parts, strict=True):
             assert (w.status, w.value) == (p.status, p.value)
+
+
+def test_rowmix_row_blocks_change_no_value(monkeypatch):
+    from softrank.certify.numerics import rowl1
+
+    rng = np.random.default_rng(6)
+    A = _stochastic(11, 6, 6)
+    D = rng.uniform(0, 1, (3, 11)) * 2.0 ** rng.integers(-30, 0, (3, 11))
+    Z = rng.uniform(-1, 1, (4, 6))
+    cert = {"kind": "rowmix", "rank": 3, "D": D, "Z": Z}
+    whole = [check_lower(A, cert, "1/4", tier=t) for t in ("arb", "exact")]
+    for entries in (1, 6, 13):
+        monkeypatch.setattr(rowl1, "BLOCK_ENTRIES", entries)
+        parts = [check_lower(A, cert, "1/4", tier=t) for t in ("arb", "exact")]
+        assert [(c.status, c.value) for c in parts] == [(c.status, c.value) for c in whole]

@@ -188,8 +188,12 @@ def _arb_min(D: np.ndarray | None, M: np.ndarray, Z: np.ndarray, S: np.ndarray,
     with arbutil.precision(prec):
         if D is None:
             Mt = arbutil.matrix(np.ascontiguousarray(M.T))
-        else:
-            Mt = (arbutil.matrix(D) * arbutil.matrix(M)).transpose()
+        else:  # D M as a sum over row blocks of M (all of A for rowmix: memory, not time)
+            DM = None
+            for b in row_blocks(*M.shape):
+                part = arbutil.matrix(np.ascontiguousarray(D[:, b])) * arbutil.matrix(M[b])
+                DM = part if DM is None else DM + part
+            Mt = DM.transpose()
         found = []
         for b in row_blocks(q, N):  # witnesses a block at a time: memory, not time
             Y = arbutil.matrix(Z[b]) * Mt
