@@ -112,7 +112,7 @@ def test_a_caller_raising_on_float_errors_gets_the_same_verdict(case):
 def test_row_blocks_change_no_value(monkeypatch, tier):
     """The arb and exact tiers run a few rows at a time (memory); with blocks of one row or of
     a few entries the proved enclosures are those of one block."""
-    from softrank.certify.numerics import rowl1
+    from softrank.certify.numerics import blocks
 
     rng = np.random.default_rng(5)
     A = _stochastic(9, 7, 5)
@@ -122,7 +122,7 @@ def test_row_blocks_change_no_value(monkeypatch, tier):
     cert = {"kind": "rowset", "rank": 4, "I": np.array([0, 3, 5, 8]), "Z": Z}
     whole = (check_upper(A, U, V, "1/4", tier=tier), check_lower(A, cert, "1/4", tier=tier))
     for entries in (1, 10, 20):
-        monkeypatch.setattr(rowl1, "BLOCK_ENTRIES", entries)
+        monkeypatch.setattr(blocks, "BLOCK_ENTRIES", entries)
         parts = (check_upper(A, U, V, "1/4", tier=tier),
                  check_lower(A, cert, "1/4", tier=tier))
         for w, p in zip(whole, parts, strict=True):
@@ -130,7 +130,7 @@ def test_row_blocks_change_no_value(monkeypatch, tier):
 
 
 def test_rowmix_row_blocks_change_no_value(monkeypatch):
-    from softrank.certify.numerics import rowl1
+    from softrank.certify.numerics import blocks
 
     rng = np.random.default_rng(6)
     A = _stochastic(11, 6, 6)
@@ -139,6 +139,19 @@ def test_rowmix_row_blocks_change_no_value(monkeypatch):
     cert = {"kind": "rowmix", "rank": 3, "D": D, "Z": Z}
     whole = [check_lower(A, cert, "1/4", tier=t) for t in ("arb", "exact")]
     for entries in (1, 6, 13):
-        monkeypatch.setattr(rowl1, "BLOCK_ENTRIES", entries)
+        monkeypatch.setattr(blocks, "BLOCK_ENTRIES", entries)
         parts = [check_lower(A, cert, "1/4", tier=t) for t in ("arb", "exact")]
         assert [(c.status, c.value) for c in parts] == [(c.status, c.value) for c in whole]
+
+
+def test_bernstein_and_decoder_row_blocks_change_no_value(monkeypatch):
+    from softrank.certify.numerics import blocks
+
+    A = _stochastic(4, 5, 3)
+    certs = [_certificates(A)["bernstein"], _certificates(A)["decoder"]]
+    whole = [check_lower(A, c, "1/3", tier=t) for c in certs for t in ("arb", "exact")]
+    for entries in (1, 5, 7):
+        monkeypatch.setattr(blocks, "BLOCK_ENTRIES", entries)
+        parts = [check_lower(A, c, "1/3", tier=t) for c in certs for t in ("arb", "exact")]
+        assert [(c.status, c.value) for c in parts] == [(c.status, c.value) for c in whole]
+    assert all(c.status != "undecided" for c in whole)  # decided: values to compare

@@ -147,7 +147,7 @@ def _arb_parts(A: np.ndarray, W: np.ndarray, P: np.ndarray, prec: int) -> Bounds
     with arbutil.precision(prec):
         Wa = arbutil.matrix(W)
         Pa = arbutil.matrix(P)
-        delta = _arb_max_row_abs(Pa * (arbutil.matrix(A) * Wa) - Wa)
+        delta = _arb_max_row_abs(Pa * arbutil.right_product(A, Wa) - Wa)
         pn = _arb_max_row_abs(Pa)
     if delta is None or pn is None:
         return None

@@ -124,7 +124,7 @@ def _arb_parts(A, D, W, X, sel, prec: int) -> Bounds | None:
         Xa = arbutil.matrix(X)
         if sel is None:
             Da = arbutil.matrix(D)
-            M = Da * arbutil.matrix(A) * arbutil.matrix(W)
+            M = arbutil.left_product(D, A) * arbutil.matrix(W)  # A a row block at a time
             xd = _arb_max_row_abs(Xa * Da)
             w = _arb_max_row_abs(arbutil.matrix(W))
         else:

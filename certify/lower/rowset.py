@@ -27,8 +27,8 @@ from ..arrays import as_index_vector, as_matrix
 from ..errors import InputError
 from ..numerics import arbutil, dyadic, tiers, workbound
 from ..numerics.ballmat import Ball, ball_matmul
+from ..numerics.blocks import row_blocks
 from ..numerics.rounding import down, up
-from ..numerics.rowl1 import row_blocks
 from ..numerics.tiers import safe_min_lower, safe_min_upper
 from ..rationals import qstr
 from ..result import Check, Enclosure
@@ -188,12 +188,8 @@ def _arb_min(D: np.ndarray | None, M: np.ndarray, Z: np.ndarray, S: np.ndarray,
     with arbutil.precision(prec):
         if D is None:
             Mt = arbutil.matrix(np.ascontiguousarray(M.T))
-        else:  # D M as a sum over row blocks of M (all of A for rowmix: memory, not time)
-            DM = None
-            for b in row_blocks(*M.shape):
-                part = arbutil.matrix(np.ascontiguousarray(D[:, b])) * arbutil.matrix(M[b])
-                DM = part if DM is None else DM + part
-            Mt = DM.transpose()
+        else:  # all of A for rowmix: a row block at a time (memory, not time)
+            Mt = arbutil.left_product(D, M).transpose()
         found = []
         for b in row_blocks(q, N):  # witnesses a block at a time: memory, not time
             Y = arbutil.matrix(Z[b]) * Mt

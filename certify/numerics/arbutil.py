@@ -11,6 +11,8 @@ import flint
 import numpy as np
 from flint import arb, arb_mat, arf
 
+from .blocks import row_blocks
+
 
 @contextmanager
 def precision(bits: int) -> Iterator[None]:
@@ -79,6 +81,25 @@ def matrix(X: np.ndarray) -> arb_mat:
     if rows == 0 or cols == 0:
         return arb_mat(rows, cols)
     return arb_mat(X.tolist())
+
+
+def left_product(D: np.ndarray, A: np.ndarray) -> arb_mat:
+    """Returns a ball matrix that contains D A (float64 D, A taken as exact), formed as the
+    sum over row blocks of A of D[:, b] A[b]: one block of A is held as balls at a time."""
+    out = arb_mat(D.shape[0], A.shape[1])
+    for b in row_blocks(*A.shape):
+        out = out + matrix(np.ascontiguousarray(D[:, b])) * matrix(A[b])
+    return out
+
+
+def right_product(A: np.ndarray, B: arb_mat) -> arb_mat:
+    """Returns a ball matrix that contains A B (float64 A taken as exact), formed a row block
+    of A at a time (rows of A B are independent): one block of A is held as balls."""
+    rows: list[list[arb]] = []
+    for b in row_blocks(*A.shape):
+        part = matrix(A[b]) * B
+        rows += [[part[i, j] for j in range(part.ncols())] for i in range(part.nrows())]
+    return arb_mat(rows) if rows and B.ncols() else arb_mat(A.shape[0], B.ncols())
 
 
 def identity(p: int) -> arb_mat:

@@ -24,6 +24,7 @@ from ..arrays import require_all_finite
 from ..rationals import float_down, float_up
 from ..result import Enclosure
 from . import arbutil, dyadic, workbound
+from .blocks import row_blocks
 from .rounding import (
     ETA,
     gamma_up,
@@ -109,17 +110,6 @@ def float_row_bounds(A: np.ndarray, U: np.ndarray, V: np.ndarray
 @lru_cache(maxsize=1024)
 def _eta_terms(k: int, N: int) -> tuple[float, float]:
     return float_up(k * ETA), float_up(N * k * ETA)
-
-
-BLOCK_ENTRIES = 1 << 20  # rows at a time in the arb and exact tiers: memory, not time
-
-
-def row_blocks(m: int, N: int) -> list[slice]:
-    """Consecutive row ranges of at most BLOCK_ENTRIES entries (at least one row each): the
-    row sums are independent, and an arb or exact block of a 6000 x 8192 matrix at once held
-    gigabytes (a review ran a 768 KB store out of 6 GB)."""
-    step = max(1, BLOCK_ENTRIES // max(N, 1))
-    return [slice(i, min(i + step, m)) for i in range(0, m, step)]
 
 
 def arb_row_enclosures(A: np.ndarray, U: np.ndarray, V: np.ndarray, prec: int
