@@ -21,6 +21,8 @@ from typing import Literal
 
 from flint import fmpq
 
+from .budget import tick
+
 Row = Sequence[Fraction]
 
 
@@ -87,6 +89,7 @@ def decide(G: Sequence[Row], h: Row, nvars: int) -> LPAnswer:
     d += [zero] * r
     d.append(-sum((T[i][ncol] for i in range(r)), zero))
     while True:
+        tick()  # a pivot on a large cell takes long: the oracle's time budget ends it here
         enter = next((j for j in range(ncol) if d[j] < 0), None)  # Bland: lowest index
         if enter is None:
             break
@@ -104,6 +107,7 @@ def decide(G: Sequence[Row], h: Row, nvars: int) -> LPAnswer:
         T[leave] = prow
         for i in range(r):
             if i != leave:
+                tick()  # one pivot on a 3000-row tableau of big rationals takes seconds
                 f = T[i][enter]
                 if f:
                     T[i] = [x - f * p for x, p in zip(T[i], prow, strict=True)]

@@ -168,6 +168,10 @@ def oracle(A: object, eps: object, mode: str = "unrestricted", *,
     nothing; the result then notes that the time budget was used up.
     """
     stochastic = _mode_flag(mode, stochastic)
+    for name, v in (("budget", budget), ("total_budget", total_budget)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int | float)
+                              or not v >= 0):  # NaN too
+            raise InputError(f"must be a number of seconds >= 0, got {v!r}", field=name)
     if total_budget is None:
         total_budget = 2 * budget + DEFAULT_BUDGET
     with deadline(total_budget):

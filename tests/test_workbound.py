@@ -421,3 +421,28 @@ def test_intrinsic_witness_loops_are_priced():
     assert err.value.field == "op0.r1.M" and "dense" in str(err.value)
     _within_limit(rec, "S/intrinsic.jsonl", 8, 100, 1, [X, Y[:100]], 10**18,
                   {"M": np.zeros((8, 100))})  # 108^2 * 48 bytes: accepted
+
+
+def test_oracle_budget_bounds_the_exact_simplex_of_large_stochastic_cells():
+    # a 32 x 32 stochastic cell: the thin rank-one LP (about 1,000 unknowns, 3,000 rows) ran
+    # 74 s past a 5 s budget before its pivots checked the deadline
+    from softrank.exact.oracle import oracle
+
+    rng = np.random.default_rng(4)
+    W = rng.integers(1, 9, size=(32, 32))
+    rows = [[f"{w}/{int(r.sum())}" for w in r] for r in W]
+    t0 = time.monotonic()
+    res = oracle(rows, "1/10", mode="stochastic", budget=1, total_budget=1)
+    assert time.monotonic() - t0 < 30 and res.lower <= res.upper
+
+
+@pytest.mark.parametrize("kw", [{"budget": -1}, {"budget": float("nan")},
+                                {"total_budget": -5}, {"total_budget": float("nan")},
+                                {"budget": "5"}, {"budget": True}])
+def test_oracle_refuses_budgets_that_are_not_seconds(kw):
+    from softrank.certify.errors import InputError
+    from softrank.exact.oracle import oracle
+
+    with pytest.raises(InputError) as err:
+        oracle([["1/2", "1/2"], ["1/4", "3/4"]], "1/4", **kw)
+    assert err.value.field in kw
