@@ -460,3 +460,13 @@ def test_corrupt_members_are_input_errors_not_crashes(tmp_path, capsys):
                                      .replace("\u00e9".encode(), b"\xff\xfe"))
     code, out, err = _run(tmp_path / "u.zip", capsys)
     assert code == 2 and out == "" and "not a readable zip archive" in err
+
+
+def test_the_replayer_takes_the_ids_a_store_writes():
+    """The replayer keeps its own copy of the store's id rule (it imports nothing from the
+    package): the two patterns must stay one."""
+    from softrank.witnesses import store
+
+    assert rp._ID.pattern == store._ID.pattern.removeprefix("^").removesuffix("\\Z")
+    for s in ("op0", "a.b-c_9", "x" * 128, "x" * 129, "op0 ", "_a", "", "op\u200b0"):
+        assert bool(rp._ID.fullmatch(s)) == bool(store._ID.match(s)), s
