@@ -28,6 +28,7 @@ from flint import arb
 from .arrays import as_matrix
 from .errors import InputError
 from .numerics import arbutil, workbound
+from .numerics.blocks import row_blocks
 from .numerics.expbound import ALPHA0, ALPHA1, TINY, FloatTierError, U, exp_nonpos, gamma
 from .numerics.fpenv import quiet_floats
 from .rationals import float_down, float_up, to_rational
@@ -149,36 +150,25 @@ def _float_bounds(A: np.ndarray, kind: Kind, X: np.ndarray, beta: Fraction
     computed row sums.  Raises FloatTierError for inputs outside the tier's proof.
     """
     m, N = A.shape
-    if N >= 2**20 or np.abs(A).max() > _BIG:
+    if N >= 2**20:
         raise FloatTierError("outside the float tier's range")
-    with np.errstate(over="ignore", invalid="ignore", under="ignore"):
-        if kind == "logits":
-            # an overflowing L - M or beta (L - M) rounds to -inf or -MAX in every rounding
-            # mode, which exp_nonpos classes as small, correctly: the exact value is below -MAX
-            x = X - X.max(axis=1, keepdims=True)  # exact max; rounding charged via T1
-            if beta != 1:
-                if not Fraction(1, 2**1000) < beta < 2**1000:
-                    raise FloatTierError("beta outside the float tier's range")
-                bf = float(beta)  # correctly rounded: relative error <= 2^-53
-                if abs(Fraction(bf) - beta) > U * beta:
-                    raise FloatTierError("beta rounding")
-                x *= bf
-            e, _small = exp_nonpos(x)
-            S = e.sum(axis=1, keepdims=True)
-            extra = 2 * ((ALPHA0 + ALPHA1 * Fraction(368, 1000) * N)
-                         / (1 - ALPHA0 - ALPHA1 * 700) + N * TINY)
-        else:
-            if X.max() > _BIG:
-                raise FloatTierError("block outside the float tier's range")
-            e = X
-            S = X.sum(axis=1, keepdims=True)
-            extra = Fraction(0)
-            if not (S > 0).all():
-                raise FloatTierError("block row sum not positive")
-        e = e / S
-        e -= A
-        np.abs(e, out=e)
-        t = e.sum(axis=1)
+    bf = None
+    if kind == "logits" and beta != 1:
+        if not Fraction(1, 2**1000) < beta < 2**1000:
+            raise FloatTierError("beta outside the float tier's range")
+        bf = float(beta)  # correctly rounded: relative error <= 2^-53
+        if abs(Fraction(bf) - beta) > U * beta:
+            raise FloatTierError("beta rounding")
+    t = np.empty(m)
+    # every step below is per row, so blocks of rows change no value; they bound the
+    # temporaries (six m x N arrays at once held six times the stored matrix)
+    for b in row_blocks(m, N, floats=True):
+        t[b] = _float_row_sums(A[b], kind, X[b], bf)
+    if kind == "logits":
+        extra = 2 * ((ALPHA0 + ALPHA1 * Fraction(368, 1000) * N)
+                     / (1 - ALPHA0 - ALPHA1 * 700) + N * TINY)
+    else:
+        extra = Fraction(0)
     if not np.isfinite(t).all():
         raise FloatTierError("non-finite row sum")
     g = gamma(N - 1)
@@ -189,6 +179,33 @@ def _float_bounds(A: np.ndarray, kind: Kind, X: np.ndarray, beta: Fraction
     hi = tmax / (1 - gN) + err
     lo = max(Fraction(0), tmax / (1 + gN) - err)
     return lo, hi, arg
+
+
+def _float_row_sums(A: np.ndarray, kind: Kind, X: np.ndarray, bf: float | None) -> np.ndarray:
+    """Returns fl(sum_j |fl(e_ij / S_i) - A_ij|) for rows of A (a block), the computation
+    :func:`_float_bounds` charges; raises FloatTierError where its proof does not apply."""
+    if np.abs(A).max() > _BIG:
+        raise FloatTierError("outside the float tier's range")
+    with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+        if kind == "logits":
+            # an overflowing L - M or beta (L - M) rounds to -inf or -MAX in every rounding
+            # mode, which exp_nonpos classes as small, correctly: the exact value is below -MAX
+            x = X - X.max(axis=1, keepdims=True)  # exact max; rounding charged via T1
+            if bf is not None:
+                x *= bf
+            e, _small = exp_nonpos(x)
+            S = e.sum(axis=1, keepdims=True)
+        else:
+            if X.max() > _BIG:
+                raise FloatTierError("block outside the float tier's range")
+            e = X
+            S = X.sum(axis=1, keepdims=True)
+            if not (S > 0).all():
+                raise FloatTierError("block row sum not positive")
+        e = e / S
+        e -= A
+        np.abs(e, out=e)
+        return e.sum(axis=1)
 
 
 def _arb_slack(A: np.ndarray, kind: Kind, X: np.ndarray | None, beta: Fraction) -> Slack:

@@ -155,3 +155,36 @@ def test_bernstein_and_decoder_row_blocks_change_no_value(monkeypatch):
         parts = [check_lower(A, c, "1/3", tier=t) for c in certs for t in ("arb", "exact")]
         assert [(c.status, c.value) for c in parts] == [(c.status, c.value) for c in whole]
     assert all(c.status != "undecided" for c in whole)  # decided: values to compare
+
+
+def test_float_row_blocks_keep_the_float_tiers_proved(monkeypatch):
+    """The float64 tiers of the upper check and of the operator slack run a few rows at a time
+    (their temporaries held six m x N arrays); with blocks of one row or of a few entries they
+    prove the same verdicts and enclosures that contain the one-block ones' values."""
+    from softrank.certify import charged_slack
+    from softrank.certify.numerics import blocks
+
+    rng = np.random.default_rng(8)
+    L = rng.standard_normal((9, 7)) * 3
+    L[2, 4] = -np.inf
+    E = np.exp(L - L.max(axis=1, keepdims=True))
+    A = (E / E.sum(axis=1, keepdims=True)).astype(np.float32).astype(np.float64)
+    block = rng.uniform(0, 1, (9, 7))
+    U, V = rng.standard_normal((9, 2)), rng.standard_normal((2, 7))
+    eps = Fraction(float(np.abs(A - U @ V).sum(axis=1).max())) * Fraction(1001, 1000)
+
+    def run():
+        up = check_upper(A, U, V, eps, tier="float64")
+        sl = [charged_slack({"A": A, "logits": L}), charged_slack({"A": A, "block": block})]
+        return up, sl
+
+    up0, sl0 = run()
+    assert up0.status == "holds" and all(s.detail.get("tier") == "float64" for s in sl0)
+    for entries in (1, 7, 20):
+        monkeypatch.setattr(blocks, "FLOAT_BLOCK_ENTRIES", entries)
+        assert len(blocks.row_blocks(9, 7, floats=True)) == -(-9 // max(1, entries // 7))
+        up, sl = run()
+        assert up.status == "holds"
+        for s, s0 in zip(sl, sl0, strict=True):
+            assert s.detail.get("tier") == "float64"
+            assert s.chi_lo <= s0.chi and s0.chi_lo <= s.chi  # both contain chi_true

@@ -46,13 +46,17 @@ def float_row_sums(A: np.ndarray, U: np.ndarray, V: np.ndarray
     """
     with np.errstate(all="ignore"):  # overflow and NaN are detected from the results
         k = U.shape[1]
-        if k:
-            D = U @ V
-            np.subtract(A, D, out=D)
-        else:
-            D = A.copy()
-        np.abs(D, out=D)
-        S = D.sum(axis=1)
+        S = np.empty(A.shape[0])
+        # each row's sum is formed alone, so blocks of rows change no value (Lemma 4 holds
+        # for any order of the sum); they bound the temporary D
+        for b in row_blocks(*A.shape, floats=True):
+            if k:
+                D = U[b] @ V
+                np.subtract(A[b], D, out=D)
+            else:
+                D = A[b].copy()
+            np.abs(D, out=D)
+            S[b] = D.sum(axis=1)
         T = np.abs(U) @ np.abs(V).sum(axis=1) if k else None
         # NaN propagates through max, so two reductions check every entry
         if not (np.isfinite(S.max()) and (T is None or np.isfinite(T.max()))):
