@@ -4,6 +4,7 @@ input."""
 from __future__ import annotations
 
 import json
+from fractions import Fraction
 
 import pytest
 
@@ -117,3 +118,89 @@ def test_an_eps_that_would_expand_to_a_billion_digits_is_refused(known_audit, tm
     hostile.write_text(json.dumps(doc))
     assert main(["diff", str(out), str(hostile)]) == 2
     assert "records" in capsys.readouterr().err
+
+
+def _hostile(out, tmp_path, edit, name="report.json"):
+    doc = json.loads((out / "report.json").read_text())
+    edit(doc)
+    path = tmp_path / name
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def _first_pair_bracket(doc):
+    r = doc["records"][0]
+    return r, [x for x in doc["records"] if x["operator"] == r["operator"]]
+
+
+def test_one_eps_spelled_two_ways_cannot_hide_a_changed_bracket(known_audit, tmp_path, capsys):
+    """Rows were grouped by the eps text: a report with "1/4" and "0.25" for one operator made
+    two rows of one key, the later hiding the earlier, and a changed bracket read as none."""
+    _, out = known_audit
+
+    def split(doc):
+        recs = doc["records"]
+        key = next(k for k in {(r["operator"], r["eps"]) for r in recs}
+                   if sum((r["operator"], r["eps"]) == k for r in recs) >= 2
+                   and all(r.get("upper") for r in recs if (r["operator"], r["eps"]) == k))
+        first, second = [r for r in recs if (r["operator"], r["eps"]) == key][:2]
+        first["upper"] = min(r["upper"] for r in recs if (r["operator"], r["eps"]) == key) - 1
+        recs.remove(second)
+        second["eps"] = str(float(Fraction(second["eps"])))  # the same exact number
+        recs.append(second)
+
+    hostile = _hostile(out, tmp_path, split)
+    assert main(["diff", str(out), str(hostile), "--json"]) == 1
+    res = json.loads(capsys.readouterr().out)
+    assert [c["changes"] for c in res["changed"]] == [["bracket"]]
+
+
+def test_a_bracket_id_twice_is_refused(known_audit, tmp_path, capsys):
+    _, out = known_audit
+
+    def dup(doc):
+        r = doc["records"][0]
+        doc["records"].insert(0, dict(r, upper_result="does_not_hold",
+                                      lower_result="does_not_hold"))
+
+    assert main(["diff", str(out), str(_hostile(out, tmp_path, dup))]) == 2
+    err = capsys.readouterr().err
+    assert "appears twice" in err and "records[1].bracket" in err
+
+
+@pytest.mark.parametrize("bad", ["b\\u001b", "op0 ", "", "a" * 129, "-lead"])
+def test_ids_outside_the_store_rule_are_refused(known_audit, tmp_path, capsys, bad):
+    _, out = known_audit
+    hostile = _hostile(out, tmp_path, lambda d: d["records"][0].update(operator=bad))
+    assert main(["diff", str(out), str(hostile)]) == 2
+    assert "records[0].operator" in capsys.readouterr().err
+
+
+def test_a_changed_claimed_rank_is_a_change(known_audit, tmp_path, capsys):
+    _, out = known_audit
+
+    def rerank(doc):
+        r = next(x for x in doc["records"] if isinstance(x.get("upper_check"), dict))
+        r["upper_check"]["rank"] = r["upper_check"]["rank"] + 3
+
+    assert main(["diff", str(out), str(_hostile(out, tmp_path, rerank)), "--json"]) == 1
+    res = json.loads(capsys.readouterr().out)
+    assert [c["changes"] for c in res["changed"]] == [["claims"]]
+
+
+def test_report_size_budgets_and_links_are_refused_before_work(known_audit, tmp_path, capsys):
+    _, out = known_audit
+    many = _hostile(out, tmp_path, lambda d: d["options"].update(budgets=list(range(1, 66))))
+    assert main(["diff", str(out), str(many)]) == 2
+    assert "options.budgets" in capsys.readouterr().err
+    assert main(["diff", str(out), str(out), "--budgets", ",".join(map(str, range(1, 66)))]) == 2
+    big = tmp_path / "big.json"
+    big.write_bytes(b" " * ((1 << 20) + 1))
+    assert main(["diff", str(out), str(big), "--max-json", "1"]) == 2
+    assert "--max-json" in capsys.readouterr().err
+    folder = tmp_path / "linked"
+    folder.mkdir()
+    (folder / "report.json").symlink_to(out / "report.json")
+    assert main(["diff", str(out), str(folder)]) == 2
+    assert "symbolic link" in capsys.readouterr().err
+    assert main(["diff", str(out), str(out)]) == 0

@@ -69,6 +69,9 @@ def require_figures() -> None:
                          field="--no-figures") from None
 
 
+MAX_BUDGETS = 64
+
+
 def parse_budgets(text: str) -> list[int]:
     """Returns the sorted distinct positive ranks of ``"8,16,32"``; InputError otherwise."""
     try:
@@ -77,7 +80,10 @@ def parse_budgets(text: str) -> list[int]:
         raise InputError(f"budgets must be comma-separated integers, got {text!r}",
                          field="--budgets") from None
     if not ks or ks[0] < 1:
-        raise InputError(f"budgets must be positive ranks, got {text!r}", field="--budgets")
+        raise InputError(f"budgets must be positive ranks, got {text[:80]!r}",
+                         field="--budgets")
+    if len(ks) > MAX_BUDGETS:  # every pair gets a verdict per budget
+        raise InputError(f"{len(ks)} budgets (at most {MAX_BUDGETS})", field="--budgets")
     return ks
 
 

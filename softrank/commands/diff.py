@@ -10,16 +10,19 @@ or when it exists on one side only.  Pairs are matched by operator id and exact 
 from __future__ import annotations
 
 import argparse
+import os
+import re
 import sys
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
 from softrank.certify.errors import InputError
-from softrank.certify.rationals import to_rational
+from softrank.certify.rationals import qstr, to_rational
 from softrank.witnesses import jsonexact
+from softrank.witnesses.atomic import open_regular
 
-from ..audit import DEFAULT_BUDGETS, parse_budgets
+from ..audit import DEFAULT_BUDGETS, MAX_BUDGETS, parse_budgets
 from ..audit.journal import normalize
 from ..audit.report import REPORT_FORMAT
 from ..audit.tables import fmt_eps, group_pairs, ok
@@ -33,6 +36,8 @@ HELP = ("name the (operator, eps) pairs whose validated brackets, verdicts or cl
 
 REPORT_NAME = "report.json"
 STORE_HEADER = "store.json"
+MAX_REPORT_MIB = 256  # about 60,000 records; parsing takes about ten times the file in memory
+_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")  # the store's ids (witnesses.store)
 
 EXAMPLES = (  # shown under --help
     'softrank-certify diff old_audit/report.json new_audit/report.json',
@@ -51,43 +56,80 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--jobs", type=int, default=1, metavar="N",
                    help="worker processes when a side is a store (default 1)")
     p.add_argument("--json", action="store_true", help="print one JSON document")
+    p.add_argument("--max-json", type=int, default=MAX_REPORT_MIB, metavar="MIB",
+                   help="largest report.json read, in MiB, checked before it is read "
+                        f"(default {MAX_REPORT_MIB})")
 
 
 # ---------------------------------------------------------------------------- loading
 
 
-def load_side(path: str | Path, *, tier: str = "auto", jobs: int = 1
+def load_side(path: str | Path, *, tier: str = "auto", jobs: int = 1,
+              max_bytes: int = MAX_REPORT_MIB << 20
               ) -> tuple[str, list[dict[str, Any]], list[int] | None]:
     """Returns (kind, records, budgets) of one side: kind "report" (records of report.json,
-    budgets from its options) or "store" (records checked now, budgets None).
+    budgets from its options) or "store" (records checked now, budgets None).  A report's
+    eps are rewritten in the one spelling an audit writes ("0.15" -> "3/20"), so that one
+    pair cannot be split into two rows that hide each other.
 
-    Raises InputError for a path that is neither, or a report.json of another format.
+    Raises InputError for a path that is neither; for a report.json that is a symbolic link,
+    not a regular file, larger than ``max_bytes`` (checked before reading), of another
+    format, with a record of the wrong shape, an id outside the store's id rule, a bracket
+    id twice, or more than MAX_BUDGETS budgets.
     """
     p = Path(path)
-    if p.is_dir() and (p / REPORT_NAME).is_file():
+    if p.is_dir() and (p / REPORT_NAME).exists():
         p = p / REPORT_NAME
-    if p.is_file():
-        try:
-            doc = jsonexact.loads(p.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, ValueError) as err:
-            raise InputError(f"not a readable JSON report ({err})", source=str(p)) from None
-        if not isinstance(doc, dict) or doc.get("format") != REPORT_FORMAT:
-            raise InputError(f"not a {REPORT_FORMAT} document", field="format",
-                             source=str(p)) from None
-        recs = doc.get("records")
-        if not isinstance(recs, list) or not all(_record_shape_ok(r) for r in recs):
-            raise InputError("records must be a list of audit records", field="records",
-                             source=str(p))
-        opts = doc.get("options") if isinstance(doc.get("options"), dict) else {}
-        budgets = opts.get("budgets")
-        if not (isinstance(budgets, list) and all(type(k) is int and k > 0 for k in budgets)):
-            budgets = None
-        return "report", [normalize(r) for r in recs], budgets
-    if p.is_dir() and (p / STORE_HEADER).is_file():
+    if not p.is_dir():
+        return "report", *_load_report(p, max_bytes)
+    if (p / STORE_HEADER).is_file():
         recs = [normalize(r) for r in iter_checks(p, jobs=jobs, tier=tier)]
         return "store", sorted(recs, key=lambda r: r["bracket"]), None
     raise InputError("neither an audit report (report.json or its folder) nor a store "
                      "(a folder with store.json)", source=str(p))
+
+
+def _load_report(p: Path, max_bytes: int) -> tuple[list[dict[str, Any]], list[int] | None]:
+    with open_regular(p, field="report.json") as fh:
+        size = os.fstat(fh.fileno()).st_size
+        if size > max_bytes:
+            raise InputError(f"{size} bytes, above the limit of {max_bytes} (--max-json)",
+                             field="report.json", source=str(p))
+        raw = fh.read(max_bytes + 1)
+    if len(raw) > max_bytes:  # grew since fstat
+        raise InputError(f"above the limit of {max_bytes} bytes (--max-json)",
+                         field="report.json", source=str(p))
+    try:
+        doc = jsonexact.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as err:
+        raise InputError(f"not a readable JSON report ({err})", source=str(p)) from None
+    if not isinstance(doc, dict) or doc.get("format") != REPORT_FORMAT:
+        raise InputError(f"not a {REPORT_FORMAT} document", field="format",
+                         source=str(p)) from None
+    recs = doc.get("records")
+    if not isinstance(recs, list) or not all(_record_shape_ok(r) for r in recs):
+        raise InputError("records must be a list of audit records", field="records",
+                         source=str(p))
+    seen: set[str] = set()
+    for i, r in enumerate(recs):
+        for k in ("bracket", "operator"):
+            if not _ID.fullmatch(r[k]):
+                raise InputError(f"{shown(r[k][:140])} is not a store id ([A-Za-z0-9] then "
+                                 "up to 127 of [A-Za-z0-9._-])", field=f"records[{i}].{k}",
+                                 source=str(p))
+        if r["bracket"] in seen:
+            raise InputError(f"bracket id {r['bracket']} appears twice",
+                             field=f"records[{i}].bracket", source=str(p))
+        seen.add(r["bracket"])
+        r["eps"] = qstr(to_rational(r["eps"], field="eps"))
+    opts = doc.get("options") if isinstance(doc.get("options"), dict) else {}
+    budgets = opts.get("budgets")
+    if not (isinstance(budgets, list) and all(type(k) is int and k > 0 for k in budgets)):
+        budgets = None
+    elif len(budgets) > MAX_BUDGETS:
+        raise InputError(f"{len(budgets)} budgets (at most {MAX_BUDGETS})",
+                         field="options.budgets", source=str(p))
+    return [normalize(r) for r in recs], budgets
 
 
 def _record_shape_ok(r: Any) -> bool:
@@ -121,9 +163,18 @@ def _outcomes(records: list[dict[str, Any]]) -> dict[tuple[str, Fraction], dict[
     for r in records:
         d = out.setdefault(_key(r["operator"], r["eps"]), {})
         d[r["bracket"]] = ("error" if not ok(r) else
-                           {"upper": end_result(r, "upper"),
-                            "lower": end_result(r, "lower")})
+                           {"upper": _outcome(r, "upper"), "lower": _outcome(r, "lower")})
     return out
+
+
+def _outcome(r: dict[str, Any], end: str) -> str:
+    """The result word of an end and what it claimed: a rank that moved is a change even
+    when both claims are proved."""
+    res = end_result(r, end)
+    chk = r.get(f"{end}_check")
+    if not isinstance(chk, dict) or chk.get("rank") is None:
+        return res
+    return f"{res} ({chk.get('kind')} rank {chk.get('rank')})"
 
 
 def _claim_changes(old: dict[str, Any], new: dict[str, Any]) -> list[dict[str, Any]]:
@@ -224,8 +275,11 @@ def format_text(result: dict[str, Any]) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     if args.jobs < 1:
         raise InputError("--jobs must be >= 1", field="--jobs")
-    kind_old, old, b_old = load_side(args.old, tier=args.tier, jobs=args.jobs)
-    kind_new, new, b_new = load_side(args.new, tier=args.tier, jobs=args.jobs)
+    if args.max_json < 1:
+        raise InputError("--max-json must be >= 1", field="--max-json")
+    cap = args.max_json << 20
+    kind_old, old, b_old = load_side(args.old, tier=args.tier, jobs=args.jobs, max_bytes=cap)
+    kind_new, new, b_new = load_side(args.new, tier=args.tier, jobs=args.jobs, max_bytes=cap)
     if args.budgets is not None:
         budgets = parse_budgets(args.budgets)
     else:
