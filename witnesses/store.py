@@ -435,10 +435,27 @@ def _parse_bracket(rec: Any, src: str, line: int, root: Path) -> BracketRecord:
         producer=producer, claims=claims, root=root)
 
 
-def _read_jsonl(path: Path) -> Iterator[tuple[int, Any]]:
+RECORD_FILES = ("store.json", "operators.jsonl", "brackets.jsonl")
+
+
+def records_digest(parts: Mapping[str, bytes]) -> str:
+    """Returns the sha256 of a store's record files (``RECORD_FILES``, length-prefixed).
+
+    Every array file is pinned by its sha256 inside these records, so the digest pins the
+    whole store."""
+    h = hashlib.sha256()
+    for name in RECORD_FILES:
+        data = parts[name]
+        h.update(name.encode() + b"\0" + str(len(data)).encode() + b"\0" + data)
+    return h.hexdigest()
+
+
+def _read_jsonl(path: Path, raw: bytes | None = None) -> Iterator[tuple[int, Any]]:
+    """Yields (line number, value) of a JSON-lines file: of ``raw`` when given (the bytes
+    already read from ``path``), else of the file read now."""
     src = str(path)
     try:
-        text = read_regular(path).decode("utf-8")
+        text = (read_regular(path) if raw is None else raw).decode("utf-8")
     except UnicodeDecodeError as err:
         raise InputError(f"not UTF-8 text: {err}", field="file", source=src) from None
     for n, line in enumerate(jsonexact.split_lines(text), start=1):
@@ -454,8 +471,11 @@ class StoreReader:
     """A validated, read-only view of a store; arrays load lazily per record."""
 
     def __init__(self, root: Path, header: dict[str, Any], operators: list[OperatorRecord],
-                 brackets: list[BracketRecord]):
+                 brackets: list[BracketRecord], digest: str | None = None):
         self.root = root
+        # records_digest of the very bytes parsed: a check and a bundle of one run compare
+        # it, since the files may change between two reads
+        self.digest = digest
         self.header = header
         self.operators = operators
         self.brackets = brackets
@@ -523,13 +543,14 @@ def open_store(path: str | Path) -> StoreReader:
         raise InputError(f"unsupported version {header.get('version')!r} (this reader: "
                          f"{FORMAT_VERSION})", field="version", source=str(head_path))
     ops_path, br_path = root / "operators.jsonl", root / "brackets.jsonl"
+    raw_ops, raw_br = read_regular(ops_path), read_regular(br_path)
     op_cap = _cap("SOFTRANK_MAX_OPERATORS", MAX_OPERATORS)
     br_cap = _cap("SOFTRANK_MAX_BRACKETS", MAX_BRACKETS)
     operators = [_parse_operator(r, str(ops_path), n, root)
-                 for n, r in _capped(_read_jsonl(ops_path), op_cap, str(ops_path),
+                 for n, r in _capped(_read_jsonl(ops_path, raw_ops), op_cap, str(ops_path),
                                      "SOFTRANK_MAX_OPERATORS")]
     brackets = [_parse_bracket(r, str(br_path), n, root)
-                for n, r in _capped(_read_jsonl(br_path), br_cap, str(br_path),
+                for n, r in _capped(_read_jsonl(br_path, raw_br), br_cap, str(br_path),
                                     "SOFTRANK_MAX_BRACKETS")]
     _unique([o.id for o in operators], str(ops_path))
     _unique([b.id for b in brackets], str(br_path))
@@ -543,7 +564,9 @@ def open_store(path: str | Path) -> StoreReader:
             _check_rank_fits(end, shapes[b.operator], f"{b.id}.{prefix}.rank", str(br_path))
         brackets[i] = b
     _check_declared_work(brackets, str(br_path))
-    return StoreReader(root, header, operators, brackets)
+    digest = records_digest({"store.json": raw, "operators.jsonl": raw_ops,
+                             "brackets.jsonl": raw_br})
+    return StoreReader(root, header, operators, brackets, digest)
 
 
 #: Reader caps (generous; a store beyond one is refused, exit 2, naming the file and field).

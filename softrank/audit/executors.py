@@ -32,7 +32,6 @@ from softrank.witnesses import StoreReader, open_store
 from ..recheck import _OperatorCache, check_record, operator_chunks
 from ..workers import init_worker
 from .batching import batches
-from .journal import store_digest
 
 WINDOW_PER_WORKER = 4  # queued chunks per worker process (see ProcessExecutor.run)
 # A serial run hands a batch over once it has been filling this long (seconds; looked at
@@ -55,7 +54,7 @@ def _reader(store: StoreRef) -> tuple[StoreReader, dict[str, Any]]:
     if store not in _READERS:
         path, digest = store
         reader = open_store(path)
-        if store_digest(path) != digest:
+        if reader.digest != digest:  # the bytes parsed, not a second read of the files
             raise InputError("the store changed after the audit started (its record files no "
                              "longer match the journal's sha256); rerun the audit",
                              field="store", source=path)

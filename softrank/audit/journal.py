@@ -55,6 +55,7 @@ from typing import IO, Any
 from softrank.certify.errors import InputError
 from softrank.witnesses import jsonexact
 from softrank.witnesses.atomic import LINK_REFUSED, open_dirs, read_regular
+from softrank.witnesses.store import RECORD_FILES, records_digest
 
 JOURNAL_NAME = "journal.jsonl"
 JOURNAL_FORMAT = "softrank-audit-journal"
@@ -235,16 +236,9 @@ def _mac(secret: bytes, header: dict[str, Any], line: dict[str, Any] | None) -> 
 
 
 def store_digest(store: str | os.PathLike) -> str:
-    """Returns the sha256 of store.json, operators.jsonl and brackets.jsonl (length-prefixed).
-
-    Every array file is pinned by its sha256 inside these records, so the digest pins the
-    whole store.
-    """
-    h = hashlib.sha256()
-    for name in ("store.json", "operators.jsonl", "brackets.jsonl"):
-        data = read_regular(Path(store) / name)
-        h.update(name.encode() + b"\0" + str(len(data)).encode() + b"\0" + data)
-    return h.hexdigest()
+    """Returns ``witnesses.store.records_digest`` of the store's record files as they are now
+    (a reader's ``digest`` is the same function of the bytes it parsed)."""
+    return records_digest({name: read_regular(Path(store) / name) for name in RECORD_FILES})
 
 
 def journal_key(store: str | os.PathLike, tier: str, version: str) -> dict[str, str]:

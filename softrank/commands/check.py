@@ -182,7 +182,8 @@ def run(args: argparse.Namespace) -> int:
     left = Counter(b.operator for b in reader.brackets)
     held: dict[str, list[dict[str, Any]]] = {}
     for rec in iter_checks(args.store, jobs=args.jobs, tier=args.tier,
-                           scheduler=args.scheduler, max_work=max_work, batch=batch):
+                           scheduler=args.scheduler, max_work=max_work, batch=batch,
+                           digest=reader.digest):
         records.append(rec)
         bar.update(1)
         if args.verbose and not args.json:
@@ -219,10 +220,15 @@ def run(args: argparse.Namespace) -> int:
                             nothing=not records and not intrinsic))
         if isum is not None:
             print(f"{isum['records']} intrinsic records checked; input errors {isum['errors']}")
-    if args.export:
+    if args.export and summary["errors"]:
+        # a bundle without them would replay as complete; the errors are named below
+        print(f"softrank-certify: no bundle written to {shown(args.export)}: "
+              f"{summary['errors']} brackets are input errors", file=sys.stderr)
+    elif args.export:
         from .export import export_records
 
-        export_records(args.store, records, args.export, as_json=False)
+        export_records(args.store, records, args.export, as_json=False,
+                       digest=reader.digest, max_work=max_work)
     if isum is not None and isum["errors"]:
         for res in intrinsic:
             if "error" in res:

@@ -7,8 +7,12 @@ import json
 import sys
 from typing import Any
 
+from softrank.certify.numerics import workbound
+from softrank.witnesses import open_store
+
 from ..export import check_bundle_target, write_bundle
 from ..runner import iter_checks
+from ..terminal import shown
 from ..words import all_proved
 
 NAME = "export"
@@ -27,21 +31,26 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--jobs", type=int, default=1, metavar="N", help="worker processes")
     p.add_argument("--no-kyfan", action="store_true",
                    help="skip the Ky Fan certificate search for frobenius_tail ends")
+    p.add_argument("--max-work", default=None, metavar="UNITS",
+                   help="work limit per record's checks and per Ky Fan search (default: the "
+                        "kernel's, as for check)")
     p.add_argument("--json", action="store_true", help="print the counts as JSON")
 
 
 def export_records(store: str, records: list[dict[str, Any]], out: str, *,
-                   kyfan: bool = True, as_json: bool = False) -> dict[str, Any]:
-    """Writes the bundle and prints its counts (shared with ``check --export``)."""
-    counts = write_bundle(store, records, out, frobenius=kyfan)
+                   kyfan: bool = True, as_json: bool = False, digest: str | None = None,
+                   max_work: int | None = None) -> dict[str, Any]:
+    """Writes the bundle and prints its counts (shared with ``check --export``).  ``digest``
+    is the records digest of the store the checks read (the bundle's must be the same)."""
+    counts = write_bundle(store, records, out, frobenius=kyfan, digest=digest,
+                          max_work=max_work)
     if as_json:
         print(json.dumps({"bundle": out, **counts}))
     else:
-        print(f"bundle {out}: {counts['ends']} ends, {counts['kernel_proved']} proved by the "
-              f"kernel, {counts['kyfan_missing']} frobenius ends without a Ky Fan "
-              f"certificate, {counts['skipped_errors']} brackets skipped for input errors; "
-              f"{counts['bytes']} bytes, manifest sha256 {counts['manifest_sha256']}",
-              file=sys.stderr if not as_json else sys.stdout)
+        print(f"bundle {shown(out)}: {counts['ends']} ends, {counts['kernel_proved']} proved "
+              f"by the kernel, {counts['kyfan_missing']} frobenius ends without a Ky Fan "
+              f"certificate (the replayer leaves those undecided); {counts['bytes']} bytes, "
+              f"manifest sha256 {counts['manifest_sha256']}", file=sys.stderr)
     return counts
 
 
@@ -50,10 +59,10 @@ def run(args: argparse.Namespace) -> int:
         print("softrank-certify export: error: --jobs must be >= 1", file=sys.stderr)
         return 2
     check_bundle_target(args.out, "--out")
-    records = list(iter_checks(args.store, jobs=args.jobs))
-    counts = export_records(args.store, records, args.out, kyfan=not args.no_kyfan,
-                            as_json=args.json)
-    if counts["skipped_errors"]:
-        return 2
+    max_work = None if args.max_work is None else workbound.parse_max_work(args.max_work)
+    digest = open_store(args.store).digest  # validates the records before any work
+    records = list(iter_checks(args.store, jobs=args.jobs, max_work=max_work, digest=digest))
+    export_records(args.store, records, args.out, kyfan=not args.no_kyfan, as_json=args.json,
+                   digest=digest, max_work=max_work)
     # the bundle holds every end, proved or not: the exit code is check's
     return 0 if all_proved(records) else 1

@@ -17,9 +17,9 @@ lower kind, and the nonzero fallback beside it): the replayer refuses any other 
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import zipfile
+import zlib
 from collections.abc import Iterable, Mapping
 from fractions import Fraction
 from pathlib import Path
@@ -28,9 +28,12 @@ from typing import Any
 import numpy as np
 
 from softrank.certify.errors import InputError
+from softrank.certify.numerics import workbound
+from softrank.certify.numerics.workbound import DEFAULT_MAX_WORK
 from softrank.witnesses import open_store
 from softrank.witnesses.atomic import write_atomic
 
+from ..terminal import shown
 from .kyfan import kyfan_certificate
 
 FORMAT, VERSION = "softrank-replay-bundle", 1
@@ -42,6 +45,11 @@ LOWER_NAMES = {"nonzero": (), "frobenius_tail": (), "decoder": ("D", "W", "X"),
                "submatrix": ("rows", "cols", "X"), "bernstein": ("W", "P", "J"),
                "rowset": ("I", "Z"), "rowmix": ("D", "Z"),
                "polytope": ("Y", "I", "F", "Z", "G")}
+
+
+# The replayer's archive limits (replay/replay.py imports nothing from here, so a test
+# keeps the two equal): a bundle it would refuse is not written.
+MAX_MEMBER, MAX_TOTAL, MAX_MEMBERS, MAX_RATIO, RATIO_FREE = 1 << 30, 1 << 31, 100_000, 100, 32 << 20
 
 
 class _Members:
@@ -65,29 +73,46 @@ class _Members:
 
 
 def write_bundle(store: str | Path, records: Iterable[Mapping[str, Any]], out: str | Path, *,
-                 frobenius: bool = True) -> dict[str, Any]:
+                 frobenius: bool = True, digest: str | None = None,
+                 max_work: int | None = None) -> dict[str, Any]:
     """Writes the bundle of ``records`` (the check records of ``store``) to ``out`` atomically.
 
-    Every end of every record that checked without an input error is exported with its
-    kernel status; frobenius_tail ends the kernel proved get a Ky Fan certificate when the
-    search finds one (``frobenius=False`` skips the search).  Returns counts for reports.
+    Every end of every record is exported with its kernel status; frobenius_tail ends the
+    kernel proved get a Ky Fan certificate when the search finds one within ``max_work``
+    work units an end (``frobenius=False`` skips the search).  Returns counts for reports.
+
+    Raises InputError (nothing written) when a record is an input error (each is named),
+    when the store's record files are no longer those of ``digest`` (the digest of the
+    records the checks read: the arrays written must be the ones checked), when a record
+    names a bracket the store does not hold, or when the archive would pass the replayer's
+    limits.
     """
+    recs = list(records)
+    errors = [r for r in recs if "error" in r]
+    if errors:
+        shown_errors = "; ".join(shown(str(r.get("error")))[:300] for r in errors[:5])
+        raise InputError(f"{len(errors)} brackets are input errors, so no bundle is written "
+                         f"(a bundle without them would replay as complete): {shown_errors}",
+                         field="records")
     reader = open_store(store)
+    if digest is not None and reader.digest != digest:
+        raise InputError("the store's record files changed since its brackets were checked; "
+                         "no bundle is written", field="store", source=str(store))
     by_id = {b.id: b for b in reader.brackets}
     mem = _Members()
     ops: dict[str, dict[str, Any]] = {}
-    op_arrays: dict[str, dict[str, Any]] = {}
     ends: list[dict[str, Any]] = []
     counts = {"ends": 0, "kernel_proved": 0, "skipped_errors": 0, "kyfan_missing": 0}
-    for r in sorted(records, key=lambda r: r["bracket"]):
-        if "error" in r:
-            counts["skipped_errors"] += 1
-            continue
-        br = by_id[r["bracket"]]
+    current: tuple[str, dict[str, Any]] | None = None  # one operator's arrays at a time
+    for r in sorted(recs, key=lambda r: (str(r["operator"]), str(r["bracket"]))):
+        br = by_id.get(r["bracket"])
+        if br is None or br.operator != r["operator"]:
+            raise InputError(f"the store holds no bracket {shown(str(r['bracket']))} of operator "
+                             f"{shown(str(r['operator']))}", field="bracket", source=str(store))
         op = reader.operator(br.operator)
-        if op.id not in ops:
-            arrs = op.load()
-            op_arrays[op.id] = arrs
+        if current is None or current[0] != op.id:
+            current = (op.id, op.load())
+            arrs = current[1]
             entry: dict[str, Any] = {"id": op.id, "shape": list(op.shape),
                                      "A": mem.array(arrs["A"]), "chi": str(r["chi"])}
             for name in ("logits", "block"):
@@ -109,39 +134,71 @@ def write_bundle(store: str | Path, records: Iterable[Mapping[str, Any]], out: s
             if lower["kind"] == "frobenius_tail":
                 cert = None
                 if status == "holds" and frobenius:
-                    cert = _kyfan(op_arrays[op.id]["A"], lower["rank"], br.eps,
-                                  Fraction(r["chi"]), mem)
-                    counts["kyfan_missing"] += cert is None
+                    cert = _kyfan(current[1]["A"], lower["rank"], br.eps,
+                                  Fraction(r["chi"]), mem, max_work)
+                # without one the replayer cannot confirm the end, whatever the reason
+                counts["kyfan_missing"] += cert is None
             ends.append({**base, "end": "lower", "kind": lower["kind"], "rank": lower["rank"],
                          "kernel": status, "certificate": cert})
         if r.get("nonzero_check"):
             ends.append({**base, "end": "lower", "kind": "nonzero", "rank": 1,
                          "kernel": r["nonzero_check"]["status"], "certificate": None})
+    current = None
+    ends.sort(key=lambda e: e["bracket"])  # stable: a bracket's ends keep their order
     counts["ends"] = len(ends)
     counts["kernel_proved"] = sum(e["kernel"] == "holds" for e in ends)
     doc = {"format": FORMAT, "version": VERSION, "store": str(reader.header.get(
-        "description", "")), "operators": list(ops.values()), "ends": ends}
+        "description", "")), "operators": [ops[k] for k in sorted(ops)], "ends": ends}
     mem.files["bundle.json"] = json.dumps(doc, indent=0, sort_keys=True).encode("utf-8")
     manifest = {"format": FORMAT, "version": VERSION, "about": ABOUT,
                 "files": {n: {"bytes": len(b), "sha256": hashlib.sha256(b).hexdigest()}
                           for n, b in sorted(mem.files.items())}}
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_DEFLATED) as zf:
-        zf.writestr("manifest.json", json.dumps(manifest, indent=1, sort_keys=True))
-        for name, data in sorted(mem.files.items()):
-            zf.writestr(name, data)
-    write_atomic(out, lambda fh: fh.write(buf.getvalue()))
-    counts["bytes"] = len(buf.getvalue())
-    counts["manifest_sha256"] = hashlib.sha256(
-        json.dumps(manifest, indent=1, sort_keys=True).encode("utf-8")).hexdigest()
+    man = json.dumps(manifest, indent=1, sort_keys=True).encode("utf-8")
+    _within_replay_limits(mem.files, len(man))
+    # highly compressible arrays (one-hot rows) would pass the replayer's ratio limit, which
+    # guards it against zip bombs: past its free allowance such members are stored
+    free = len(man) + sum(len(b) for b in mem.files.values()) <= RATIO_FREE
+
+    def write(fh: Any) -> None:
+        with zipfile.ZipFile(fh, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+            zf.writestr("manifest.json", man)
+            for name, data in sorted(mem.files.items()):
+                zf.writestr(name, data, compress_type=zipfile.ZIP_DEFLATED if free
+                            else _compress_type(data))
+
+    write_atomic(out, write)
+    counts["bytes"] = Path(out).stat().st_size
+    counts["manifest_sha256"] = hashlib.sha256(man).hexdigest()
     return counts
 
 
-def _kyfan(A: np.ndarray, L: int, eps: Fraction, chi: Fraction, mem: _Members
-           ) -> dict[str, Any] | None:
+def _compress_type(data: bytes) -> int:
+    """Deflate a member unless it shrinks below 1/MAX_RATIO (50 times, to leave room for the
+    archive's own totals): stored, it can never trip the replayer's ratio limit."""
+    if len(data) < 4096:
+        return zipfile.ZIP_DEFLATED
+    packed = len(zlib.compress(data))  # the level zipfile deflates with
+    return zipfile.ZIP_DEFLATED if packed * (MAX_RATIO // 2) >= len(data) else zipfile.ZIP_STORED
+
+
+def _within_replay_limits(files: Mapping[str, bytes], manifest_bytes: int) -> None:
+    sizes = [manifest_bytes, *(len(b) for b in files.values())]
+    if len(sizes) > MAX_MEMBERS or max(sizes) > MAX_MEMBER or sum(sizes) > MAX_TOTAL:
+        raise InputError(f"the bundle would hold {len(sizes)} members of {sum(sizes)} bytes "
+                         f"(largest {max(sizes)}): above the replayer's limits ({MAX_MEMBERS} "
+                         f"members, {MAX_MEMBER} a member, {MAX_TOTAL} in all); no bundle is "
+                         "written", field="--out")
+
+
+def _kyfan(A: np.ndarray, L: int, eps: Fraction, chi: Fraction, mem: _Members,
+           max_work: int | None) -> dict[str, Any] | None:
     m = A.shape[0]
     t = eps + chi
-    c = kyfan_certificate(A, L, m * t * t)
+    try:
+        with workbound.metered(DEFAULT_MAX_WORK if max_work is None else max_work):
+            c = kyfan_certificate(A, L, m * t * t)
+    except workbound.WorkLimit:
+        return None
     if c is None:
         return None
     out: dict[str, Any] = {"side": c["side"]}

@@ -16,7 +16,7 @@ from fractions import Fraction
 import numpy as np
 from flint import fmpz_mat
 
-from softrank.certify.numerics import dyadic
+from softrank.certify.numerics import dyadic, workbound
 
 
 def gram_side(shape: tuple[int, int]) -> str:
@@ -29,6 +29,8 @@ def kyfan_certificate(A: np.ndarray, L: int, threshold: Fraction, *, tries: int 
                       ) -> dict[str, object] | None:
     """Returns {"side", "z", "G", "C"} proving sum_{i >= L} sigma_i(A)^2 > ``threshold``, or
     None when no certificate was found (the margin is too thin for the float64 search).
+    Charges its phases to the current work meter (``workbound.charge``: WorkLimit before a
+    phase over the limit).
 
     ``z`` is an exact dyadic Fraction; for L = 1 only ``side`` is returned (the tail is
     ||A||_F^2, computed exactly by the replayer).
@@ -42,6 +44,11 @@ def kyfan_certificate(A: np.ndarray, L: int, threshold: Fraction, *, tries: int 
         return {"side": side} if _frob(A) > threshold else None
     if k >= n:
         return None
+    m = M.shape[0]
+    bm = workbound.bits(M)
+    # the Gram product, its eigendecomposition (about 10 n^3) and the exact S = M^T M
+    workbound.charge(workbound.float_product(n, m, n) + 10 * n**3
+                     + workbound.exact_product(n, m, n, bm, bm), "the Ky Fan search")
     lam, Q = np.linalg.eigh(M.T @ M)
     lam, Q = lam[::-1], Q[:, ::-1]
     lam_k = float(lam[k])
@@ -54,6 +61,11 @@ def kyfan_certificate(A: np.ndarray, L: int, threshold: Fraction, *, tries: int 
         z = Fraction(float(lam_k + delta))
         c2 = np.maximum(float(z) + g2 - lam - delta / 2, 0.0)
         C = (np.sqrt(c2)[:, None] * Q.T).copy()
+        bg, bc = workbound.bits(G), workbound.bits(C)
+        workbound.charge(workbound.fraction_ops(2 * k * n, 2 * bg)
+                         + workbound.exact_product(n, k, n, bg, bg)
+                         + workbound.exact_product(n, n, n, bc, bc) + 1000 * n * n,
+                         "a Ky Fan try")
         bound = frob - k * z - Fraction(sum(Fraction(x) ** 2 for x in G.ravel().tolist()))
         if bound <= threshold:
             return None  # a larger delta only lowers the bound
@@ -64,6 +76,9 @@ def kyfan_certificate(A: np.ndarray, L: int, threshold: Fraction, *, tries: int 
 
 
 def _frob(A: np.ndarray) -> Fraction:
+    # per entry a conversion and a Python square and sum of a 2b-bit integer
+    workbound.charge(2000 * A.size * workbound.words(2 * workbound.bits(A)),
+                     "the exact Frobenius norm")
     X, e = dyadic.to_int_matrix(A)
     return Fraction(sum(int(v) ** 2 for v in X.entries())) * dyadic.pow2(2 * e)
 
