@@ -97,7 +97,10 @@ def check_reason(check: dict[str, Any] | None, end: str, forced_tier: str | None
     tier = check.get("tier")
     thr = _threshold_text(check, end)
     if value is None:
-        text = f"{check.get('claim')}: false ({check.get('reason') or 'no enclosure'})"
+        # no enclosure: a claim refuted outright (a rank above min(m, N)) or one stopped
+        # before any tier ran (the work limit), which is not "false"
+        said = {"fails": "false", "holds": "true"}.get(str(status), "not decided")
+        text = f"{check.get('claim')}: {said} ({check.get('reason') or 'no enclosure'})"
     else:
         enc = outward4(Fraction(value["lo"]), Fraction(value["hi"]))
         if status == "fails":

@@ -83,10 +83,17 @@ def test_markdown_and_tex_escaping():
     assert r"\toprule" in tex and r"\bottomrule" in tex and r"$\varepsilon$" in tex
 
 
+def test_a_star_after_a_row_break_stays_text():
+    """After \\\\ a "*" is read as the starred row break: a family "*b" printed as "b"."""
+    t = {"title": "t", "columns": ["Family", "n"], "rows": [["a", "1"], ["*b", "2"]]}
+    tex = T.latex_table(t, "tab:x")
+    assert "{*}b" in tex and "\\\\\n*" not in tex and "\\\\*" not in tex
+
+
 def test_parse_budgets():
     assert parse_budgets("32,8,16,8") == [8, 16, 32]
     assert parse_budgets(" 4 ") == [4]
-    for bad in ("", "0,8", "-1", "8,x", "1.5"):
+    for bad in ("", "0,8", "-1", "8,x", "1.5", ",".join(map(str, range(1, 66)))):
         with pytest.raises(InputError):
             parse_budgets(bad)
 

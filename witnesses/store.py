@@ -498,20 +498,21 @@ def stale_brackets(reader: StoreReader, brackets: list[BracketRecord]) -> list[s
     (an audit's journal) was computed from the bytes read then: whoever reuses one must
     first show the bytes are still those.  Each file is hashed once.
     """
-    seen: dict[str, bool] = {}
+    # keyed by file and digest: two records may name one file with different digests
+    seen: dict[tuple[str, str], bool] = {}
 
     def same(rel: str, sha: str, fld: str) -> bool:
-        if rel not in seen:
+        if (rel, sha) not in seen:
             try:
                 path = safe_member_path(reader.root, rel, fld, str(reader.root))
                 with open_regular(path, field=fld) as fh:
                     h = hashlib.sha256()
                     for chunk in iter(lambda: fh.read(1 << 20), b""):
                         h.update(chunk)
-                seen[rel] = h.hexdigest() == sha
+                seen[rel, sha] = h.hexdigest() == sha
             except (OSError, InputError):
-                seen[rel] = False
-        return seen[rel]
+                seen[rel, sha] = False
+        return seen[rel, sha]
 
     out = []
     for b in brackets:

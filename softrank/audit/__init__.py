@@ -32,7 +32,7 @@ from . import provenance
 from .batching import chunk_works
 from .executors import make_executor, plan_chunks
 from .files import check_out_folder, write_public
-from .journal import JOURNAL_NAME, Journal, journal_key, normalize, store_digest
+from .journal import JOURNAL_NAME, Journal, journal_key, normalize
 from .report import (
     FIGURES_TEX,
     PER_HEAD_CSV,
@@ -180,7 +180,7 @@ def run_audit(store: str | Path, out: str | Path, *, jobs: int = 1,
     ids = [b.id for b in reader.brackets]
     # a journal written under another work limit holds other verdicts: a different key
     key = journal_key(store, tier if max_work is None else f"{tier}; max_work={int(max_work)}",
-                      provenance.this_version())
+                      provenance.this_version(), reader.digest)
     store_ref = (key["store"], key["store_sha256"])
     executor_name, workers = "none", 0
     seed = secrets.randbits(64) if recheck_seed is None else int(recheck_seed)
@@ -200,6 +200,14 @@ def run_audit(store: str | Path, out: str | Path, *, jobs: int = 1,
                         "array files that changed since they were checked; checking them "
                         "again"), file=sys.stderr)
             for i in stale:
+                del journal.records[i]
+        # an input error depends on more than the pinned bytes (a file since repaired, the
+        # array cap of this run): it is never reused
+        errs = [i for i, r in journal.records.items() if "error" in r]
+        if errs:
+            print(shown(f"softrank-certify: {journal.path}: {len(errs)} journaled input errors "
+                        "are checked again"), file=sys.stderr)
+            for i in errs:
                 del journal.records[i]
         sample = journal.sample(seed, sample_size(len(journal.records)))
         todo = [i for i in ids if i not in journal.records]
@@ -241,7 +249,7 @@ def run_audit(store: str | Path, out: str | Path, *, jobs: int = 1,
         from .figures import write_figures
 
         fig_paths = write_figures(out, group_pairs(records, budgets), records)
-    store_info = {"path": str(store), "sha256": store_digest(store),
+    store_info = {"path": str(store), "sha256": reader.digest,
                   "operators": len(reader.operators), "brackets": len(ids),
                   "header": reader.header}
     if command is None:

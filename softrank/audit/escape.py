@@ -23,8 +23,9 @@ _TEX = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#
         "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}",
         "^": r"\textasciicircum{}", "<": r"\textless{}", ">": r"\textgreater{}",
         "|": r"\textbar{}",
-        # after \\, \midrule or \addlinespace a "[" opens an optional argument
-        "[": "{[}", "]": "{]}"}
+        # after \\, \midrule or \addlinespace a "[" opens an optional argument, and after
+        # \\ a "*" is its starred form (the star vanished: "*b" printed as "b")
+        "[": "{[}", "]": "{]}", "*": "{*}"}
 
 
 def visible(s: object) -> str:

@@ -22,8 +22,8 @@ from typing import Any
 from ..numfmt import clamped_float, float_up
 from .escape import svg_text
 from .files import write_public
-from .stats import chi_values, margin_panels
-from .tables import eps_key, fmt_eps
+from .stats import chi_groups, chi_values, margin_panels
+from .tables import eps_key, fmt_eps, fmt_short
 
 WITHIN_COLOUR = "#1f77b4"
 OUTSIDE_COLOUR = "#d62728"
@@ -86,18 +86,35 @@ def _height(n: int, per_row: float, extra: float) -> float:
     return extra + per_row * grid_shape(n)[0]
 
 
+MAX_PANELS = 24  # small multiples drawn; the tables list every group
+MAX_LEGEND = 12  # families drawn apart in the chi histogram; the rest as one
+
+
+def _eps_title(eps: str) -> str:
+    """"= 0.25" for an eps whose exact decimal is short, else "\\approx" and four digits (an
+    eps of 2^-12000 wrote 12,000 digits into a mathtext title: 39 s)."""
+    exact = fmt_eps(eps)
+    return f"= {exact}" if len(exact) <= 16 else rf"\approx {fmt_short(Fraction(eps))}"
+
+
 def brackets_figure(pairs: list[dict[str, Any]]) -> Any:
     """Validated brackets [L, U] of every (operator, eps) pair, small multiples (one panel per
     family and eps with pairs, in a grid), pairs sorted by upper end; pairs within the study's
     criterion and outside it in two colours; log rank axis.
     """
     keys = sorted({(p["family"], p["eps"]) for p in pairs}, key=lambda k: (k[0], eps_key(k[1])))
+    left_out = max(0, len(keys) - MAX_PANELS)
+    keys = keys[:MAX_PANELS]  # a panel each costs seconds: 480 took 16 minutes
     n = len(keys)
     fig = _figure(_height(n, 1.3 if grid_shape(n)[1] == 1 else 1.45, 0.55))
     if not pairs:
         fig.text(0.5, 0.5, "no checked brackets", ha="center", fontsize=FONT)
         return fig
     from matplotlib.lines import Line2D
+
+    if left_out:
+        fig.text(0.5, 0.0, f"the first {n} (family, eps) groups; {left_out} more are in the "
+                 "tables", ha="center", va="bottom", fontsize=FONT)
 
     axes = _panel_grid(fig, n, sharey=True)
     top = max(max(p["upper"], p["lower"]) for p in pairs)
@@ -110,7 +127,7 @@ def brackets_figure(pairs: list[dict[str, Any]]) -> Any:
         ax.set_ylim(bottom, top * 1.6)
         _rank_axis(ax)  # after set_yscale, which resets the (shared) tickers
         ax.tick_params(labelsize=FONT, pad=2)
-        ax.set_title(rf"{svg_text(fam)}, $\varepsilon = {fmt_eps(eps)}$ ({len(ps)})",
+        ax.set_title(rf"{svg_text(fam)}, $\varepsilon {_eps_title(eps)}$ ({len(ps)})",
                      fontsize=FONT, pad=3)
         lw = max(0.4, min(2.0, 60 / len(ps)))
         for within, colour in ((True, WITHIN_COLOUR), (False, OUTSIDE_COLOUR)):
@@ -216,7 +233,8 @@ def chi_figure(records: list[dict[str, Any]]) -> Any:
         return fig
     bins = _log_bins(pos)
     _log_x(ax)
-    for f, values in chis.items():
+    groups = chi_groups(chis, MAX_LEGEND)  # one histogram and legend entry each
+    for f, values in groups:
         xs = [x for x in (_drawable_up(v) for v in values.values() if v > 0) if x is not None]
         zero = sum(v == 0 for v in values.values())
         if xs:

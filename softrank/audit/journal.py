@@ -241,9 +241,12 @@ def store_digest(store: str | os.PathLike) -> str:
     return records_digest({name: read_regular(Path(store) / name) for name in RECORD_FILES})
 
 
-def journal_key(store: str | os.PathLike, tier: str, version: str) -> dict[str, str]:
-    """Returns the identity a journal's records belong to."""
-    return {"store": str(Path(store).resolve()), "store_sha256": store_digest(store),
+def journal_key(store: str | os.PathLike, tier: str, version: str,
+                digest: str | None = None) -> dict[str, str]:
+    """Returns the identity a journal's records belong to; ``digest`` is the records digest
+    of the store as parsed (``StoreReader.digest``; default: the files read now)."""
+    return {"store": str(Path(store).resolve()),
+            "store_sha256": store_digest(store) if digest is None else digest,
             "tier": tier, "softrank_certify": version}
 
 
@@ -314,8 +317,7 @@ class Journal:
         fh = _open_journal(out_dir, path)
         try:
             _lock(fh, path)
-            fh.seek(0)
-            data = fh.read()
+            data = b"" if restart else _read_capped(fh, path, known_ids)
             records: dict[str, dict[str, Any]] = {}
             dropped = False
             key_state = load_key(out_dir)
@@ -473,6 +475,37 @@ def _lock(fh: IO[bytes], path: Path) -> None:
                          source=str(path)) from None
 
 
+def _check_head(head: Any, key: dict[str, str], src: str) -> None:
+    if not isinstance(head, dict) or head.get("format") != JOURNAL_FORMAT:
+        raise InputError("not an audit journal; rerun with --restart", field="journal",
+                         source=src)
+    theirs = {k: head.get(k) for k in key}
+    if theirs != key:
+        diff = ", ".join(f"{k}: journal {theirs[k]!r} vs now {key[k]!r}" for k in key
+                         if theirs[k] != key[k])
+        raise InputError(f"journal belongs to another run ({diff}); use a new --out folder "
+                         f"or --restart", field="journal", source=src)
+
+
+MAX_BYTES_FLOOR = 64 << 20  # a journal may hold this much whatever the store's size ...
+MAX_BYTES_PER_BRACKET = 256 << 10  # ... plus this much per bracket (records are ~4 KB)
+
+
+def _read_capped(fh: IO[bytes], path: Path, known_ids: Iterable[str] | None) -> bytes:
+    """Returns the journal's bytes; InputError (field "journal") before reading when the
+    file is larger than any journal of this store can be (a sparse file of 40 GB in the
+    output folder was read whole and ended in a MemoryError)."""
+    n = None if known_ids is None else len(set(known_ids))
+    cap = MAX_BYTES_FLOOR + (MAX_BYTES_PER_BRACKET * n if n is not None else 1 << 30)
+    size = os.fstat(fh.fileno()).st_size
+    if size > cap:
+        raise InputError(f"{size} bytes, more than a journal of this store can hold "
+                         f"({cap}); rerun with --restart (every bracket is checked again)",
+                         field="journal", source=str(path))
+    fh.seek(0)
+    return fh.read(cap + 1)[:cap]
+
+
 def _parse(data: bytes, key: dict[str, str], path: Path, known_ids: Iterable[str] | None
            ) -> tuple[dict[str, dict[str, Any]], int, bool]:
     """Returns (records, length of the good prefix, whether a torn last line was dropped)."""
@@ -485,6 +518,8 @@ def _parse(data: bytes, key: dict[str, str], path: Path, known_ids: Iterable[str
         return {}, 0, torn
     parsed: list[Any] = []
     for n, raw in enumerate(lines, start=1):
+        if n == 2:  # the header decides before the records are parsed
+            _check_head(parsed[0], key, src)
         try:
             parsed.append(jsonexact.loads_native(raw))
         except ValueError:
@@ -502,16 +537,7 @@ def _parse(data: bytes, key: dict[str, str], path: Path, known_ids: Iterable[str
                              field="journal", source=src) from None
     if not parsed:
         return {}, 0, torn
-    head = parsed[0]
-    if not isinstance(head, dict) or head.get("format") != JOURNAL_FORMAT:
-        raise InputError("not an audit journal; rerun with --restart", field="journal",
-                         source=src)
-    theirs = {k: head.get(k) for k in key}
-    if theirs != key:
-        diff = ", ".join(f"{k}: journal {theirs[k]!r} vs now {key[k]!r}" for k in key
-                         if theirs[k] != key[k])
-        raise InputError(f"journal belongs to another run ({diff}); use a new --out folder "
-                         f"or --restart", field="journal", source=src)
+    _check_head(parsed[0], key, src)
     known = None if known_ids is None else set(known_ids)
     records: dict[str, dict[str, Any]] = {}
     for n, rec in enumerate(parsed[1:], start=2):

@@ -9,6 +9,8 @@ from fractions import Fraction
 from importlib import metadata
 from typing import Any
 
+from softrank.witnesses import jsonexact
+
 from ..numfmt import sci
 
 # record key prefix -> what it checks ("nonzero" = the kernel's fallback lower end, run when
@@ -161,9 +163,15 @@ def producing_environments(header: Any) -> dict[str, Any]:
     if not isinstance(seen, list):
         return {"count": 0, "shown": [], "more": 0, "other_than_budgets": False}
     budgets = prov.get("produce_budgets")
-    own = [e.get("software") for e in budgets if isinstance(e, dict)] \
-        if isinstance(budgets, list) else []
+    # one canonical string per entry: a list search per entry was quadratic in the header
+    own = {_canon(e.get("software")) for e in budgets if isinstance(e, dict)} \
+        if isinstance(budgets, list) else set()
     return {"count": len(seen),
             "shown": [_software_row(sw) for sw in seen[:PRODUCED_BY_MAX]],
             "more": max(len(seen) - PRODUCED_BY_MAX, 0),
-            "other_than_budgets": any(sw not in own for sw in seen)}
+            "other_than_budgets": any(_canon(sw) not in own for sw in seen)}
+
+
+def _canon(x: Any) -> str:
+    """Equal JSON values give equal strings (keys sorted; exact numbers as the store has them)."""
+    return jsonexact.dumps(x, sort_keys=True)

@@ -424,6 +424,10 @@ def result_line(s: dict[str, Any], run: dict[str, Any]) -> str:
                    f"signed journal of an earlier run, not checked again in this run "
                    f"({sampled} of them rechecked as a random sample, all agreeing; "
                    "`--recheck` checks everything).")
+    unread = int(s.get("input_errors") or 0)
+    if unread:
+        verdict += (f"; {unread} stored bracket{'s' if unread != 1 else ''} could not be "
+                    "checked (input errors, listed below)")
     bad = (s.get("intrinsic") or {}).get("errors")
     if bad:
         verdict += (f"; {bad} intrinsic record{'s' if bad != 1 else ''} could not be checked "

@@ -276,6 +276,20 @@ def chi_values(records: list[dict[str, Any]]) -> dict[str, dict[str, Fraction]]:
     return {f: chis[f] for f in sorted(chis)}
 
 
+def chi_groups(chis: dict[str, dict[str, Fraction]], most: int
+               ) -> list[tuple[str, dict[Any, Fraction]]]:
+    """Returns the families of ``chis`` (``chi_values``) as at most ``most`` >= 2 groups: the
+    first ``most`` - 1 families alone and the others merged into one group named
+    "<n> other families" (operators keyed by (family, operator)); all alone when they fit."""
+    items = list(chis.items())
+    if len(items) <= most:
+        return items
+    rest: dict[Any, Fraction] = {}
+    for f, values in items[most - 1:]:
+        rest.update({(f, k): v for k, v in values.items()})
+    return [*items[:most - 1], (f"{len(items) - most + 1} other families", rest)]
+
+
 def figure_counts(pairs: list[dict[str, Any]], records: list[dict[str, Any]]
                   ) -> dict[str, dict[str, int]]:
     """Returns what each figure is drawn from, for its caption: checked brackets, and
