@@ -164,8 +164,10 @@ def test_diff_names_exactly_the_tampered_pair(audits, capsys):
     assert [(c["operator"], c["eps"]) for c in res["changed"]] == [(OPS[0], "3/20")]
     c = res["changed"][0]
     assert "bracket" in c["changes"] and "claims" in c["changes"]
-    assert c["claims"] == [{"bracket": TAMPERED, "end": "upper", "old": "proved",
-                            "new": "does_not_hold"}]
+    chk = rec["upper_check"]  # an outcome names what was claimed, so a moved rank shows
+    claimed = f" ({chk['kind']} rank {chk['rank']})"
+    assert c["claims"] == [{"bracket": TAMPERED, "end": "upper", "old": "proved" + claimed,
+                            "new": "does_not_hold" + claimed}]
     assert c["old"]["upper"] < c["new"]["upper"] and c["old"]["lower"] == c["new"]["lower"]
     assert res["pairs_compared"] == 18
     assert main(["diff", str(out), str(out_bad)]) == 1

@@ -112,16 +112,23 @@ def _report(path: Path, op: str, bracket: str, outcome: str, upper: int) -> Path
 
 
 def test_diff_escapes_hostile_report_ids_and_outcomes(tmp_path, capsys):
+    # ids outside the store's rule are refused, and the message naming one is escaped
     old = _report(tmp_path / "old.json", "A" + EVIL, "b" + EVIL, "confirmed", 5)
-    new = _report(tmp_path / "new.json", "A" + EVIL, "b" + EVIL, "refuted" + EVIL, 6)
     capsys.readouterr()
+    assert main(["diff", str(old), str(old)]) == 2
+    out = capsys.readouterr()
+    _clean(out.out + out.err)
+    assert out.err.count("\n") == 1 and "records[0].bracket" in out.err
+    # outcomes and families are shown, escaped
+    old = _report(tmp_path / "old2.json", "A", "b", "confirmed", 5)
+    new = _report(tmp_path / "new2.json", "A", "b", "refuted" + EVIL, 6)
     assert main(["diff", str(old), str(new)]) == 1
     out = capsys.readouterr()
     _clean(out.out + out.err)
     lines = out.out.splitlines()
     assert len(lines) == 2 and lines[-1] == "1 of 1 (operator, eps) pairs changed"
-    assert lines[0].startswith("Ax\\u001b[2J") and "bx\\u001b[2J" in lines[0]
-    assert json.loads(_json_diff(old, new, capsys))["changed"][0]["operator"] == "A" + EVIL
+    assert "refutedx\\u001b[2J" in lines[0]
+    assert EVIL in json.loads(_json_diff(old, new, capsys))["changed"][0]["claims"][0]["new"]
 
 
 def _json_diff(old: Path, new: Path, capsys) -> str:
