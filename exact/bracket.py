@@ -14,10 +14,14 @@ from typing import Any
 
 import numpy as np
 
-from .budget import tick
+from softrank.certify.rationals import qstr
+
+from .budget import afford, tick
+from .inputs import float_view
 from .linalg import (
     Matrix,
-    inverse,
+    inverse_row1_norm,
+    inverse_seconds,
     is_row_stochastic,
     matmul,
     rank,
@@ -45,9 +49,9 @@ class Witness:
     stochastic: bool = False  # True when B was checked to be row-stochastic (exactly)
 
     def to_json(self) -> dict[str, Any]:
-        return {"kind": self.kind, "rank": self.rank, "error": str(self.error),
+        return {"kind": self.kind, "rank": self.rank, "error": qstr(self.error),
                 "row_stochastic": self.stochastic,
-                "B": [[str(x) for x in row] for row in self.B]}
+                "B": [[qstr(x) for x in row] for row in self.B]}
 
 
 @dataclass
@@ -96,7 +100,7 @@ def nonzero_certificate(A: Matrix, eps: Fraction) -> Certificate | None:
     norm = row1_norm(A)
     if norm <= eps:
         return None
-    return Certificate("nonzero", 1, {"row1_norm": norm}, {"row1_norm": str(norm)})
+    return Certificate("nonzero", 1, {"row1_norm": norm}, {"row1_norm": qstr(norm)})
 
 
 def decoder_certificate(A: Matrix, eps: Fraction, D: Matrix, W: Matrix,
@@ -109,15 +113,16 @@ def decoder_certificate(A: Matrix, eps: Fraction, D: Matrix, W: Matrix,
     """
     p = len(D)
     M = matmul(matmul(D, A), W)
-    Minv = inverse(M)
-    if Minv is None:
+    afford(inverse_seconds(M))  # one inverse of big rationals took 85 s past the budget
+    inv_norm = inverse_row1_norm(M)
+    if inv_norm is None:
         return None
-    value = row1_norm(Minv) * row1_norm(D) * row1_norm(W) * eps
+    value = inv_norm * row1_norm(D) * row1_norm(W) * eps
     if value >= 1:
         return None
     data = {"D": D, "W": W, "value": value}
-    js = {"value": str(value), "D": [[str(x) for x in r] for r in D],
-          "W": [[str(x) for x in r] for r in W]}
+    js = {"value": qstr(value), "D": [[qstr(x) for x in r] for r in D],
+          "W": [[qstr(x) for x in r] for r in W]}
     return Certificate(kind, p, data, js)
 
 
@@ -173,7 +178,9 @@ def _decoders_at(A: Matrix, eps: Fraction, p: int, arr: np.ndarray, svd) -> Cert
 
 
 def _bisect_decoder(A: Matrix, eps: Fraction, above: int, pmax: int) -> Certificate | None:
-    arr = np.array(A, dtype=float)
+    arr = float_view(A)
+    if arr is None:
+        return None
     svd = np.linalg.svd(arr)
     best, lo, hi = None, above, pmax  # invariant: best certifies lo (or lo == above)
     while lo < hi:
@@ -221,7 +228,9 @@ def _stochastic_combination(c: np.ndarray) -> list[Fraction]:
 
 
 def _rank_k_candidates(A: Matrix, k: int, stochastic: bool, base: Matrix):
-    arr = np.array(A, dtype=float)
+    arr = float_view(A)
+    if arr is None:
+        return
     m, n = arr.shape
     if stochastic:
         # Prototype rows are exactly stochastic (rows of ``base`` or their exact mean), so

@@ -45,3 +45,11 @@ def tick() -> None:
     end = _END.get()
     if end is not None and time.monotonic() >= end:
         raise OutOfTime
+
+
+def afford(seconds: float) -> None:
+    """Raises :class:`OutOfTime` now when a step estimated to take ``seconds`` would end past
+    the current budget: a single exact step (one rational inverse) cannot be interrupted by
+    :func:`tick`, so its price is checked before it starts."""
+    if seconds > remaining():
+        raise OutOfTime

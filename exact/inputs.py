@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from fractions import Fraction
 
+import numpy as np
+
 from softrank.certify.errors import InputError
 from softrank.certify.rationals import to_rational
 
@@ -49,3 +51,12 @@ def unit_eps(eps: object, *, field: str = "eps", source: str | None = None) -> F
     if not 0 < q < 1:
         raise InputError(f"must satisfy 0 < eps < 1, got {q}", field=field, source=source)
     return q
+
+
+def float_view(M: Matrix) -> np.ndarray | None:
+    """Returns ``M`` rounded to float64 for the float proposals, or None when an entry is
+    beyond the float range (the proposals are then skipped; no verdict rests on them)."""
+    try:
+        return np.array([[float(x) for x in row] for row in M], dtype=np.float64)
+    except OverflowError:
+        return None

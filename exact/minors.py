@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 from itertools import combinations, product
 
+from softrank.certify.rationals import qstr
+
 from .budget import tick
 from .linalg import Matrix
 from .polytope import Point, row_points
@@ -44,8 +46,8 @@ class MinorRange:
         return self.lo > 0 or self.hi < 0
 
     def to_json(self) -> dict[str, object]:
-        return {"rows": list(self.rows), "cols": list(self.cols), "min": str(self.lo),
-                "max": str(self.hi)}
+        return {"rows": list(self.rows), "cols": list(self.cols), "min": qstr(self.lo),
+                "max": qstr(self.hi)}
 
 
 def det(M: Sequence[Sequence[Fraction]]) -> Fraction:

@@ -28,6 +28,8 @@ from typing import Any
 import numpy as np
 from scipy.optimize import linprog
 
+from softrank.certify.rationals import qstr
+
 from .budget import tick
 from .linalg import Matrix
 from .lp import decide
@@ -304,5 +306,5 @@ def _well_formed(s: Simplex, size: int, m: int) -> bool:
 def to_json(data: dict[str, Any]) -> dict[str, Any]:
     """Returns the certificate's data with exact numbers as strings."""
     return {"tops": [[list(lab) for lab in s] for s in data["tops"]],
-            "witnesses": [[str(x) for x in z] for z in data["witnesses"]],
+            "witnesses": [[qstr(x) for x in z] for z in data["witnesses"]],
             "chains": [[[list(lab) for lab in s] for s in c] for c in data["chains"]]}

@@ -31,6 +31,7 @@ from fractions import Fraction
 from typing import Any
 
 from softrank.certify.errors import InputError
+from softrank.certify.rationals import qstr
 
 from .bracket import (
     Certificate,
@@ -53,6 +54,12 @@ from .thin import thin_applicable, thin_rank_one
 
 #: Largest side accepted by :func:`oracle` (brackets only beyond the rank-one search limit).
 MAX_SIDE = 32
+MAX_CELL_BITS = 1 << 18
+
+
+def cell_bits(M: Matrix) -> int:
+    """Returns the total bit length of the numerators and denominators of ``M``'s entries."""
+    return sum(x.numerator.bit_length() + x.denominator.bit_length() for r in M for x in r)
 #: The subspace search runs for r with r (n - r) <= SEARCH_DIM (the Grassmannian's dimension).
 SEARCH_DIM = 4
 #: Minor-sign certificates are tried on cells with both sides at most this size.
@@ -96,7 +103,7 @@ class ExactResult:
 
         return {
             "shape": [len(self.A), len(self.A[0])],
-            "eps": str(self.eps),
+            "eps": qstr(self.eps),
             "mode": self.mode,
             "lower": num(self.lower),
             "upper": num(self.upper),
@@ -186,6 +193,13 @@ def _oracle(A: object, eps: object, stochastic: bool, complete: bool, budget: fl
     if m > MAX_SIDE or n > MAX_SIDE:
         raise InputError(f"{m} x {n} cell exceeds the exact oracle's limit of "
                          f"{MAX_SIDE} x {MAX_SIDE}", field="matrix")
+    size = cell_bits(M) + e.numerator.bit_length() + e.denominator.bit_length()
+    if size > MAX_CELL_BITS:
+        # one exact step (a 16 x 16 rational inverse of 1,600-bit entries: 85 s) runs
+        # between two budget checks, so the budget bounds the work only for cells this small
+        raise InputError(f"{size} bits of numerators and denominators in all (at most "
+                         f"{MAX_CELL_BITS}: a 32 x 32 cell of 40-digit entries fits)",
+                         field="matrix")
     if complete and not (searchable(m, n, stochastic) or thin_applicable(m, n, stochastic)):
         rank_one_search(M, e, stochastic)  # raises the size InputError
     res = _stochastic(M, e) if stochastic else _unrestricted(M, e)
@@ -216,7 +230,7 @@ def _stochastic(A: Matrix, eps: Fraction) -> ExactResult:
     worst = max(range(m), key=lambda i: dists[i])
     if dists[worst] > eps:
         cert = Certificate("empty", INF, {"row": worst, "distance": dists[worst]},
-                           {"row": worst, "distance_to_simplex": str(dists[worst])})
+                           {"row": worst, "distance_to_simplex": qstr(dists[worst])})
         return ExactResult(A, eps, True, INF, INF, cert, None,
                            notes=["no row-stochastic B lies within eps of A"])
     cert = Certificate("not-stochastic-zero", 1)

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from softrank.certify.errors import InputError
+from softrank.certify.rationals import qstr
 
 from .budget import tick
 from .linalg import Matrix, is_row_stochastic, rank, row1_error, row1_norm
@@ -88,10 +89,10 @@ class RankOneRefutation:
         return {
             "kind": "rank_one_refutation",
             "stochastic": self.stochastic,
-            "row1_norm": str(self.row1_norm),
+            "row1_norm": qstr(self.row1_norm),
             "farkas_nodes": [
                 {"assignment": [list(a) for a in asg],
-                 "support": [{"g": [str(c) for c in g], "b": str(b), "lam": str(lam)}
+                 "support": [{"g": [qstr(c) for c in g], "b": qstr(b), "lam": qstr(lam)}
                              for (g, b), lam in sup]}
                 for asg, sup in self.nodes],
             "lps_solved": self.lps_solved,
@@ -189,7 +190,7 @@ def _heuristic_ys(A: Matrix) -> list[list[Fraction]]:
         _, _, vt = np.linalg.svd(np.array(A, dtype=float))
         v = vt[0]
         ys.append([Fraction(float(t)).limit_denominator(1 << 12) for t in v])
-    except (np.linalg.LinAlgError, ValueError):  # heuristics only
+    except (np.linalg.LinAlgError, ValueError, OverflowError):  # heuristics only
         pass
     return ys
 

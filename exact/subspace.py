@@ -25,6 +25,9 @@ from typing import Any
 
 import numpy as np
 
+from softrank.certify.rationals import qstr
+
+from .inputs import float_view
 from .linalg import Matrix, is_row_stochastic, rank, row1_error
 
 Box = tuple[tuple[Fraction, Fraction], ...]  # per free entry (k, l) in row-major order
@@ -54,12 +57,12 @@ class Prune:
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"pivots": list(self.pivots),
-                               "box": [[str(a), str(b)] for a, b in self.box],
-                               "bound": str(self.bound)}
+                               "box": [[qstr(a), qstr(b)] for a, b in self.box],
+                               "bound": qstr(self.bound)}
         if self.lam is not None:
             assert self.zs is not None
-            out["lam"] = [str(x) for x in self.lam]
-            out["zs"] = [[str(x) for x in z] for z in self.zs]
+            out["lam"] = [qstr(x) for x in self.lam]
+            out["zs"] = [[qstr(x) for x in z] for z in self.zs]
         else:
             out.update(row=self.row, z=[str(x) for x in self.z],
                        w=None if self.w is None else [str(x) for x in self.w])
@@ -324,7 +327,10 @@ def subspace_search(A: Matrix, eps: Fraction, r: int, stochastic: bool, *,
     if not 1 <= r < n:
         res.reason = "r must satisfy 1 <= r < n"
         return res
-    Af = np.array([[float(v) for v in row] for row in A])
+    Af = float_view(A)
+    if Af is None:
+        res.reason = "entries beyond the float range (the search's boxes are ordered in floats)"
+        return res
     nfree = r * (n - r)
     heap: list[tuple[float, int, tuple[int, ...], Box, tuple]] = []
     counter = itertools.count()

@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from softrank.certify.errors import InputError
+from softrank.certify.rationals import qstr
 from softrank.witnesses import jsonexact
 
 NAME = "oracle"
@@ -95,7 +96,7 @@ def _fmt(x: int | float) -> str:
 
 def _print(res: Any) -> None:
     m, n = len(res.A), len(res.A[0])
-    print(f"cell {m} x {n}, eps = {res.eps}, mode = {res.mode}")
+    print(f"cell {m} x {n}, eps = {qstr(res.eps)}, mode = {res.mode}")
     verdict = f"r_eps = {_fmt(res.rank)} (decided)" if res.decided else \
         f"{_fmt(res.lower)} <= r_eps <= {_fmt(res.upper)} (bracket only)"
     print(verdict)
@@ -104,6 +105,6 @@ def _print(res: Any) -> None:
     if res.witness is not None:
         w = res.witness
         print(f"  upper {_fmt(res.upper)}: witness {w.kind}, exact rank {w.rank}, "
-              f"exact error {w.error} <= {res.eps}")
+              f"exact error {qstr(w.error)} <= {qstr(res.eps)}")
     for note in res.notes:
         print(f"  note: {note}")

@@ -1,0 +1,74 @@
+"""The exact oracle on accepted cells a review made crash or overrun its budget: entries past
+the float range, numbers past Python's int-to-str limit, and one exact inverse of big
+rationals that ran 85 s between two budget checks."""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+from fractions import Fraction as F
+
+import pytest
+
+from softrank.certify.errors import InputError
+from softrank.exact import oracle, verify_result
+from softrank.exact.budget import OutOfTime, afford, deadline
+from softrank.exact.linalg import inverse, inverse_row1_norm, inverse_seconds, row1_norm
+from softrank.exact.oracle import MAX_CELL_BITS
+
+
+def test_entries_beyond_the_float_range_skip_the_float_proposals():
+    for A in ([["1e3000", "0", "0"], ["0", "1", "0"], ["0", "0", "1"]],
+              [["1e3000", "0"], ["0", "1"]]):
+        res = oracle(A, "1/2")
+        assert res.decided and res.lower == len(A)  # the diagonal cannot lose a rank
+        assert verify_result(res) == []  # the list of problems found
+
+
+def test_numbers_past_the_int_to_str_limit_are_written():
+    """Five entries of 12,000-bit numerators and denominators (accepted: 13,000 a part, and
+    the cell is under its bit limit) sum to a row norm of about 18,000 digits."""
+    rng = random.Random(5)
+    row = [F(rng.getrandbits(12000), rng.getrandbits(12000) | 1) for _ in range(5)]
+    before = sys.get_int_max_str_digits()
+    sys.set_int_max_str_digits(4300)  # Python's default; the CLI's workers raise it
+    try:
+        res = oracle([row, [F(0)] * 4 + [F(1)]], "1/2", budget=3, total_budget=3)
+        doc = json.dumps(res.to_json())
+    finally:
+        sys.set_int_max_str_digits(before)
+    assert res.lower >= 1 and len(doc) > 18000
+
+
+def test_a_cell_past_the_bit_limit_is_refused_before_any_work():
+    rng = random.Random(2)
+    bits = MAX_CELL_BITS // (2 * 4 * 4) + 64
+    A = [[F(rng.getrandbits(bits), rng.getrandbits(bits) | 1) for _ in range(4)]
+         for _ in range(4)]
+    with pytest.raises(InputError, match="bits of numerators and denominators"):
+        oracle(A, "1/4")
+
+
+def test_an_inverse_is_priced_before_it_starts():
+    with deadline(1.0):
+        afford(0.5)
+        with pytest.raises(OutOfTime):
+            afford(2.0)
+    rng = random.Random(3)
+    small = [[F(rng.randint(-9, 9), rng.randint(1, 9)) for _ in range(4)] for _ in range(4)]
+    big = [[F(rng.getrandbits(500), rng.getrandbits(500) | 1) for _ in range(16)]
+           for _ in range(16)]
+    assert inverse_seconds(small) < 1e-3 < 1 < inverse_seconds(big)
+
+
+def test_the_inverse_norm_in_flint_equals_the_fraction_one():
+    rng = random.Random(4)
+    for n in range(1, 7):
+        for _ in range(20):
+            A = [[F(rng.randint(-5, 5), rng.randint(1, 4)) for _ in range(n)] for _ in range(n)]
+            inv = inverse(A)
+            got = inverse_row1_norm(A)
+            assert (got is None) == (inv is None)
+            if inv is not None:
+                assert got == row1_norm(inv)
