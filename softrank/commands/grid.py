@@ -31,12 +31,37 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the table as JSON")
 
 
+MAX_SIDES = 16
+
+
+def _sides(args: argparse.Namespace) -> list[int]:
+    """Returns the distinct --L values in order; InputError (--L) for more than MAX_SIDES or
+    when together they cost more than one family may (each is held until the table prints:
+    --L 126 repeated took a gigabyte per copy)."""
+    from softrank.exact.grid import MAX_ROW_WORK, MAX_WEIGHT_BITS, grid_cost
+    from softrank.exact.inputs import unit_eps
+
+    sides = list(dict.fromkeys(args.L))
+    if len(sides) > MAX_SIDES:
+        raise InputError(f"{len(sides)} distinct sides (at most {MAX_SIDES})", field="--L")
+    if args.r < 1 or min(sides) < 2 or args.r >= 11:  # grid_family names those errors
+        return sides
+    e = unit_eps(args.eps, field="--eps")
+    q = (1 - e) / (8 * args.r)
+    costs = [grid_cost(args.r, L, q) for L in sides if L <= 1600]
+    if sum(c[0] for c in costs) > MAX_WEIGHT_BITS or sum(c[1] for c in costs) > MAX_ROW_WORK:
+        raise InputError(f"the {len(sides)} families together need more than one may "
+                         f"({MAX_WEIGHT_BITS:.0e} bits of weights, {MAX_ROW_WORK:.0e} bit "
+                         "operations): ask for fewer or smaller sides", field="--L")
+    return sides
+
+
 def run(args: argparse.Namespace) -> int:
     from softrank.exact.grid import grid_family
 
     plt = _pyplot() if args.plot else None  # fail early, before the computation
     plot = _plot_path(plt, args.plot) if plt is not None else None
-    fams = [grid_family(args.r, L, args.eps) for L in args.L]
+    fams = [grid_family(args.r, L, args.eps) for L in _sides(args)]
     if args.json:
         print(json.dumps([g.to_json() for g in fams], indent=2))
     else:

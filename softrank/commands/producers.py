@@ -171,8 +171,9 @@ def compare_lowers(lowers: list[dict[str, Any]], uppers: list[dict[str, Any]],
         key = (r["operator"], r["eps"])
         best_u[key] = min(best_u.get(key, r["full"]), r["validated"])
     table: dict[str, Any] = {}
-    for name in sorted({r["producer"] for r in lowers} | set(times)):
-        mine = [r for r in lowers if r["producer"] == name]
+    by_name = _by_producer(lowers)  # one pass: a list search per name was quadratic
+    for name in sorted(set(by_name) | set(times)):
+        mine = by_name.get(name, [])
         t = times.get(name)
         table[name] = {
             "certificates": len(mine),
@@ -271,10 +272,13 @@ def format_lower_table(table: dict[str, Any], unit: str = "s") -> str:
 
 def compare(rows: list[dict[str, Any]], reference: str = REFERENCE) -> dict[str, Any]:
     """Returns per-producer medians of validated rank / reference validated rank."""
-    ref = {(r["operator"], r["eps"]): r["validated"] for r in rows if r["producer"] == reference}
+    # a reference of rank 0 (every row within eps of 0) gives no ratio
+    ref = {(r["operator"], r["eps"]): r["validated"] for r in rows
+           if r["producer"] == reference and r["validated"]}
     table: dict[str, Any] = {}
-    for name in sorted({r["producer"] for r in rows}):
-        mine = [r for r in rows if r["producer"] == name]
+    by_name = _by_producer(rows)
+    for name in sorted(by_name):
+        mine = by_name[name]
         ratios = [r["validated"] / ref[(r["operator"], r["eps"])] for r in mine
                   if (r["operator"], r["eps"]) in ref]
         table[name] = {
@@ -288,6 +292,13 @@ def compare(rows: list[dict[str, Any]], reference: str = REFERENCE) -> dict[str,
             "seconds": _sum_claimed([r["seconds"] for r in mine]),
         }
     return table
+
+
+def _by_producer(rows: list[dict[str, Any]]) -> dict[Any, list[dict[str, Any]]]:
+    out: dict[Any, list[dict[str, Any]]] = defaultdict(list)
+    for r in rows:
+        out[r["producer"]].append(r)
+    return out
 
 
 def _sum_claimed(vals: list[Fraction | None]) -> Fraction | None:

@@ -10,9 +10,15 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import os
 import sys
 from importlib import resources
 from pathlib import Path
+
+from softrank.certify.errors import InputError
+from softrank.witnesses.atomic import write_atomic
+
+from ..terminal import shown
 
 NAME = "replayer"
 HELP = ("write the standalone standard-library replayer (replay/replay.py) to a file, for "
@@ -42,25 +48,19 @@ def replayer_source() -> bytes:
 def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     if out.is_dir():
-        print(f"softrank-certify replayer: error: {out}: --out is a directory", file=sys.stderr)
-        return 2
-    if out.exists() and not args.force:
-        print(f"softrank-certify replayer: error: {out}: --out exists (use --force)",
-              file=sys.stderr)
-        return 2
+        raise InputError(f"{args.out} is a directory", field="--out")
+    if os.path.lexists(out) and not args.force:  # a dangling link exists too
+        raise InputError(f"{args.out} exists (use --force)", field="--out")
     try:
         data = replayer_source()
     except OSError as err:
-        print(f"softrank-certify replayer: error: the replayer is not installed: {err}",
-              file=sys.stderr)
+        print(f"softrank-certify replayer: error: the replayer is not installed: "
+              f"{shown(str(err))}", file=sys.stderr)
         return 3
-    try:
-        out.write_bytes(data)
-    except OSError as err:
-        print(f"softrank-certify replayer: error: {out}: --out cannot be written: "
-              f"{err.strerror or err}", file=sys.stderr)
-        return 2
+    # a fresh temporary name renamed over the target: a link there is replaced, never
+    # written through
+    write_atomic(out, lambda fh: fh.write(data), field="--out")
     if not args.quiet:
-        print(f"wrote {out} ({len(data)} bytes, sha256 {hashlib.sha256(data).hexdigest()}); "
-              f"run: python {out} BUNDLE.zip")
+        print(shown(f"wrote {out} ({len(data)} bytes, sha256 "
+                    f"{hashlib.sha256(data).hexdigest()}); run: python {out} BUNDLE.zip"))
     return 0
