@@ -140,7 +140,7 @@ def test_one_eps_spelled_two_ways_cannot_hide_a_changed_bracket(known_audit, tmp
 
     def split(doc):
         recs = doc["records"]
-        key = next(k for k in {(r["operator"], r["eps"]) for r in recs}
+        key = next(k for k in sorted({(r["operator"], r["eps"]) for r in recs})
                    if sum((r["operator"], r["eps"]) == k for r in recs) >= 2
                    and all(r.get("upper") for r in recs if (r["operator"], r["eps"]) == k))
         first, second = [r for r in recs if (r["operator"], r["eps"]) == key][:2]
@@ -204,3 +204,10 @@ def test_report_size_budgets_and_links_are_refused_before_work(known_audit, tmp_
     assert main(["diff", str(out), str(folder)]) == 2
     assert "symbolic link" in capsys.readouterr().err
     assert main(["diff", str(out), str(out)]) == 0
+
+
+def test_the_same_operator_id_on_another_shape_is_a_change():
+    new = [dict(r, shape=[32, 32]) if r["operator"] == "B" else dict(r) for r in BASE]
+    res = compare(BASE, new, [4])
+    assert {(c["operator"], c["eps"]): c["changes"] for c in res["changed"]} == {
+        ("B", "1/4"): ["operator"], ("B", "3/8"): ["operator"]}

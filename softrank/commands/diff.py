@@ -4,7 +4,9 @@ a study.
 OLD and NEW are each an audit's report.json (or the audit folder holding it) or a store (a
 folder with store.json, rechecked here).  A pair changed when its validated bracket [L, U], its
 verdict at some budget, or the outcome of some claim of its records (or an input error) differs,
-or when it exists on one side only.  Pairs are matched by operator id and exact eps.
+or when it exists on one side only, or when its operator's shape or family differs (the
+criterion depends on the shape).  Pairs are matched by operator id and exact
+eps.
 """
 
 from __future__ import annotations
@@ -222,10 +224,14 @@ def compare(old: list[dict[str, Any]], new: list[dict[str, Any]], budgets: list[
             entry[name] = None if p is None else {
                 "lower": p["lower"], "upper": p["upper"], "lower_from": p["lower_from"],
                 "upper_from": p["upper_from"], "resolved": p["resolved"],
-                "budgets": p["budgets"]}
+                "shape": p["shape"], "family": p["family"], "budgets": p["budgets"]}
         if po is not None and pn is not None:
             if (po["lower"], po["upper"]) != (pn["lower"], pn["upper"]):
                 what.append("bracket")
+            # the same id on another operator (whether a bracket is within the study's
+            # criterion depends on its shape, and on nothing else but the bracket)
+            if (po["shape"], po["family"]) != (pn["shape"], pn["family"]):
+                what.append("operator")
             if po["budgets"] != pn["budgets"]:
                 what.append("verdicts")
                 entry["verdicts"] = {k: [po["budgets"][k], pn["budgets"][k]]
