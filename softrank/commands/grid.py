@@ -31,7 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the table as JSON")
 
 
-MAX_SIDES = 16
+MAX_SIDES = 64
 
 
 def _sides(args: argparse.Namespace) -> list[int]:
@@ -44,8 +44,8 @@ def _sides(args: argparse.Namespace) -> list[int]:
     sides = list(dict.fromkeys(args.L))
     if len(sides) > MAX_SIDES:
         raise InputError(f"{len(sides)} distinct sides (at most {MAX_SIDES})", field="--L")
-    if args.r < 1 or min(sides) < 2 or args.r >= 11:  # grid_family names those errors
-        return sides
+    if len(sides) == 1 or args.r < 1 or min(sides) < 2 or args.r >= 11:
+        return sides  # grid_family prices one family, and names these errors
     e = unit_eps(args.eps, field="--eps")
     q = (1 - e) / (8 * args.r)
     costs = [grid_cost(args.r, L, q) for L in sides if L <= 1600]
