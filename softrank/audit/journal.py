@@ -537,7 +537,8 @@ def _parse(data: bytes, key: dict[str, str], path: Path, known_ids: Iterable[str
                              field="journal", source=src) from None
     if not parsed:
         return {}, 0, torn
-    _check_head(parsed[0], key, src)
+    if len(parsed) == 1:  # a header alone (with more lines it was checked in the loop)
+        _check_head(parsed[0], key, src)
     known = None if known_ids is None else set(known_ids)
     records: dict[str, dict[str, Any]] = {}
     for n, rec in enumerate(parsed[1:], start=2):
