@@ -102,7 +102,7 @@ def write_bundle(store: str | Path, records: Iterable[Mapping[str, Any]], out: s
     mem = _Members()
     ops: dict[str, dict[str, Any]] = {}
     ends: list[dict[str, Any]] = []
-    counts = {"ends": 0, "kernel_proved": 0, "skipped_errors": 0, "kyfan_missing": 0}
+    counts = {"ends": 0, "kernel_proved": 0, "kyfan_missing": 0}
     current: tuple[str, dict[str, Any]] | None = None  # one operator's arrays at a time
     for r in sorted(recs, key=lambda r: (str(r["operator"]), str(r["bracket"]))):
         br = by_id.get(r["bracket"])
