@@ -16,7 +16,7 @@ import numpy as np
 
 from softrank.certify.rationals import qstr
 
-from .budget import afford, tick
+from .budget import Unaffordable, afford, tick
 from .inputs import float_view
 from .linalg import (
     Matrix,
@@ -24,10 +24,12 @@ from .linalg import (
     inverse_seconds,
     is_row_stochastic,
     matmul,
+    product_seconds,
     rank,
     row1_error,
     row1_norm,
     simplex_distance,
+    to_fmpq_mat,
     transpose,
 )
 
@@ -112,8 +114,14 @@ def decoder_certificate(A: Matrix, eps: Fraction, D: Matrix, W: Matrix,
     ||E||_inf = ||A - B||_row1 <= eps, so ||M^{-1} D E W||_inf < 1 and D B W is invertible.
     """
     p = len(D)
-    M = matmul(matmul(D, A), W)
-    afford(inverse_seconds(M))  # one inverse of big rationals took 85 s past the budget
+    # each exact step is priced before it starts (one inverse of big rationals ran 85 s past
+    # the budget, one product 78 s) and stays in flint: Fractions only for the norm
+    Df, Af, Wf = to_fmpq_mat(D), to_fmpq_mat(A), to_fmpq_mat(W)
+    afford(product_seconds(Df, Af))
+    DA = Df * Af
+    afford(product_seconds(DA, Wf))
+    M = DA * Wf
+    afford(inverse_seconds(M))
     inv_norm = inverse_row1_norm(M)
     if inv_norm is None:
         return None
@@ -186,7 +194,10 @@ def _bisect_decoder(A: Matrix, eps: Fraction, above: int, pmax: int) -> Certific
     while lo < hi:
         tick()
         mid = (lo + hi + 1) // 2
-        c = _decoders_at(A, eps, mid, arr, svd)
+        try:
+            c = _decoders_at(A, eps, mid, arr, svd)
+        except Unaffordable:  # too costly for the time left: a smaller rank may not be
+            c = None
         if c is not None:
             best, lo = c, mid
         else:

@@ -47,9 +47,14 @@ def tick() -> None:
         raise OutOfTime
 
 
+class Unaffordable(OutOfTime):
+    """Raised by :func:`afford`: the step would end past the budget, which has time left."""
+
+
 def afford(seconds: float) -> None:
-    """Raises :class:`OutOfTime` now when a step estimated to take ``seconds`` would end past
-    the current budget: a single exact step (one rational inverse) cannot be interrupted by
-    :func:`tick`, so its price is checked before it starts."""
+    """Raises :class:`Unaffordable` (an :class:`OutOfTime`) now when a step estimated to take
+    ``seconds`` would end past the current budget: a single exact step (one rational product
+    or inverse) cannot be interrupted by :func:`tick`, so its price is checked before it
+    starts.  A caller may go on with a cheaper step."""
     if seconds > remaining():
-        raise OutOfTime
+        raise Unaffordable

@@ -42,28 +42,49 @@ def inverse(A: Sequence[Sequence[Fraction]]) -> Matrix | None:
     return from_fmpq_mat(M.inv())
 
 
-# seconds per p^3 b^2 of an fmpq_mat inverse, b the bits of an entry once each row's
-# denominators are cleared (measured 3.2e-11 - 4.4e-11 at p = 16 and b up to 32,500; less
-# at smaller p): an upper envelope
-INVERSE_SECONDS = 5e-11
+# Prices of the two exact steps a decoder takes in one piece (no budget check inside), from
+# bit sizes alone.  b is the bits of an entry once a row's (a right factor's: a column's)
+# denominators are cleared.  Inverse: seconds per p^3 b^2 (measured 3.2e-11 - 4.4e-11 at
+# p = 16, and up to 3.2 times a quarter of this at p = 32 on a loaded machine: 2e-10 is
+# above both).  Product (p x m)(m x n): seconds per p m n (bL + bR)^1.6 (measured up to
+# 8.4e-12): 5e-11.
+INVERSE_SECONDS = 2e-10
+PRODUCT_SECONDS = 5e-11
 
 
-def inverse_seconds(A: Sequence[Sequence[Fraction]]) -> float:
+def _cleared_bits(M: flint.fmpq_mat, by_rows: bool) -> int:
+    rows, cols = M.nrows(), M.ncols()
+    if rows == 0 or cols == 0:
+        return 0
+    outer, inner = (rows, cols) if by_rows else (cols, rows)
+    best = 0
+    for a in range(outer):
+        den = num = 0
+        for b in range(inner):
+            x = M[a, b] if by_rows else M[b, a]
+            den += int(x.q).bit_length()
+            num = max(num, int(x.p).bit_length())
+        best = max(best, den + num)
+    return best
+
+
+def product_seconds(X: flint.fmpq_mat, Y: flint.fmpq_mat) -> float:
+    """Returns an estimate from above of the seconds of the exact product ``X Y``."""
+    b = _cleared_bits(X, True) + _cleared_bits(Y, False)
+    return PRODUCT_SECONDS * X.nrows() * X.ncols() * Y.ncols() * b**1.6
+
+
+def inverse_seconds(M: flint.fmpq_mat) -> float:
     """Returns an estimate from above of the seconds :func:`inverse_row1_norm` takes on the
-    square rational matrix ``A`` (bit sizes only, no arithmetic)."""
-    p = len(A)
-    if p == 0:
-        return 0.0
-    b = max(sum(x.denominator.bit_length() for x in row)
-            + max(x.numerator.bit_length() for x in row) for row in A)
-    return INVERSE_SECONDS * p**3 * b * b
+    square rational matrix ``M`` (bit sizes only, no arithmetic)."""
+    b = _cleared_bits(M, True)
+    return INVERSE_SECONDS * M.nrows() ** 3 * b * b
 
 
-def inverse_row1_norm(A: Sequence[Sequence[Fraction]]) -> Fraction | None:
-    """Returns ||A^{-1}||_inf exactly for the square rational matrix ``A``, or ``None`` if
-    ``A`` is singular.  The inverse stays in flint (its entries can have a hundred thousand
-    bits: converting them to Fractions took as long as the inverse)."""
-    M = to_fmpq_mat(A)
+def inverse_row1_norm(M: flint.fmpq_mat) -> Fraction | None:
+    """Returns ||M^{-1}||_inf exactly for the square rational matrix ``M``, or ``None`` if
+    ``M`` is singular or not square.  The inverse stays in flint (its entries can have a
+    hundred thousand bits: converting them to Fractions took as long as the inverse)."""
     if M.nrows() != M.ncols():
         return None
     try:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from fractions import Fraction
+from functools import lru_cache
 from itertools import combinations, product
 
 Point = tuple[Fraction, ...]
@@ -25,6 +26,19 @@ def in_row_set(b: Sequence[Fraction], a: Sequence[Fraction], eps: Fraction,
 
 
 def row_points(a: Sequence[Fraction], eps: Fraction, stochastic: bool) -> list[Point]:
+    """Returns :func:`_row_points` of the row (a copy: callers may change it); the minor
+    search asks for each row's points once per (rows, cols) pair, and on big entries
+    recomputing them took seconds between two budget checks."""
+    return list(_row_points_cached(tuple(Fraction(x) for x in a), Fraction(eps), stochastic))
+
+
+@lru_cache(maxsize=64)
+def _row_points_cached(a: tuple[Fraction, ...], eps: Fraction, stochastic: bool
+                       ) -> tuple[Point, ...]:
+    return tuple(_row_points(a, eps, stochastic))
+
+
+def _row_points(a: Sequence[Fraction], eps: Fraction, stochastic: bool) -> list[Point]:
     """Returns a finite list of points of the row's admissible set containing all its vertices.
 
     Unrestricted: the 2n vertices a +- eps e_j of the l1 ball.  Stochastic: at a vertex b every

@@ -13,8 +13,15 @@ import pytest
 
 from softrank.certify.errors import InputError
 from softrank.exact import oracle, verify_result
-from softrank.exact.budget import OutOfTime, afford, deadline
-from softrank.exact.linalg import inverse, inverse_row1_norm, inverse_seconds, row1_norm
+from softrank.exact.budget import OutOfTime, Unaffordable, afford, deadline
+from softrank.exact.linalg import (
+    inverse,
+    inverse_row1_norm,
+    inverse_seconds,
+    product_seconds,
+    row1_norm,
+    to_fmpq_mat,
+)
 from softrank.exact.oracle import MAX_CELL_BITS
 
 
@@ -53,13 +60,16 @@ def test_a_cell_past_the_bit_limit_is_refused_before_any_work():
 def test_an_inverse_is_priced_before_it_starts():
     with deadline(1.0):
         afford(0.5)
-        with pytest.raises(OutOfTime):
+        with pytest.raises(Unaffordable):
             afford(2.0)
+    assert issubclass(Unaffordable, OutOfTime)  # callers that stop on time stop on it too
     rng = random.Random(3)
     small = [[F(rng.randint(-9, 9), rng.randint(1, 9)) for _ in range(4)] for _ in range(4)]
     big = [[F(rng.getrandbits(500), rng.getrandbits(500) | 1) for _ in range(16)]
            for _ in range(16)]
-    assert inverse_seconds(small) < 1e-3 < 1 < inverse_seconds(big)
+    S, B = to_fmpq_mat(small), to_fmpq_mat(big)
+    assert inverse_seconds(S) < 1e-3 < 1 < inverse_seconds(B)
+    assert product_seconds(S, S) < 1e-3 < product_seconds(B, B)
 
 
 def test_the_inverse_norm_in_flint_equals_the_fraction_one():
@@ -68,7 +78,33 @@ def test_the_inverse_norm_in_flint_equals_the_fraction_one():
         for _ in range(20):
             A = [[F(rng.randint(-5, 5), rng.randint(1, 4)) for _ in range(n)] for _ in range(n)]
             inv = inverse(A)
-            got = inverse_row1_norm(A)
+            got = inverse_row1_norm(to_fmpq_mat(A))
             assert (got is None) == (inv is None)
             if inv is not None:
                 assert got == row1_norm(inv)
+
+
+def test_an_unaffordable_decoder_candidate_is_not_found_and_a_cheaper_one_is_tried(
+        monkeypatch):
+    from softrank.exact import bracket, linalg
+
+    rng = random.Random(6)
+    n = bracket.SUBMATRIX_EXHAUSTIVE + 2  # the bisection path
+    A = [[F(rng.randint(0, 9), 10) for _ in range(n)] for _ in range(n)]
+    for i in range(n):
+        A[i][i] += 5
+    eps = F(1, 100)
+    with deadline(30):
+        found = bracket.best_decoder(A, eps, 0)
+    assert found is not None and found.bound >= 2
+    calls = []
+
+    def priced(M):  # a rank-p candidate "costs" p seconds: only small ones fit in 3 s
+        calls.append(M.nrows())
+        return float(M.nrows())
+
+    monkeypatch.setattr(linalg, "inverse_seconds", priced)
+    monkeypatch.setattr(bracket, "inverse_seconds", priced)
+    with deadline(3):
+        cheap = bracket.best_decoder(A, eps, 0)
+    assert max(calls) > 3 and cheap is not None and cheap.bound <= 3

@@ -47,8 +47,9 @@ def float_row_sums(A: np.ndarray, U: np.ndarray, V: np.ndarray
     with np.errstate(all="ignore"):  # overflow and NaN are detected from the results
         k = U.shape[1]
         S = np.empty(A.shape[0])
-        # each row's sum is formed alone, so blocks of rows change no value (Lemma 4 holds
-        # for any order of the sum); they bound the temporary D
+        # blocks of rows bound the temporary D; BLAS may order a block's dot products
+        # differently from the whole product's (last bits), which Lemma 4 allows: it holds
+        # for any order of every sum
         for b in row_blocks(*A.shape, floats=True):
             if k:
                 D = U[b] @ V
