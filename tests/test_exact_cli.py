@@ -102,7 +102,13 @@ def test_grid_plot_without_matplotlib(tmp_path, capsys, monkeypatch):
 
 def test_grid_bad_eps(capsys):
     assert main(["grid", "--r", "2", "--eps", "0", "--L", "3"]) == 2
-    assert "eps" in capsys.readouterr().err
+    assert "--eps:" in capsys.readouterr().err
+    assert main(["grid", "--r", "0", "--eps", "1/4", "--L", "3"]) == 2
+    assert "--r:" in capsys.readouterr().err
+    assert main(["grid", "--r", "1", "--eps", "1/4", "--L", "1"]) == 2
+    assert "--L:" in capsys.readouterr().err
+    assert main(["gauge", "--beta", str(2**3000), "--t", "1"]) == 2
+    assert "--beta:" in capsys.readouterr().err
 
 
 def test_gauge_table(capsys):

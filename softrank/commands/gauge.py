@@ -55,7 +55,11 @@ def run(args: argparse.Namespace) -> int:
     check_beta(args.beta)
     for t in args.t:
         to_rational(t, field="--t")  # finite rationals only (nan, inf, oo, I refused)
-    rows = [gauge_example(args.beta, t) for t in args.t]
+    try:
+        rows = [gauge_example(args.beta, t) for t in args.t]
+    except InputError as err:  # gauge_example names its parameters; the user typed options
+        opt = f"--{err.field}" if err.field in ("t", "beta") else err.field
+        raise InputError(err.reason, field=opt, source=err.source) from None
     ok = all(g.logits_equal for g in rows)
     if args.json:
         print(json.dumps([g.to_json() for g in rows], indent=2))
