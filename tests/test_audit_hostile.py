@@ -49,6 +49,10 @@ def test_journaled_input_errors_are_checked_again(tmp_path, capsys):
     assert "journaled input errors are checked again" in capsys.readouterr().err
     rep = json.loads((out / "report.json").read_text())
     assert rep["summary"]["input_errors"] == 0
+    lines = (out / JOURNAL_NAME).read_text().count("\n")
+    assert _audit(store, out) == 0  # the record written after the error now stands
+    assert "checked again" not in capsys.readouterr().err
+    assert (out / JOURNAL_NAME).read_text().count("\n") == lines
 
 
 def test_two_records_naming_one_file_are_each_compared_with_their_own_digest(tmp_path):

@@ -488,7 +488,7 @@ def _check_head(head: Any, key: dict[str, str], src: str) -> None:
 
 
 MAX_BYTES_FLOOR = 64 << 20  # a journal may hold this much whatever the store's size ...
-MAX_BYTES_PER_BRACKET = 256 << 10  # ... plus this much per bracket (records are ~4 KB)
+MAX_BYTES_PER_BRACKET = 256 << 10  # ... plus this much per bracket (records are ~2 KB)
 
 
 def _read_capped(fh: IO[bytes], path: Path, known_ids: Iterable[str] | None) -> bytes:
@@ -549,5 +549,10 @@ def _parse(data: bytes, key: dict[str, str], path: Path, known_ids: Iterable[str
             raise InputError(f"line {n} names bracket {rec['bracket']!r}, not in the store",
                              field="journal", source=src)
         rec = {k: v for k, v in rec.items() if k != MAC_FIELD}
-        records.setdefault(rec["bracket"], rec)
+        prev = records.get(rec["bracket"])
+        # the first record of a bracket stands, except an input error, which a resume checks
+        # again and appends the new record after (the error standing made every resume
+        # check it again and the journal grow)
+        if prev is None or ("error" in prev and "error" not in rec):
+            records[rec["bracket"]] = rec
     return records, good_len, torn
