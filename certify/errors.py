@@ -25,6 +25,12 @@ class InputError(ValueError):
         parts = [p for p in (source, field) if p]
         super().__init__(": ".join([*parts, reason]))
 
+    def as_options(self, names: tuple[str, ...]) -> InputError:
+        """Returns a copy whose field, when it is one of the parameter ``names`` of a function
+        a command called, is the option the user typed (``L`` -> ``--L``)."""
+        field = f"--{self.field}" if self.field in names else self.field
+        return InputError(self.reason, field=field, source=self.source)
+
     def at(self, *, source: str | None = None, field_prefix: str | None = None) -> InputError:
         """Returns a copy of this error located in ``source`` with ``field_prefix.field``."""
         field = self.field

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import sys
 from fractions import Fraction
 from pathlib import Path
@@ -23,6 +22,7 @@ from softrank.certify.errors import InputError
 from softrank.certify.rationals import qstr, to_rational
 from softrank.witnesses import jsonexact
 from softrank.witnesses.atomic import open_regular
+from softrank.witnesses.store import _ID as ID_RULE  # a report's ids are a store's
 
 from ..audit import DEFAULT_BUDGETS, MAX_BUDGETS, parse_budgets
 from ..audit.journal import normalize
@@ -39,7 +39,6 @@ HELP = ("name the (operator, eps) pairs whose validated brackets, verdicts or cl
 REPORT_NAME = "report.json"
 STORE_HEADER = "store.json"
 MAX_REPORT_MIB = 256  # about 60,000 records; parsing takes about ten times the file in memory
-_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")  # the store's ids (witnesses.store)
 
 EXAMPLES = (  # shown under --help
     'softrank-certify diff old_audit/report.json new_audit/report.json',
@@ -115,7 +114,7 @@ def _load_report(p: Path, max_bytes: int) -> tuple[list[dict[str, Any]], list[in
     seen: set[str] = set()
     for i, r in enumerate(recs):
         for k in ("bracket", "operator"):
-            if not _ID.fullmatch(r[k]):
+            if not ID_RULE.match(r[k]):
                 raise InputError(f"{shown(r[k][:140])} is not a store id ([A-Za-z0-9] then "
                                  "up to 127 of [A-Za-z0-9._-])", field=f"records[{i}].{k}",
                                  source=str(p))

@@ -58,8 +58,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         rows = [gauge_example(args.beta, t) for t in args.t]
     except InputError as err:  # gauge_example names its parameters; the user typed options
-        opt = f"--{err.field}" if err.field in ("t", "beta") else err.field
-        raise InputError(err.reason, field=opt, source=err.source) from None
+        raise err.as_options(("t", "beta")) from None
     ok = all(g.logits_equal for g in rows)
     if args.json:
         print(json.dumps([g.to_json() for g in rows], indent=2))

@@ -64,8 +64,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         fams = [grid_family(args.r, L, args.eps) for L in _sides(args)]
     except InputError as err:  # grid_family names its parameters; the user typed options
-        opt = f"--{err.field}" if err.field in ("r", "L", "eps") else err.field
-        raise InputError(err.reason, field=opt, source=err.source) from None
+        raise err.as_options(("r", "L", "eps")) from None
     if args.json:
         print(json.dumps([g.to_json() for g in fams], indent=2))
     else:
