@@ -112,9 +112,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "'softrank.producers' (default: every built-in except "
                         "decoder_lp, which never beat bernstein on the heads measured)")
     p.add_argument("--budget-scale", type=float, default=None, metavar="F",
-                   help="multiply the producers' search budgets (alt_l1's descent, bernstein, "
-                        "rowset, decoder_lp: their defaults or SOFTRANK_*_BUDGET / "
-                        "SOFTRANK_ALT_L1_DESCENT) by F > 0; fewer seconds, looser brackets "
+                   help="multiply the producers' search budgets (alt_l1's descent and "
+                        "near-miss steps, bernstein, rowset, decoder_lp: their defaults or "
+                        "SOFTRANK_*_BUDGET / SOFTRANK_ALT_L1_DESCENT / SOFTRANK_ALT_L1_VSTEP) "
+                        "by F > 0; fewer seconds, looser brackets "
                         "(default 1)")
     p.add_argument("--budget-mode", choices=list(MODES), default="work",
                    help="work (default): every search budget counts work units (IRLS steps, "
@@ -367,11 +368,11 @@ def _split_producers(names: list[str]) -> tuple[list[str], list[str]]:
 
 def _budget_variables() -> list[tuple[str, bool]]:
     """The environment variables the built-in producers read their budgets from, each with
-    whether 0 is allowed (it turns alt_l1's descent off)."""
+    whether 0 is allowed (it turns alt_l1's descent or its near-miss steps off)."""
     from softrank.witnesses.producers import altl1, bernstein, decoder_lp, rowset
 
     return [(SCALE_ENV, False), (bernstein.BUDGET_ENV, False), (rowset.BUDGET_ENV, False),
-            (decoder_lp.BUDGET_ENV, False), (altl1.DESCENT_ENV, True)]
+            (decoder_lp.BUDGET_ENV, False), (altl1.DESCENT_ENV, True), (altl1.VSTEP_ENV, True)]
 
 
 def _check_budget_variables() -> None:

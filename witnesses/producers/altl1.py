@@ -33,6 +33,14 @@ Every run but the chain's 3-step screen that ends within POLISH_BAND (5%) above 
 its rows above the target refitted by exact l1 regressions on its V (``polish_rows``, one LP
 per row, worst first): IRLS leaves each row a little above its own optimum, by up to 1 - 2%
 at large ranks, which is all some ranks miss by.
+Last, where some run at the rank below the one reached ended within VSTEP_BAND (1%) above the
+target, VSTEP_BUDGET (30) more work units (per 128 x 128 operator, times ``--budget-scale``;
+``SOFTRANK_ALT_L1_VSTEP``, 0 turns them off) go to *near-miss steps* (``_exact_steps``): the
+two truncations of the fit again, then the exact min-max LP over V for the best one's U
+(``vstep.v_step``, only the rows near the largest error in the LP, an LP whose predicted cost
+does not fit not started) alternated with the row refits.  IRLS stops a fraction of a per cent
+above its V block's optimum, and at a near miss that fraction is the miss (claim
+``vstep_rank``: the rank after the steps, never above the one before).
 
 Below the rank k it returns, the least float64 error any run reached at rank k - 1 (the
 chain's runs and the descent's) is claimed as ``upper_next_error`` with
@@ -68,6 +76,7 @@ from ._common import (
     size_scale,
     target,
 )
+from .vstep import v_step
 
 DESCENT_ENV = "SOFTRANK_ALT_L1_DESCENT"
 DEFAULT_DESCENT = 30.0  # CPU seconds per call on a 128 x 128 operator (``size_scale``)
@@ -106,6 +115,10 @@ POLISH_BAND = 1.05
 SVD_STEPS_TSVD = 40
 SVD_STEPS_BUDGET = 20.0
 SVD_STEPS_ITERS = 2000
+VSTEP_ENV = "SOFTRANK_ALT_L1_VSTEP"
+VSTEP_BUDGET = 30.0  # CPU seconds per call on a 128 x 128 operator for ``_exact_steps``
+VSTEP_BAND = 1.01  # a rank whose best fit stayed more than 1% above the target is not tried
+VSTEP_ROUNDS = 3
 FIT = "fit"  # the hints key of the (rank, U, V) a search at a smaller eps ended with
 
 
@@ -346,12 +359,19 @@ class AlternatingL1(BaseProducer):
                 clock() + SVD_STEPS_BUDGET * budget_scale() * (size if self._sized[1] else 1.0),
                 ends, polish=self.polish, failed=svd_failed)
             k = k_steps
+        k_exact = None
+        vstep_budget = _vstep_default() * (size if self._sized[1] else 1.0)
+        if vstep_budget > 0 and _near(ends, k - 1, t):
+            k_exact, (U, V, err) = _exact_steps(A, t, k, (U, V, err), clock() + vstep_budget,
+                                                ends, polish=self.polish)
+            k = k_exact
         if hints is not None:
             hints[FIT] = (k, U, V)
         return Witness(rank=k, U=np.ascontiguousarray(U), V=np.ascontiguousarray(V),
                        claims={"upper_error": err, "upper_rank": int(k), "tsvd_rank": k_svd,
                                "chain_start": int(k_start), "chain_rank": int(k_search),
                                **({} if k_steps is None else {"svd_steps_rank": int(k_steps)}),
+                               **({} if k_exact is None else {"vstep_rank": int(k_exact)}),
                                "restarts_used": restarts_used,
                                **next_rank_claims(ends, k, eps)})
 
@@ -468,6 +488,53 @@ def _svd_steps(A: np.ndarray, t: float, Us: np.ndarray, s: np.ndarray, Vt: np.nd
     return k, fit
 
 
+def _near(ends: dict[int, list[tuple[float, bool]]], k: int, t: float) -> bool:
+    """Returns whether some run at rank k ended within VSTEP_BAND of the target t."""
+    return k >= 1 and any(e <= VSTEP_BAND * t for e, _ in ends.get(k, ()))
+
+
+def _exact_steps(A: np.ndarray, t: float, k: int, fit: tuple[np.ndarray, np.ndarray, float],
+                 deadline: float, ends: dict[int, list[tuple[float, bool]]],
+                 polish: bool = True) -> tuple[int, tuple[np.ndarray, np.ndarray, float]]:
+    """Returns (r, (U, V, err)): the least rank r <= k reached from the rank-k ``fit`` by
+    near-miss steps, with its fit (err <= t), or (k, ``fit``).  A step to rank k - 1 runs
+    alternating l1 from the two truncations of the fit (WARM_ITERS steps each) and, when the
+    best ends above t but within VSTEP_BAND of it, alternates the exact V-step LP
+    (``vstep.v_step``) with the exact row refits (``polish_rows``), up to VSTEP_ROUNDS times
+    while they lower the error.  Errors go to ``ends`` as screening runs (towards the least
+    error, not counted as runs).  Why: IRLS stops a little above the optimum of its V block,
+    and where the best fit misses by a fraction of a per cent that is what it misses by."""
+    while k > 1 and clock() < deadline:
+        best = None
+        for U0, V0 in _truncations(A, fit[0], fit[1], k - 1):
+            for n in WARM_ITERS:
+                run = alt_l1(A, k - 1, t, U0, V0, iters=n, deadline=deadline, patient=True,
+                             polish=polish)
+                if best is None or run[2] < best[2]:
+                    best = run
+                if run[2] <= t or clock() > deadline:
+                    break
+            if best[2] <= t or clock() > deadline:
+                break
+        assert best is not None
+        U2, V2, e = best
+        for _ in range(VSTEP_ROUNDS):
+            if not t < e <= VSTEP_BAND * t or clock() > deadline:
+                break
+            V2, _ = v_step(A, U2, V2, deadline)
+            U2, e2 = polish_rows(A, U2, V2, t, deadline)
+            # neither step raises the error (each keeps the old block unless the new one is
+            # better), so (U2, V2) is never worse than before the round
+            lower, e = e2 < e * (1 - 1e-6), e2
+            if not lower:
+                break
+        _note(ends, k - 1, e, counted=False)
+        if not e <= t:
+            break
+        k, fit = k - 1, (U2, V2, e)
+    return k, fit
+
+
 def _probe(A: np.ndarray, t: float, U: np.ndarray, V: np.ndarray, k: int, deadline: float,
            ends: dict[int, list[tuple[float, bool]]], polish: bool = True
            ) -> tuple[np.ndarray, np.ndarray, float] | None:
@@ -560,6 +627,13 @@ def _restarts_default() -> int:
     upper end came from a restart, its 11th; at ``--budget-scale 0.5`` the last six cost 4.4 of
     the 50.8 CPU seconds alt_l1 took per head.)"""
     return max(1, round(RESTARTS * budget_scale()))
+
+
+def _vstep_default() -> float:
+    """Seconds per call for the near-miss steps (``_exact_steps``): environment
+    ``SOFTRANK_ALT_L1_VSTEP`` (0 turns them off), else VSTEP_BUDGET, times ``budget_scale()``."""
+    b = parse_budget(env_value(VSTEP_ENV), zero_ok=True)
+    return (VSTEP_BUDGET if b is None else b) * budget_scale()
 
 
 def _descent_default() -> float:
