@@ -226,13 +226,13 @@ def test_produce_with_and_without_the_steps(monkeypatch, seed: int) -> None:
     monkeypatch.setenv(altl1.VSTEP_ENV, "0")
     with budget_settings(mode="work"):
         off = _small().produce(A, Fraction(1, 4))
-    assert "vstep_rank" not in off.claims
+    assert "vstep_rank" not in off.claims and "vstep_start" not in off.claims
     monkeypatch.delenv(altl1.VSTEP_ENV)
     monkeypatch.setattr(altl1, "VSTEP_BAND", 10.0)  # the steps run on every head here
     with budget_settings(mode="work"):
         on = _small().produce(A, Fraction(1, 4))
     # the steps start where the rest of the search ended, so they never raise the rank
     assert on.claims["chain_rank"] == off.claims["chain_rank"]
-    assert on.rank == on.claims["vstep_rank"] <= off.rank
+    assert on.rank == on.claims["vstep_rank"] <= on.claims["vstep_start"] == off.rank
     assert check_upper(A, on.U, on.V, "1/4", rank=on.rank).status == "holds"
     assert on.claims["upper_next_rank"] == on.rank - 1

@@ -39,8 +39,8 @@ target, VSTEP_BUDGET (30) more work units (per 128 x 128 operator, times ``--bud
 two truncations of the fit again, then the exact min-max LP over V for the best one's U
 (``vstep.v_step``, only the rows near the largest error in the LP, an LP whose predicted cost
 does not fit not started) alternated with the row refits.  IRLS stops a fraction of a per cent
-above its V block's optimum, and at a near miss that fraction is the miss (claim
-``vstep_rank``: the rank after the steps, never above the one before).
+above its V block's optimum, and at a near miss that fraction is the miss (claims
+``vstep_start`` and ``vstep_rank``: the rank before and after the steps).
 
 Below the rank k it returns, the least float64 error any run reached at rank k - 1 (the
 chain's runs and the descent's) is claimed as ``upper_next_error`` with
@@ -359,7 +359,7 @@ class AlternatingL1(BaseProducer):
                 clock() + SVD_STEPS_BUDGET * budget_scale() * (size if self._sized[1] else 1.0),
                 ends, polish=self.polish, failed=svd_failed)
             k = k_steps
-        k_exact = None
+        k_exact, k_before = None, k
         vstep_budget = _vstep_default() * (size if self._sized[1] else 1.0)
         if vstep_budget > 0 and _near(ends, k - 1, t):
             k_exact, (U, V, err) = _exact_steps(A, t, k, (U, V, err), clock() + vstep_budget,
@@ -371,7 +371,8 @@ class AlternatingL1(BaseProducer):
                        claims={"upper_error": err, "upper_rank": int(k), "tsvd_rank": k_svd,
                                "chain_start": int(k_start), "chain_rank": int(k_search),
                                **({} if k_steps is None else {"svd_steps_rank": int(k_steps)}),
-                               **({} if k_exact is None else {"vstep_rank": int(k_exact)}),
+                               **({} if k_exact is None else {"vstep_start": int(k_before),
+                                                              "vstep_rank": int(k_exact)}),
                                "restarts_used": restarts_used,
                                **next_rank_claims(ends, k, eps)})
 
