@@ -183,3 +183,17 @@ def factors_nonzero_store(path, n_ops: int, size: int, seed: int, *, logits: boo
             for eps in ("0.05", "0.3"):
                 st.add_bracket(oid, eps, {"kind": "factors", "rank": size // 2, "U": U, "V": V},
                                {"kind": "nonzero", "rank": 1}, id=f"{oid}-{eps}")
+
+
+def disjoint_mixture(seed: int, m: int = 40, N: int = 36, r: int = 5) -> np.ndarray:
+    """A row-stochastic m x N matrix of rank r: every row a convex mixture of r distributions
+    with disjoint supports, each of which is also a row (so every rank below r misses one by
+    1/2 or more: no rank below r fits it within t < 1/2)."""
+    rng = np.random.default_rng(seed)
+    blocks = np.array_split(np.arange(N), r)
+    P = np.zeros((r, N))
+    for j, b in enumerate(blocks):
+        P[j, b] = rng.dirichlet(np.ones(len(b)))
+    W = rng.dirichlet(np.full(r, 0.3), size=m)
+    W[:r] = np.eye(r)
+    return W @ P

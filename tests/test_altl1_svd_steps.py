@@ -18,20 +18,8 @@ from softrank.certify.upper import check_upper
 from softrank.witnesses.producers import altl1
 from softrank.witnesses.producers._common import budget_settings, clock, row_l1
 
+from .helpers import disjoint_mixture as _mixture
 from .helpers import random_attention
-
-
-def _mixture(seed: int, m: int = 40, N: int = 36, r: int = 5) -> np.ndarray:
-    """A row-stochastic m x N matrix of rank r: every row a convex mixture of r distributions
-    with disjoint supports (so no rank below r fits it within t < 1/2)."""
-    rng = np.random.default_rng(seed)
-    blocks = np.array_split(np.arange(N), r)
-    P = np.zeros((r, N))
-    for j, b in enumerate(blocks):
-        P[j, b] = rng.dirichlet(np.ones(len(b)))
-    W = rng.dirichlet(np.full(r, 0.3), size=m)
-    W[:r] = np.eye(r)  # each pure distribution is a row: rank r - 1 misses one by >= 1/2
-    return W @ P
 
 
 @pytest.mark.parametrize("seed", range(3))

@@ -26,6 +26,7 @@ from softrank.witnesses.producers._common import (
     work_done,
 )
 
+from .helpers import disjoint_mixture as _mixture
 from .helpers import random_attention
 
 
@@ -64,6 +65,19 @@ def _full_optimum(A: np.ndarray, U: np.ndarray) -> float:
     return float(r.fun)
 
 
+def _lp_sizes(monkeypatch) -> list[int]:
+    """Records the number of rows of every V-step LP solved."""
+    sizes: list[int] = []
+    real = vstep._solve
+
+    def spy(A_, U_, rows, left):
+        sizes.append(len(rows))
+        return real(A_, U_, rows, left)
+
+    monkeypatch.setattr(vstep, "_solve", spy)
+    return sizes
+
+
 @pytest.mark.parametrize("seed", range(5))
 def test_the_v_step_reaches_the_optimum_over_every_row(monkeypatch, seed: int) -> None:
     A, U, V = _case(seed)
@@ -82,14 +96,7 @@ def test_the_v_step_reaches_the_optimum_over_every_row(monkeypatch, seed: int) -
 def test_the_first_lp_takes_only_the_rows_near_the_largest_error(monkeypatch) -> None:
     A, U, V = _case(1, m=30)
     r = row_l1(A, U, V)
-    sizes: list[int] = []
-    real = vstep._solve
-
-    def spy(A_, U_, rows, left):
-        sizes.append(len(rows))
-        return real(A_, U_, rows, left)
-
-    monkeypatch.setattr(vstep, "_solve", spy)
+    sizes = _lp_sizes(monkeypatch)
     vstep.v_step(A, U, V, clock() + 1e6)
     assert sizes[0] == int((r >= (1 - vstep.ROW_BAND) * r.max()).sum()) < A.shape[0]
     assert sizes == sorted(sizes)  # rows join, never leave
@@ -124,14 +131,7 @@ def test_no_lp_starts_that_the_budget_cannot_pay_for(monkeypatch) -> None:
 
 def test_work_mode_charges_each_lp_its_predicted_cost(monkeypatch) -> None:
     A, U, V = _case(3)
-    sizes: list[int] = []
-    real = vstep._solve
-
-    def spy(A_, U_, rows, left):
-        sizes.append(len(rows))
-        return real(A_, U_, rows, left)
-
-    monkeypatch.setattr(vstep, "_solve", spy)
+    sizes = _lp_sizes(monkeypatch)
     with budget_settings(mode="work"), fresh_count():
         vstep.v_step(A, U, V, clock() + 1e6)
         spent = work_done()
@@ -158,19 +158,6 @@ def test_lp_nonzeros_counts_the_model(monkeypatch) -> None:
     assert seen == [vstep.lp_nonzeros(7, U.shape[1], A.shape[1])]
     assert vstep.lp_cost(7, 3, 12) == ipm_cost(seen[0])
     assert vstep.lp_cost(8, 3, 12) > vstep.lp_cost(7, 3, 12)
-
-
-def _mixture(seed: int, m: int = 40, N: int = 36, r: int = 5) -> np.ndarray:
-    """A row-stochastic m x N matrix of rank r whose every rank below r misses a row by 1/2 or
-    more (each of r disjoint distributions is a row)."""
-    rng = np.random.default_rng(seed)
-    blocks = np.array_split(np.arange(N), r)
-    P = np.zeros((r, N))
-    for j, b in enumerate(blocks):
-        P[j, b] = rng.dirichlet(np.ones(len(b)))
-    W = rng.dirichlet(np.full(r, 0.3), size=m)
-    W[:r] = np.eye(r)
-    return W @ P
 
 
 @pytest.mark.parametrize("seed", range(3))
