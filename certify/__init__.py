@@ -11,7 +11,7 @@ Public API:
 * :func:`check_upper` ``(A, U, V, eps)`` - upper witness B = U V: ||A - B||_row1 <= eps;
 * :func:`check_lower` ``(A, certificate, eps)`` - lower certificate (``nonzero``,
   ``frobenius_tail``, ``decoder``, ``submatrix``, ``bernstein``, ``rowset``, ``rowmix``,
-  ``polytope``): every B within eps has rank >= L;
+  ``polytope``, ``nerve``): every B within eps has rank >= L;
 * :func:`check_bracket` ``(A, upper, lower, eps)`` - both ends, validated bracket
   :class:`BracketCheck` with each end's result (proved / does_not_hold / undecided /
   refuted / absent) and verdicts at rank budgets;

@@ -59,6 +59,7 @@ P = 192  # fixed-point bits of the exp bounds used for the slack chi
 FLINT = None  # the python-flint module when --flint is given
 ROWSET_MAX_RANK = 12  # a rowset certificate holds 2^(rank-1) sign vectors
 POLY_MAX_POINTS, POLY_MAX_FACETS = 4096, 100_000  # a polytope's k and f (its rank <= 12 too)
+NERVE_MAX_TOPS, NERVE_MAX_CODES = 200_000, 1 << 25  # a nerve's tops, and its labels per level
 # caps on what a bundle may ask for, checked by plan() before any array is decoded; work is
 # counted in units of _x (one small-integer operation, about 40 ns); options --max-<name>
 LIMITS = {"operators": 100_000, "ends": 1_000_000, "words": 100_000_000,
@@ -69,7 +70,7 @@ LIMITS = {"operators": 100_000, "ends": 1_000_000, "words": 100_000_000,
 # bundle.json, before parsing (up to 26 bytes held a byte; examples/minilm: 0.6 and 0.9 MB)
 EXP_UNITS, DECODE_UNITS = 600, 12  # units of a pair of exp bounds, of decoding a word (measured)
 LOWER_KINDS = ("nonzero", "frobenius_tail", "decoder", "submatrix", "bernstein", "rowset",
-               "rowmix", "polytope")
+               "rowmix", "polytope", "nerve")
 # invisible though str.isprintable() says otherwise (Unicode Default_Ignorable_Code_Point
 # outside categories Cc/Cf/Cn): combining grapheme joiner, fillers, variation selectors
 _IGNORABLE = ((0x34F, 0x34F), (0x115F, 0x1160), (0x17B4, 0x17B5), (0x180B, 0x180F),
@@ -426,6 +427,45 @@ def check_polytope(A: tuple, Y: tuple, I: list[int], F: list[list[int]], Z: tupl
     return ("holds" if value > t else "fails"), value
 
 
+def nerve_codes(q: int, p: int) -> int:
+    """Most labels one level of check_nerve's derivation holds for q tops of p labels: at
+    most q C(p, k + 1) simplices at level k, each with k + 1 faces of k labels."""
+    return max((q * math.comb(p, k + 1) * (k + 1) * k for k in range(1, p)), default=0)
+
+
+def check_nerve(A: tuple, T: list[list[int]], Z: tuple, G: list[int], t: Fraction
+                ) -> tuple[str, Fraction | None]:
+    """The chains derived from the tops T are an odd cycle, and min over tops r and labels
+    x of r of sigma_x (A z_r)_(x mod m) > t, exactly.
+
+    Label x < m is row x with sigma +1, x >= m row x - m with sigma -1.  c_(p-1) is the set
+    of tops; the boundary of c_k (mod 2) must be invariant under the sign flip, and c_(k-1)
+    is its simplices whose first label (smallest row) is positive; |c_0| must be odd.
+    ("fails", None) when it is not (the caller has checked shapes, ranges, distinct rows in
+    a top, distinct tops and |Z| <= 1).
+    """
+    m = len(A[0])
+
+    def flip(s: tuple) -> tuple:
+        return tuple((x + m) % (2 * m) for x in s)
+
+    c = {tuple(sorted(r, key=lambda x: x % m)) for r in T}
+    while len(next(iter(c))) > 1:
+        faces = Counter(s[:x] + s[x + 1:] for s in c for x in range(len(s)))
+        bd = {f for f, n in faces.items() if n % 2}
+        if any(flip(f) not in bd for f in bd):
+            return "fails", None
+        c = {f for f in bd if f[0] < m}
+        if not c:
+            return "fails", None  # an empty 0-chain is even
+    if len(c) % 2 == 0:
+        return "fails", None
+    pairs = {(G[r], x) for r, top in enumerate(T) for x in top}
+    best = min((1 if x < m else -1) * sum(map(mul, A[0][x % m], Z[0][g])) for g, x in pairs)
+    value = scale(best, A[1] + Z[1])
+    return ("holds" if value > t else "fails"), value
+
+
 def gram(A: tuple, side: str) -> tuple:
     """A^T A (side "AtA") or A A^T (side "AAt"), exactly."""
     M = A[0] if side == "AAt" else transpose(A[0])
@@ -749,6 +789,9 @@ def _end_work(kind: str, r: int, shape: tuple[int, int], a: int, bits: dict, row
         y, k, nf = g("Y"), rows.get("Y", 0), rows.get("F", 0)  # entries grow to p y bits
         elim = sum((p - c) ** 2 * (2 + 2 * X((c + 1) * y, (c + 1) * y)) for c in range(p))
         return 2 * nf * (4 * p * p + elim + k * p * (1 + X(y, p * y)) + p * N * X(a, g("Z")))
+    if kind == "nerve":  # the chains: sets of label tuples; the values: one dot per pair
+        q = rows.get("T", 0)
+        return 4 * nerve_codes(q, p) + 4 * q * p + q * p * N * X(a, g("Z"))
     n = min(m, N)  # frobenius_tail: G^T G, C^T C and the dominance check
     return n ** 3 * (X(g("G"), g("G")) + X(g("C"), g("C"))) + 4 * n * n * X(
         2 * max(a, g("G"), g("C")) + g("z"))
@@ -899,6 +942,29 @@ def replay_end(end: object, ops: dict, blobs: dict, f: str) -> dict:
         if not all(isinstance(g, int) and 0 <= g < q for g in G):
             raise BundleError(f"{f}.G: need {nf} witness indices < {q}")
         value = check_polytope(A, dyadic(Yf), I, F, dyadic(Zf), G, eps + chi)
+    elif kind == "nerve":
+        if not 1 <= rank <= min(ROWSET_MAX_RANK, m):
+            raise BundleError(f"{f}.rank: a nerve certificate has rank 1 .. "
+                              f"{min(ROWSET_MAX_RANK, m)}, got {rank}")
+        T = array(cert.get("T"), blobs, f"{f}.T", (None, rank))
+        Zf = array(cert.get("Z"), blobs, f"{f}.Z", (None, N))
+        G = array(cert.get("G"), blobs, f"{f}.G", (len(T),))
+        q, nz = len(T), len(Zf)
+        if not 1 <= q <= NERVE_MAX_TOPS or nerve_codes(q, rank) > NERVE_MAX_CODES:
+            raise BundleError(f"{f}.T: {q} tops of rank {rank}: beyond the limits "
+                              f"({NERVE_MAX_TOPS} tops, {NERVE_MAX_CODES} labels a level)")
+        if not all(isinstance(x, int) and 0 <= x < 2 * m for r in T for x in r) \
+                or any(len({x % m for x in r}) != rank for r in T):
+            raise BundleError(f"{f}.T: need tops of {rank} labels < {2 * m} on distinct rows")
+        if len({tuple(sorted(r)) for r in T}) != q:
+            raise BundleError(f"{f}.T: a top is listed twice")
+        if not 1 <= nz <= q:
+            raise BundleError(f"{f}.Z: {nz} witnesses for {q} tops, not 1 .. {q}")
+        if any(abs(x) > 1 for r in Zf for x in r):
+            raise BundleError(f"{f}.Z: an entry lies outside [-1, 1]")
+        if not all(isinstance(g, int) and 0 <= g < nz for g in G):
+            raise BundleError(f"{f}.G: need {q} witness indices < {nz}")
+        value = check_nerve(A, T, dyadic(Zf), G, eps + chi)
     elif kind == "frobenius_tail" and rank >= 1:
         side = "AtA" if N <= m else "AAt"
         if cert and cert.get("side") != side:

@@ -46,6 +46,7 @@ _QUANTITY = {
     "rowset": "min sigma_i (A[I] z)_i",
     "rowmix": "min sigma_i (DA z)_i",
     "polytope": "min over facets sigma (A z)_i",
+    "nerve": "min over tops s (A z)_i",
 }
 # the relation that proves the claim; the reason of a failed check prints its negation
 _NEGATION = {"<=": ">", "<": ">=", ">": "<=", ">=": "<"}

@@ -52,6 +52,7 @@ LOWER_ARRAYS: dict[str, tuple[str, ...]] = {
     "rowset": ("I", "Z"),
     "rowmix": ("D", "Z"),
     "polytope": ("Y", "I", "F", "Z", "G"),
+    "nerve": ("T", "Z", "G"),
 }
 UPPER_ARRAYS: dict[str, tuple[str, ...]] = {"factors": ("U", "V")}
 OPERATOR_SOURCES = ("logits", "block")  # optional operator-of-record data beside A
@@ -313,7 +314,7 @@ class BracketRecord:
                     "rows": (r,), "cols": (r,), "P": (n, m), "J": (r,), "I": (r,)}
             if end.kind in ("rowset", "rowmix"):  # rank within 1 .. 12 (_parse_end)
                 dims["Z"] = (1 << (r - 1), n)
-            if end.kind == "polytope":  # point, facet and witness counts are the file's own
+            if end.kind in ("polytope", "nerve"):  # point, facet, top, witness counts: the file's
                 dims = {}
             for name in table[end.kind]:
                 shape = dims.get(name)
@@ -395,7 +396,7 @@ def _parse_end(val: Any, fld: str, src: str, table: Mapping[str, tuple[str, ...]
         # the claim is in this record, not in an array file: name the record
         raise InputError(f"a nonzero certificate proves rank 1, got rank {rank}",
                          field=f"{fld}.rank", source=src)
-    if kind in ("rowset", "rowmix", "polytope") and not 1 <= rank <= ROWSET_MAX_RANK:
+    if kind in ("rowset", "rowmix", "polytope", "nerve") and not 1 <= rank <= ROWSET_MAX_RANK:
         # checked here, before 2^(rank-1) enters an expected array shape
         raise InputError(f"a {kind} certificate has rank 1 .. {ROWSET_MAX_RANK}, got {rank}",
                          field=f"{fld}.rank", source=src)
@@ -874,7 +875,7 @@ class Store:
             if kind not in table:
                 raise InputError(f"unknown kind {kind!r}", field=f"{prefix}.kind")
             ends[prefix] = {"kind": kind, "rank": _rank(end.get("rank"), f"{prefix}.rank", "")}
-            if kind in ("rowset", "rowmix", "polytope") \
+            if kind in ("rowset", "rowmix", "polytope", "nerve") \
                     and not 1 <= ends[prefix]["rank"] <= ROWSET_MAX_RANK:
                 raise InputError(f"a {kind} certificate has rank 1 .. {ROWSET_MAX_RANK}",
                                  field=f"{prefix}.rank")

@@ -1,8 +1,8 @@
 """Lower certificates: proofs that every B with ||A - B||_row1 <= eps + chi has rank >= L.
 
 Kinds, one module each (statements and proofs in proofs_notes/lower_nonzero.md,
-lower_frobenius.md, lower_decoder.md, bernstein.md, rowset.md, polytope.md); this module parses
-a certificate and dispatches it:
+lower_frobenius.md, lower_decoder.md, bernstein.md, rowset.md, polytope.md, nerve.md); this
+module parses a certificate and dispatches it:
 
 * ``nonzero`` (L = 1): ||A||_row1 > eps + chi, so B = 0 is not close enough
   (``certify/lower/nonzero.py``).
@@ -20,6 +20,9 @@ a certificate and dispatches it:
 * ``polytope`` (p <= 12; points Y labelled by rows I, facets F, witnesses Z, G): the facets of
   conv(+-Y) are listed exactly, and on every facet one witness z has sigma (A z)_i > eps + chi
   for each of its labels (``certify/lower/polytope.py``, Borsuk-Ulam).
+* ``nerve`` (p <= 12; tops T of p signed rows, witnesses Z, G): the GF(2) chains derived from
+  the tops end in an odd 0-chain, and every top's witness z has s (A z)_i > eps + chi for each
+  of its labels (``certify/lower/nerve.py``, the Z2-index of the nerve of served label sets).
 
 "fails" means the certificate's own inequality is proved false, not that r_eps < L.
 """
@@ -38,7 +41,7 @@ from ..numerics.fpenv import quiet_floats
 from ..rationals import parse_eps, to_rational
 from ..result import Check
 from ..upper import check_tier
-from . import bernstein, decoder, frobenius, nonzero, polytope, rowset
+from . import bernstein, decoder, frobenius, nerve, nonzero, polytope, rowset
 from .frobenius import tail_enclosure
 
 __all__ = ["KINDS", "check_lower", "parse_certificate", "tail_enclosure"]
@@ -52,6 +55,7 @@ KINDS: dict[str, tuple[str, ...]] = {
     "rowset": rowset.ARRAYS,
     "rowmix": rowset.MIX_ARRAYS,
     "polytope": polytope.ARRAYS,
+    "nerve": nerve.ARRAYS,
 }
 
 
@@ -75,7 +79,10 @@ def check_lower(A: object, certificate: Mapping, eps: object, *, tier: str = "au
     * rowset: min_(s,i) sigma_i(s) (A[I] z_s)_i, claim value > eps + chi;
     * rowmix: the same on the rows of D A (every row of D of l1 norm at most 1);
     * polytope: min over facets F and their labels of sigma (A z_F)_i, claim value > eps + chi
-      (``fails`` with ``value`` None when the facets are not those of conv(+-Y)).
+      (``fails`` with ``value`` None when the facets are not those of conv(+-Y));
+    * nerve: min over tops T and their labels of s (A z_T)_i, claim value > eps + chi
+      (``fails`` with ``value`` None when the chains derived from the tops are not an odd
+      cycle).
 
     ``tier="auto"`` escalates float64 -> arb -> exact (frobenius_tail: float64 -> arb; the
     ``"exact"`` tier, when forced, uses exact dyadic residuals of the same float SVD).
@@ -144,6 +151,9 @@ def _check_kind(A: object, kind: str, rank: int, arrays: dict[str, object], eps_
     if kind == "polytope":
         Y, I, F, Z, G = polytope.parse_arrays(arrays, rank, m, N, source=source)
         return polytope.check_polytope(A, Y, I, F, Z, G, t, eps=eps_q, chi=chi_q, tier=tier)
+    if kind == "nerve":
+        T, Z, G = nerve.parse_arrays(arrays, rank, m, N, source=source)
+        return nerve.check_nerve(A, T, Z, G, t, eps=eps_q, chi=chi_q, tier=tier)
     if kind == "rowmix":
         D, Z = rowset.parse_mix_arrays(arrays, rank, m, N, source=source)
         return rowset.check_rowmix(A, D, Z, t, eps=eps_q, chi=chi_q, tier=tier)

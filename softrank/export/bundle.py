@@ -44,7 +44,7 @@ ABOUT = ("Replay bundle of softrank-certify: every end of every bracket with the
 LOWER_NAMES = {"nonzero": (), "frobenius_tail": (), "decoder": ("D", "W", "X"),
                "submatrix": ("rows", "cols", "X"), "bernstein": ("W", "P", "J"),
                "rowset": ("I", "Z"), "rowmix": ("D", "Z"),
-               "polytope": ("Y", "I", "F", "Z", "G")}
+               "polytope": ("Y", "I", "F", "Z", "G"), "nerve": ("T", "Z", "G")}
 
 
 # The replayer's archive limits (replay/replay.py imports nothing from here, so a test

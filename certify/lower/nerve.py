@@ -1,0 +1,181 @@
+"""Lower certificate ``nerve``: a GF(2) chain of served label sets whose parity is odd.
+
+A *label* is a signed row: code j < m stands for +a_j, code j + m for -a_j.  Certificate
+(rank p): tops T (q x p label codes, each top p labels on distinct rows), witnesses Z
+(q' x N, every entry in [-1, 1]) and G (q indices into Z).  With t = eps + chi the
+certificate holds when
+
+1. (chains) with c_(p-1) the set of tops and, for k = p - 1, ..., 1, the boundary of c_k
+   (mod 2) invariant under the sign flip nu and c_(k-1) its simplices whose first label
+   (smallest row) is positive, the 0-chain c_0 has an odd number of labels;
+2. (value) min over tops T and labels (i, s) of T of s (A z_T)_i  >  t, z_T = Z[G[T]].
+
+Then boundary(c_k) = c_(k-1) + nu(c_(k-1)) for every k and |c_0| is odd, and every B with
+||A - B||_row1 <= t has rank >= p (proofs_notes/nerve.md: the witnesses give an odd map of
+the complex of the tops' faces into {w : ||A w||_inf > t ||w||_inf}, and the chains forbid
+an odd map of that complex into R^(p-1) without zeros).  The chains are derived, not
+stored: a certificate cannot list chains that disagree with its tops.
+
+Part 1 is exact integer work on the label codes (sorting and counting), priced and bounded
+before it starts.  Part 2 runs the float64 -> arb -> exact tiers of the polytope kind on
+the (top, label) pairs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from fractions import Fraction
+from math import comb
+
+import numpy as np
+
+from ..arrays import as_matrix
+from ..errors import InputError
+from ..numerics import tiers, workbound
+from ..rationals import qstr
+from ..result import Check, Enclosure
+from .polytope import ARB_PRECISIONS, _arb_min, _exact_min, _float_min, _int_array, _row_keys
+
+ARRAYS = ("T", "Z", "G")
+#: Largest rank accepted: a top has 2^p faces, and the chains are derived from all of them.
+MAX_RANK = 12
+MAX_TOPS = 200_000
+#: Most label codes one level of the chain derivation may hold (int64: 256 MiB).
+MAX_ENTRIES = 1 << 25
+#: Work units (about ns) charged per label code sorted and counted in the derivation.
+ENTRY_WORK = 400
+
+
+def parse_arrays(arrays: Mapping[str, object], rank: int, m: int, N: int, *,
+                 source: str | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Returns (T, Z, G): int64 q x p label codes, float64 q' x N witnesses, int64 q.
+
+    Raises InputError naming ``lower.rank`` (p outside 1 .. MAX_RANK), ``lower.T`` (not
+    q x p with q in 1 .. MAX_TOPS, a code outside [0, 2m), a top with two labels on one row,
+    a top listed twice, or more label codes than the derivation may hold),
+    ``lower.Z`` (not N columns, q' outside 1 .. q, NaN/Inf, an entry outside [-1, 1]) or
+    ``lower.G`` (not q indices in [0, q')).  Sizes are checked before anything of size
+    2^p q is formed.
+    """
+    if not 1 <= rank <= MAX_RANK:
+        raise InputError(f"a nerve certificate has rank 1 .. {MAX_RANK}, got {rank}",
+                         field="lower.rank", source=source)
+    T = _int_array(arrays["T"], "lower.T", 2, 2 * m, source)
+    q = T.shape[0]
+    if T.shape[1] != rank or not 1 <= q <= MAX_TOPS:
+        raise InputError(f"has shape {T.shape}; expected (q, {rank}) with 1 <= q <= "
+                         f"{MAX_TOPS}", field="lower.T", source=source)
+    if level_entries(q, rank) > MAX_ENTRIES:
+        raise InputError(f"{q} tops of rank {rank} have faces beyond the {MAX_ENTRIES} label "
+                         "codes the kernel derives chains from", field="lower.T", source=source)
+    T = canonical(T, m)
+    if rank > 1 and np.any(np.diff(T % m, axis=1) == 0):
+        raise InputError("a top has two labels on one row", field="lower.T", source=source)
+    if np.any(_counts(T, 2 * m) != 1):
+        raise InputError("a top is listed twice", field="lower.T", source=source)
+    Z = as_matrix(arrays["Z"], "lower.Z", source=source, shape=(None, N))
+    if not 1 <= Z.shape[0] <= q:
+        raise InputError(f"has {Z.shape[0]} witnesses for {q} tops", field="lower.Z",
+                         source=source)
+    if not np.all(np.abs(Z) <= 1.0):  # exact comparison of stored floats
+        raise InputError("every entry must lie in [-1, 1]", field="lower.Z", source=source)
+    G = _int_array(arrays["G"], "lower.G", 1, Z.shape[0], source)
+    if len(G) != q:
+        raise InputError(f"has {len(G)} entries for {q} tops", field="lower.G", source=source)
+    return T, Z, G
+
+
+def level_entries(q: int, p: int) -> int:
+    """Returns an upper bound on the label codes any level of the derivation holds for q tops
+    of rank p: c_k has at most q C(p, k + 1) simplices (one per orbit of a face of a top), and
+    its boundary lists (k + 1) faces of k labels for each."""
+    return max((q * comb(p, k + 1) * (k + 1) * k for k in range(1, p)), default=0)
+
+
+def canonical(S: np.ndarray, m: int) -> np.ndarray:
+    """Returns the label codes of every row of S ordered by row of A (code mod m): the one
+    form in which two simplices are compared."""
+    order = np.argsort(S % m, axis=1, kind="stable")
+    return np.take_along_axis(S, order, axis=1)
+
+
+def mirror(S: np.ndarray, m: int) -> np.ndarray:
+    """Returns nu(S): every label's sign flipped (rows, hence the order, unchanged)."""
+    return (S + m) % (2 * m)
+
+
+def _counts(S: np.ndarray, base: int) -> np.ndarray:
+    """Returns, for every row of S, how often it occurs in S."""
+    if len(S) == 0:
+        return np.zeros(0, dtype=np.int64)
+    _, inv, cnt = np.unique(np.stack(_row_keys(S, base), axis=1), axis=0,
+                            return_inverse=True, return_counts=True)
+    return cnt[inv.ravel()]
+
+
+def chain_defect(T: np.ndarray, m: int) -> str | None:
+    """Returns None when the chains derived from the tops T (canonical, as returned by
+    :func:`parse_arrays`) satisfy part 1 of the module's statement: boundary(c_k) is
+    nu-invariant for k = p - 1 .. 1 and |c_0| is odd; otherwise a sentence naming the first
+    defect.  Every level is priced before it runs (raises ``workbound.WorkLimit``)."""
+    q, p = T.shape
+    workbound.charge(ENTRY_WORK * (level_entries(q, p) * max(p - 1, 1) + q * p),
+                     f"the chains of {q} tops (rank {p})")
+    c = T
+    for k in range(p - 1, 0, -1):  # c holds simplices of k + 1 labels
+        faces = np.vstack([np.delete(c, x, axis=1) for x in range(k + 1)])
+        if len(faces):
+            faces = faces[_counts(faces, 2 * m) % 2 == 1]  # the GF(2) boundary
+        if len(faces):
+            faces = np.unique(faces, axis=0)
+            both = np.vstack([faces, mirror(faces, m)])
+            if np.any(_counts(both, 2 * m) != 2):
+                return (f"the boundary of the {k}-chain is not invariant under the sign flip: "
+                        "the tops do not form a cycle of the quotient complex")
+        c = faces[faces[:, 0] < m]  # representatives: first label positive
+    if len(c) % 2 == 0:
+        return (f"the 0-chain has {len(c)} labels, an even number: the cycle does not pair "
+                "to 1 with w^(p-1)")
+    return None
+
+
+def check_nerve(A: np.ndarray, T: np.ndarray, Z: np.ndarray, G: np.ndarray, t: Fraction, *,
+                eps: Fraction, chi: Fraction, tier: str = "auto") -> Check:
+    """Decides the nerve certificate for exact stored A and arrays validated by
+    :func:`parse_arrays` (``t`` = eps + chi).
+
+    Returns a :class:`Check` of kind ``"nerve"`` with ``threshold`` t and
+    ``detail["sense"]`` ``">"``.  ``status`` is ``"fails"`` (``value`` None,
+    ``detail["reason"]`` the defect) when the derived chains do not satisfy part 1;
+    otherwise ``value`` is an interval containing min over tops T and their labels (i, s) of
+    s (A z_T)_i, and ``status`` is ``"holds"`` when value > t is proved (then every B with
+    ||A - B||_row1 <= t has rank >= p), ``"fails"`` when value <= t is proved, else
+    ``"undecided"``.  ``tier="auto"`` runs float64, arb 128, exact; the exact tier always
+    decides.
+    """
+    m = A.shape[0]
+    p = T.shape[1]
+    claim = f"an odd GF(2) chain of label sets each with min s (A z)_i > {qstr(t)}"
+
+    def result(status: str, value: Enclosure | None, run: list[str], detail: dict) -> Check:
+        return Check(status=status, kind="nerve", rank=p, eps=eps,  # type: ignore[arg-type]
+                     threshold=t, value=value, tier=run[-1] if run else "exact", claim=claim,
+                     chi=chi, precision=ARB_PRECISIONS[-1] if run and run[-1] == "arb"
+                     else None, tiers_run=tuple(run), detail={"sense": ">", **detail})
+
+    defect = chain_defect(T, m)
+    if defect is not None:
+        return result("fails", None, ["exact"], {"reason": defect})
+    g = G[:, None].repeat(p, axis=1).ravel()  # witness row of every (top, label) pair
+    i = (T % m).ravel()
+    sig = np.where(T < m, 1.0, -1.0).ravel()
+
+    def enclose(tr: str, prec: int | None) -> Enclosure | None:
+        if tr == "float64":
+            return _float_min(A, Z, g, i, sig)
+        if tr == "arb":
+            return _arb_min(A, Z, g, i, sig, prec)  # type: ignore[arg-type]
+        return _exact_min(A, Z, g, i, sig)
+
+    out = tiers.decide_above(tiers.plan(tier, ARB_PRECISIONS), enclose, t)
+    return result(out.status, out.value, out.run, {})
