@@ -33,7 +33,7 @@ from softrank.witnesses.producers.rowset import RowSet
 
 UPPERS = ["tsvd", "rw_svd", "alt_l1", "cpqr", "rpqr", "rep_rows"]
 LOWERS = ["nonzero", "frobenius_tail", "pinv_decoder", "submatrix", "keyset", "decoder_lp",
-          "bernstein", "rowset"]
+          "bernstein", "rowset", "nerve"]
 
 
 def attention(m: int, N: int, d: int, beta: float, seed: int) -> tuple[np.ndarray, np.ndarray]:

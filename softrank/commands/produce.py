@@ -369,10 +369,11 @@ def _split_producers(names: list[str]) -> tuple[list[str], list[str]]:
 def _budget_variables() -> list[tuple[str, bool]]:
     """The environment variables the built-in producers read their budgets from, each with
     whether 0 is allowed (it turns alt_l1's descent or its near-miss steps off)."""
-    from softrank.witnesses.producers import altl1, bernstein, decoder_lp, rowset
+    from softrank.witnesses.producers import altl1, bernstein, decoder_lp, nerve, rowset
 
     return [(SCALE_ENV, False), (bernstein.BUDGET_ENV, False), (rowset.BUDGET_ENV, False),
-            (decoder_lp.BUDGET_ENV, False), (altl1.DESCENT_ENV, True), (altl1.VSTEP_ENV, True)]
+            (decoder_lp.BUDGET_ENV, False), (nerve.BUDGET_ENV, False), (altl1.DESCENT_ENV, True),
+            (altl1.VSTEP_ENV, True)]
 
 
 def _check_budget_variables() -> None:

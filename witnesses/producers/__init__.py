@@ -50,6 +50,7 @@ BUILTINS: dict[str, str] = {
     "decoder_lp": "softrank.witnesses.producers.decoder_lp:DecoderLP",
     "bernstein": "softrank.witnesses.producers.bernstein:Bernstein",
     "rowset": "softrank.witnesses.producers.rowset:RowSet",
+    "nerve": "softrank.witnesses.producers.nerve:NerveChain",
 }
 
 # Built-ins that ``produce`` runs only when named.  decoder_lp: on 144 MiniLM heads (two texts,
