@@ -1,0 +1,85 @@
+"""The nerve producer (untrusted): what it claims the kernel proves, it stops at the least
+upper rank claimed, it stays within its budget, its work-mode output is the same bytes twice,
+and its pieces (odd-cycle search, witness reuse) agree with direct computations."""
+
+from __future__ import annotations
+
+import time
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from softrank.certify import check_lower
+from softrank.witnesses.producers import get_producer
+from softrank.witnesses.producers import nerve as pn
+from softrank.witnesses.producers._common import budget_settings
+
+from .helpers import random_attention
+
+
+def near_identity(n: int, delta: float = 0.125) -> np.ndarray:
+    return (1 - delta) * np.eye(n) + delta / n
+
+
+def test_claims_are_proved_and_stop_at_the_least_upper_rank():
+    A = near_identity(7)
+    assert get_producer("nerve").name == "nerve"
+    prod = pn.NerveChain(budget=30.0)  # the default scales with m N: 0.4 s on 7 x 7
+    cert = prod.produce(A, Fraction(1, 4), stop_at=5, floor=2)
+    assert cert is not None and cert.rank == 5 and cert.kind == "nerve"
+    c = check_lower(A, {"kind": "nerve", "rank": cert.rank, **cert.arrays}, "1/4")
+    assert c.status == "holds"
+    assert cert.claims["lower_rank"] == 5 and cert.claims["nerve_value"] < 1
+    # a closed bracket: nothing to search
+    assert prod.produce(A, Fraction(1, 4), stop_at=3, floor=3) is None
+
+
+def test_no_claim_where_a_lower_rank_fit_is_within_eps():
+    """A rank-1 operator (equal rows): every rank-2 sphere is impossible, and the producer
+    finds the rank-1 fit within eps and claims nothing."""
+    A = np.full((6, 6), 1 / 6)
+    assert pn.NerveChain(budget=30.0).produce(A, Fraction(1, 4), stop_at=4, floor=1) is None
+
+
+def test_the_budget_bounds_the_search():
+    rng = np.random.default_rng(2)
+    A = random_attention(rng, 40, 40, scale=3.0)
+    t0 = time.process_time()
+    pn.NerveChain(budget=0.5).produce(A, Fraction(1, 4), stop_at=8, floor=3)
+    assert time.process_time() - t0 < 20
+
+
+def test_work_mode_output_is_the_same_bytes_twice():
+    rng = np.random.default_rng(4)
+    A = random_attention(rng, 9, 9, scale=3.0)
+    outs = []
+    with budget_settings("work"):
+        for _ in range(2):
+            c = pn.NerveChain(budget=5.0).produce(A, Fraction(1, 5), stop_at=9, floor=1)
+            outs.append(None if c is None else (c.rank, {k: v.tobytes() for k, v in
+                                                         c.arrays.items()}))
+    assert outs[0] == outs[1]
+    assert outs[0] is not None
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_every_served_set_is_served_by_its_witness(seed):
+    rng = np.random.default_rng(seed)
+    A = random_attention(rng, 8, 8, scale=3.0)
+    goal = 0.25 / pn.CLAIM_BUDGET
+    items, wits = pn.served_sets(A, list(range(8)), 3, goal, float("inf"))
+    assert items
+    for (S, sg), w in items:
+        z = wits[w] if w >= 0 else -wits[-1 - w]
+        assert np.all(np.abs(z) <= 1)
+        for i, s in zip(S, sg, strict=True):
+            assert s * (A[i] @ z) >= goal * (1 - 1e-12)
+
+
+def test_the_odd_cycle_search_finds_the_cross_polytope_and_rejects_a_disk():
+    # the quotient of the cross-polytope's boundary on rows 0..2 (signs of rows 1, 2 free)
+    tops = [((0, 1, 2), (1, a, b)) for a in (1, -1) for b in (1, -1)]
+    got = pn.odd_cycle(tops, float("inf"))
+    assert got is not None and sorted(got) == [0, 1, 2, 3]
+    assert pn.odd_cycle(tops[:3], float("inf")) is None  # a disk: no cycle
