@@ -394,6 +394,7 @@ def test_default_producers_leave_out_the_opt_in_ones(tmp_path, capsys, monkeypat
     from softrank.witnesses.producers.decoder_lp import DecoderLP
 
     assert "decoder_lp" in OPT_IN and "bernstein" in default_producers()
+    assert "nerve" in OPT_IN and "nerve" not in default_producers()
     assert default_producers() == [n for n in BUILTINS if n not in OPT_IN]
     calls = []
     monkeypatch.setattr(DecoderLP, "produce", lambda self, A, eps, *, logits=None:
