@@ -315,3 +315,82 @@ def test_producer_never_claims_above_the_exact_oracle_on_small_cells():
                 proved += 1
                 assert p <= res.upper, (p, res.lower, res.upper)
     assert proved >= 3
+
+
+# --- end to end: a store, a bundle, the replayer ----------------------------------------------
+
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory):
+    from softrank.export import write_bundle
+    from softrank.runner import iter_checks
+    from softrank.witnesses import Store
+
+    from .helpers import softmax_rows
+
+    d = tmp_path_factory.mktemp("nerve_replay")
+    rng = np.random.default_rng(8)
+    made = {}
+    with Store.create(d / "store", description="nerve replay store") as st:
+        for oid in ("plain", "lg"):
+            logits = rng.normal(size=(8, 8)) + 6 * np.eye(8)
+            A = softmax_rows(logits)
+            st.add_operator(A, family="t", id=oid, **({"logits": logits} if oid == "lg"
+                                                     else {}))
+            U, V = tsvd_witness(A, 7)
+            up = {"kind": "factors", "rank": 7, "U": U, "V": V}
+            T = cross_tops([0, 1, 2, 3], 8)
+            c = cert_of(T, sign_witnesses(T, 8, 8))
+            v = reference_value(A, c)
+            broken = cert_of(T[1:], sign_witnesses(T[1:], 8, 8))
+            for tag, eps, low in (("in", v / 2, c), ("far", 2 * v, c), ("broken", v / 2, broken)):
+                st.add_bracket(oid, eps, up, low, id=f"{oid}-{tag}")
+                made[f"{oid}-{tag}"] = (tag, v)
+    records = list(iter_checks(d / "store"))
+    out = d / "bundle.zip"
+    write_bundle(d / "store", records, out)
+    return made, records, out
+
+
+def test_store_bundle_and_replay_agree(bundle):
+    made, records, path = bundle
+    kernel = {r["bracket"]: r["lower_check"]["status"] for r in records}
+    want = {"in": "holds", "far": "fails", "broken": "fails"}
+    assert kernel == {b: want[tag] for b, (tag, _) in made.items()}
+    s = rp.replay(str(path))
+    got = {r["bracket"]: r for r in s["results"] if r["kind"] == "nerve"}
+    assert set(got) == set(made)
+    for bid, r in got.items():
+        tag, v = made[bid]
+        assert r["agrees"] and r["replay"] == kernel[bid], r
+        assert r["value"] is None if tag == "broken" else Fraction(r["value"]) == v
+    assert s["disagreements"] == 0 and s["kernel_proved"] == s["replayed_proved"] > 0
+
+
+@pytest.mark.parametrize("name,dtype,value,match", [
+    ("Z", "<f8", 1.5, r"Z: an entry lies outside \[-1, 1\]"),
+    ("T", "<i8", 10**6, r"T: need tops of 4 labels"),
+    ("T", "<i8", 9, r"T: need tops of 4 labels .* on distinct rows"),
+    ("G", "<i8", 10**6, r"G: need .* witness indices"),
+])
+def test_a_forged_array_is_refused(bundle, tmp_path, name, dtype, value, match):
+    import json
+    import zipfile
+
+    from .helpers import resigned_bundle
+
+    _, _, path = bundle
+    with zipfile.ZipFile(path) as z:
+        doc = json.loads(z.read("bundle.json"))
+    (end,) = [e for e in doc["ends"] if e["bracket"] == "plain-in" and e["end"] == "lower"]
+    ref = end["certificate"][name]
+
+    def forge(members):
+        X = np.frombuffer(members[ref["file"]], dtype=dtype).copy()
+        X[0] = value
+        return ref["file"], X.tobytes()
+
+    forged = tmp_path / "forged.zip"
+    resigned_bundle(path, forged, edit_member=forge)
+    with pytest.raises(rp.BundleError, match=match):
+        rp.replay(str(forged))
+    assert rp.main([str(forged), "--quiet"]) == 2
