@@ -118,6 +118,22 @@ def resigned_bundle(path, out, edit_doc=None, edit_member=None) -> None:
             zout.writestr(n, b)
 
 
+def forged_lower_array(path, out, bracket: str, name: str, dtype: str, value) -> None:
+    """Writes to ``out`` a re-signed copy of the bundle at ``path`` in which the first entry
+    of array ``name`` of the lower end of ``bracket`` (read as ``dtype``) is ``value``."""
+    with zipfile.ZipFile(path) as z:
+        doc = json.loads(z.read("bundle.json"))
+    (end,) = [e for e in doc["ends"] if e["bracket"] == bracket and e["end"] == "lower"]
+    ref = end["certificate"][name]
+
+    def forge(members):
+        X = np.frombuffer(members[ref["file"]], dtype=dtype).copy()
+        X[0] = value
+        return ref["file"], X.tobytes()
+
+    resigned_bundle(path, out, edit_member=forge)
+
+
 def check_lower_any_rank(A: np.ndarray, cert: dict, eps, tier: str = "auto"):
     """``check_lower`` for a rowset or polytope certificate without its input check
     rank <= min(m, N): the kernel's own inequality on rank-deficient shapes, where the

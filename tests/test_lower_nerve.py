@@ -373,24 +373,11 @@ def test_store_bundle_and_replay_agree(bundle):
     ("G", "<i8", 10**6, r"G: need .* witness indices"),
 ])
 def test_a_forged_array_is_refused(bundle, tmp_path, name, dtype, value, match):
-    import json
-    import zipfile
-
-    from .helpers import resigned_bundle
+    from .helpers import forged_lower_array
 
     _, _, path = bundle
-    with zipfile.ZipFile(path) as z:
-        doc = json.loads(z.read("bundle.json"))
-    (end,) = [e for e in doc["ends"] if e["bracket"] == "plain-in" and e["end"] == "lower"]
-    ref = end["certificate"][name]
-
-    def forge(members):
-        X = np.frombuffer(members[ref["file"]], dtype=dtype).copy()
-        X[0] = value
-        return ref["file"], X.tobytes()
-
     forged = tmp_path / "forged.zip"
-    resigned_bundle(path, forged, edit_member=forge)
+    forged_lower_array(path, forged, "plain-in", name, dtype, value)
     with pytest.raises(rp.BundleError, match=match):
         rp.replay(str(forged))
     assert rp.main([str(forged), "--quiet"]) == 2

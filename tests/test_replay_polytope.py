@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import zipfile
 from fractions import Fraction
 from pathlib import Path
 
@@ -28,7 +27,7 @@ from softrank.export import write_bundle
 from softrank.runner import iter_checks
 from softrank.witnesses import Store
 
-from .helpers import random_attention, resigned_bundle, softmax_rows, tsvd_witness
+from .helpers import forged_lower_array, random_attention, softmax_rows, tsvd_witness
 
 ROOT = Path(__file__).resolve().parents[1]
 ONE_UP = float(np.nextafter(1.0, 2.0))
@@ -434,18 +433,8 @@ def test_cli_export_and_the_replayer_script(bundle, tmp_path, capsys):
 ])
 def test_a_forged_array_is_refused_with_exit_2(bundle, tmp_path, name, dtype, value, match):
     _, _, _, path = bundle
-    with zipfile.ZipFile(path) as z:
-        doc = json.loads(z.read("bundle.json"))
-    (end,) = [e for e in doc["ends"] if e["bracket"] == "plain-in" and e["end"] == "lower"]
-    ref = end["certificate"][name]
-
-    def forge(members):
-        X = np.frombuffer(members[ref["file"]], dtype=dtype).copy()
-        X[0] = value
-        return ref["file"], X.tobytes()
-
     forged = tmp_path / "forged.zip"
-    resigned_bundle(path, forged, edit_member=forge)
+    forged_lower_array(path, forged, "plain-in", name, dtype, value)
     with pytest.raises(rp.BundleError, match=match):
         rp.replay(str(forged))
     assert rp.main([str(forged), "--quiet"]) == 2

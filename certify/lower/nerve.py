@@ -31,10 +31,10 @@ import numpy as np
 
 from ..arrays import as_matrix
 from ..errors import InputError
-from ..numerics import tiers, workbound
+from ..numerics import workbound
 from ..rationals import qstr
 from ..result import Check, Enclosure
-from .polytope import ARB_PRECISIONS, _arb_min, _exact_min, _float_min, _int_array, _row_keys
+from .polytope import ARB_PRECISIONS, _int_array, _row_keys, decide_pairs
 
 ARRAYS = ("T", "Z", "G")
 #: Largest rank accepted: a top has 2^p faces, and the chains are derived from all of them.
@@ -169,13 +169,5 @@ def check_nerve(A: np.ndarray, T: np.ndarray, Z: np.ndarray, G: np.ndarray, t: F
     g = G[:, None].repeat(p, axis=1).ravel()  # witness row of every (top, label) pair
     i = (T % m).ravel()
     sig = np.where(T < m, 1.0, -1.0).ravel()
-
-    def enclose(tr: str, prec: int | None) -> Enclosure | None:
-        if tr == "float64":
-            return _float_min(A, Z, g, i, sig)
-        if tr == "arb":
-            return _arb_min(A, Z, g, i, sig, prec)  # type: ignore[arg-type]
-        return _exact_min(A, Z, g, i, sig)
-
-    out = tiers.decide_above(tiers.plan(tier, ARB_PRECISIONS), enclose, t)
+    out = decide_pairs(A, Z, g, i, sig, t, tier)
     return result(out.status, out.value, out.run, {})

@@ -370,6 +370,16 @@ def check_polytope(A: np.ndarray, Y: np.ndarray, I: np.ndarray, F: np.ndarray, Z
     g = G[:, None].repeat(p, axis=1).ravel()  # witness row of every (facet, point) pair
     i = I[F % k].ravel()  # the row of A labelling the point
     sig = np.where(F < k, 1.0, -1.0).ravel()
+    out = decide_pairs(A, Z, g, i, sig, t, tier)
+    return result(out.status, out.value, out.run, {})
+
+
+def decide_pairs(A: np.ndarray, Z: np.ndarray, g: np.ndarray, i: np.ndarray,
+                 sig: np.ndarray, t: Fraction, tier: str) -> tiers.Escalation:
+    """Decides min over pairs n of sig[n] (A z_(g[n]))_(i[n]) > t on the tiers float64, arb
+    128, exact (``tier`` as in :func:`check_polytope`): the value part of the polytope and
+    nerve kinds.  Returns the tiers' decision (status, an enclosure of the minimum, the tiers
+    run)."""
 
     def enclose(tr: str, prec: int | None) -> Enclosure | None:
         if tr == "float64":
@@ -378,8 +388,7 @@ def check_polytope(A: np.ndarray, Y: np.ndarray, I: np.ndarray, F: np.ndarray, Z
             return _arb_min(A, Z, g, i, sig, prec)  # type: ignore[arg-type]
         return _exact_min(A, Z, g, i, sig)
 
-    out = tiers.decide_above(tiers.plan(tier, ARB_PRECISIONS), enclose, t)
-    return result(out.status, out.value, out.run, {})
+    return tiers.decide_above(tiers.plan(tier, ARB_PRECISIONS), enclose, t)
 
 
 def _pairs(g: np.ndarray, i: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
