@@ -83,3 +83,55 @@ def test_the_odd_cycle_search_finds_the_cross_polytope_and_rejects_a_disk():
     got = pn.odd_cycle(tops, float("inf"))
     assert got is not None and sorted(got) == [0, 1, 2, 3]
     assert pn.odd_cycle(tops[:3], float("inf")) is None  # a disk: no cycle
+
+
+def _reference_exists(tops) -> bool:
+    """Plain GF(2) elimination on (boundary, parity) without any reduction."""
+    key: dict = {}
+    basis: dict = {}
+    for S, sg in tops:
+        v = pn._parity(sg)
+        for f in pn._faces((S, sg)):
+            v ^= 1 << (1 + key.setdefault(f, len(key)))
+        while v:
+            top = v.bit_length() - 1
+            if top not in basis:
+                basis[top] = v
+                break
+            v ^= basis[top]
+    t = 1
+    while t:
+        top = t.bit_length() - 1
+        if top not in basis:
+            return False
+        t ^= basis[top]
+    return True
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_pruned_elimination_finds_a_cycle_exactly_when_plain_elimination_does(seed):
+    """Random subsets of the served sets of random cells (so many are not cycles): the
+    collapse keeps every solution, and what it returns is an odd cycle to the kernel."""
+    from softrank.certify.lower import nerve as kn
+
+    rng = np.random.default_rng(seed)
+    m = 8
+    found = 0
+    for trial in range(25):
+        A = random_attention(rng, m, m, scale=3.0)
+        p = 2 + trial % 3
+        items, _ = pn.served_sets(A, list(range(m)), p, 0.25, float("inf"))
+        tops = [s for s, _ in items]
+        if trial % 2:
+            keep = rng.random(len(tops)) < 0.8
+            tops = [s for s, k in zip(tops, keep, strict=True) if k]
+        if not tops:
+            continue
+        got = pn.odd_cycle(tops, float("inf"))
+        assert (got is not None) == _reference_exists(tops)
+        if got is not None:
+            found += 1
+            T = np.array([[i if g == 1 else i + m for i, g in zip(*tops[n], strict=True)]
+                          for n in got], dtype=np.int64)
+            assert kn.chain_defect(kn.canonical(T, m), m) is None
+    assert found >= 3
