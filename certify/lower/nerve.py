@@ -34,7 +34,7 @@ from ..errors import InputError
 from ..numerics import workbound
 from ..rationals import qstr
 from ..result import Check, Enclosure
-from .polytope import ARB_PRECISIONS, _int_array, _row_keys, decide_pairs
+from .polytope import _int_array, _row_keys, decide_pairs, labelled_check
 
 ARRAYS = ("T", "Z", "G")
 #: Largest rank accepted: a top has 2^p faces, and the chains are derived from all of them.
@@ -158,10 +158,7 @@ def check_nerve(A: np.ndarray, T: np.ndarray, Z: np.ndarray, G: np.ndarray, t: F
     claim = f"an odd GF(2) chain of label sets each with min s (A z)_i > {qstr(t)}"
 
     def result(status: str, value: Enclosure | None, run: list[str], detail: dict) -> Check:
-        return Check(status=status, kind="nerve", rank=p, eps=eps,  # type: ignore[arg-type]
-                     threshold=t, value=value, tier=run[-1] if run else "exact", claim=claim,
-                     chi=chi, precision=ARB_PRECISIONS[-1] if run and run[-1] == "arb"
-                     else None, tiers_run=tuple(run), detail={"sense": ">", **detail})
+        return labelled_check("nerve", p, eps, chi, t, claim, status, value, run, detail)
 
     defect = chain_defect(T, m)
     if defect is not None:

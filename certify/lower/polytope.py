@@ -358,10 +358,7 @@ def check_polytope(A: np.ndarray, Y: np.ndarray, I: np.ndarray, F: np.ndarray, Z
     claim = f"facets of conv(+-Y) labelled by rows with min sigma (A z_F)_i > {qstr(t)}"
 
     def result(status: str, value: Enclosure | None, run: list[str], detail: dict) -> Check:
-        return Check(status=status, kind="polytope", rank=p, eps=eps,  # type: ignore[arg-type]
-                     threshold=t, value=value, tier=run[-1] if run else "exact", claim=claim,
-                     chi=chi, precision=ARB_PRECISIONS[-1] if run and run[-1] == "arb"
-                     else None, tiers_run=tuple(run), detail={"sense": ">", **detail})
+        return labelled_check("polytope", p, eps, chi, t, claim, status, value, run, detail)
 
     defect = sphere_defect(Y, F)
     if defect is not None:
@@ -372,6 +369,17 @@ def check_polytope(A: np.ndarray, Y: np.ndarray, I: np.ndarray, F: np.ndarray, Z
     sig = np.where(F < k, 1.0, -1.0).ravel()
     out = decide_pairs(A, Z, g, i, sig, t, tier)
     return result(out.status, out.value, out.run, {})
+
+
+def labelled_check(kind: str, p: int, eps: Fraction, chi: Fraction, t: Fraction, claim: str,
+                   status: str, value: Enclosure | None, run: list[str], detail: dict) -> Check:
+    """Returns the :class:`Check` of a kind whose claim is "a minimum of labelled witness
+    values > t" (polytope, nerve): the tier is the last one run (exact when none ran: a
+    structural defect), the precision arb's when that tier decided."""
+    return Check(status=status, kind=kind, rank=p, eps=eps,  # type: ignore[arg-type]
+                 threshold=t, value=value, tier=run[-1] if run else "exact", claim=claim,
+                 chi=chi, precision=ARB_PRECISIONS[-1] if run and run[-1] == "arb" else None,
+                 tiers_run=tuple(run), detail={"sense": ">", **detail})
 
 
 def decide_pairs(A: np.ndarray, Z: np.ndarray, g: np.ndarray, i: np.ndarray,
