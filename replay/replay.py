@@ -732,6 +732,8 @@ def plan(doc: dict, blobs: dict[str, bytes], limits: dict[str, int]) -> tuple[di
             work += min(m, N) ** 2 * max(m, N) * _x(a_bits[op], a_bits[op])
         gw = min(shapes[op]) ** 2 * _w(2 * a_bits[op] + max(shapes[op]).bit_length()) \
             if kind == "frobenius_tail" else 0  # a Gram matrix, kept with its operator
+        if kind == "nerve":  # the label tuples of the chain derivation's largest level
+            gw = 5 * nerve_codes(us["T"][2] if "T" in us else 0, min(r, ROWSET_MAX_RANK))
         if op_words[op] + words + gw > held[0]:  # the first largest is named
             held = (op_words[op] + words + gw, f"{f} with its operator")
         costs.append((work, words, f))

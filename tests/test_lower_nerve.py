@@ -381,3 +381,14 @@ def test_a_forged_array_is_refused(bundle, tmp_path, name, dtype, value, match):
     with pytest.raises(rp.BundleError, match=match):
         rp.replay(str(forged))
     assert rp.main([str(forged), "--quiet"]) == 2
+
+
+def test_the_replayer_counts_the_derivation_in_the_memory_it_holds(bundle):
+    """The label tuples of the chain derivation are priced as held words before anything is
+    decoded: a limit that the arrays alone fit under refuses the bundle, naming a nerve end."""
+    _, _, path = bundle
+    limits = dict(rp.LIMITS, held=600)  # arrays of one end: under 200 words; tuples: 960
+    with pytest.raises(rp.BundleError, match="held") as err:
+        rp.replay(str(path), limits=limits)
+    assert "ends[" in str(err.value)
+    assert rp.replay(str(path), limits=dict(rp.LIMITS, held=2000))["disagreements"] == 0
