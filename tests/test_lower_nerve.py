@@ -251,19 +251,30 @@ def test_invalid_inputs_are_refused_naming_the_field(edit, field):
     assert err.value.field == field
 
 
-def test_sizes_are_refused_before_the_derivation_and_work_is_bounded(monkeypatch):
-    n = 8
+def test_levels_are_sized_before_they_are_formed_and_work_is_bounded(monkeypatch):
+    """A rank-12 cross-polytope (2048 tops) is decided within the default limits; a level
+    past the size cap leaves the check undecided (never a verdict), as does the work limit;
+    too many tops are an input error."""
+    n = 12
     A = near_identity(n)
-    T = cross_tops(list(range(6)), n)
+    T = cross_tops(list(range(12)), n)
     cert = cert_of(T, sign_witnesses(T, n, n))
     assert check_lower(A, cert, "1/4").status == "holds"
-    monkeypatch.setattr(kn, "MAX_ENTRIES", kn.level_entries(len(T), 6) - 1)
-    with pytest.raises(InputError) as err:
-        check_lower(A, cert, "1/4")
-    assert err.value.field == "lower.T"
+    assert rp.check_nerve(rp.dyadic(A.tolist()), T.tolist(), rp.dyadic(cert["Z"].tolist()),
+                          cert["G"].tolist(), Fraction(1, 4))[0] == "holds"
+    monkeypatch.setattr(kn, "MAX_ENTRIES", len(T) * 12 * 11 - 1)  # the first level's codes
+    c = check_lower(A, cert, "1/4")
+    assert c.status == "undecided" and c.detail["reason"].startswith("size limit")
+    monkeypatch.setattr(rp, "NERVE_MAX_CODES", len(T) * 12 * 11 - 1)
+    assert rp.check_nerve(rp.dyadic(A.tolist()), T.tolist(), rp.dyadic(cert["Z"].tolist()),
+                          cert["G"].tolist(), Fraction(1, 4)) == ("undecided", None)
     monkeypatch.undo()
     c = check_lower(A, cert, "1/4", max_work=1000)
     assert c.status == "undecided" and c.detail["reason"].startswith("work limit")
+    monkeypatch.setattr(kn, "MAX_TOPS", len(T) - 1)
+    with pytest.raises(InputError) as err:
+        check_lower(A, cert, "1/4")
+    assert err.value.field == "lower.T"
 
 
 def test_no_rank_deficient_fit_comes_within_a_proved_threshold():
