@@ -28,12 +28,11 @@ from fractions import Fraction
 
 import numpy as np
 
-from ..arrays import as_matrix
 from ..errors import InputError
 from ..numerics import workbound
 from ..rationals import qstr
 from ..result import Check, Enclosure
-from .polytope import _int_array, _row_keys, decide_pairs, labelled_check
+from .polytope import _int_array, _row_keys, decide_pairs, labelled_check, witness_arrays
 
 ARRAYS = ("T", "Z", "G")
 #: Largest rank accepted: a top has 2^p faces, and the chains are derived from all of them.
@@ -69,15 +68,7 @@ def parse_arrays(arrays: Mapping[str, object], rank: int, m: int, N: int, *,
         raise InputError("a top has two labels on one row", field="lower.T", source=source)
     if np.any(_counts(T, 2 * m) != 1):
         raise InputError("a top is listed twice", field="lower.T", source=source)
-    Z = as_matrix(arrays["Z"], "lower.Z", source=source, shape=(None, N))
-    if not 1 <= Z.shape[0] <= q:
-        raise InputError(f"has {Z.shape[0]} witnesses for {q} tops", field="lower.Z",
-                         source=source)
-    if not np.all(np.abs(Z) <= 1.0):  # exact comparison of stored floats
-        raise InputError("every entry must lie in [-1, 1]", field="lower.Z", source=source)
-    G = _int_array(arrays["G"], "lower.G", 1, Z.shape[0], source)
-    if len(G) != q:
-        raise InputError(f"has {len(G)} entries for {q} tops", field="lower.G", source=source)
+    Z, G = witness_arrays(arrays, N, q, "tops", source)
     return T, Z, G
 
 

@@ -107,16 +107,25 @@ def parse_arrays(arrays: Mapping[str, object], rank: int, m: int, N: int, *,
                          f"{MAX_FACETS}", field="lower.F", source=source)
     if rank > 1 and np.any(np.diff(np.sort(F, axis=1), axis=1) == 0):
         raise InputError("a facet repeats a point", field="lower.F", source=source)
+    Z, G = witness_arrays(arrays, N, f, "facets", source)
+    return Y, I, F, Z, G
+
+
+def witness_arrays(arrays: Mapping[str, object], N: int, f: int, what: str,
+                   source: str | None) -> tuple[np.ndarray, np.ndarray]:
+    """Returns (Z, G): float64 q x N witnesses with every entry in [-1, 1] and 1 <= q <= f,
+    and an int64 vector of f indices into Z (one per facet or top, ``what`` names them).
+    Raises InputError naming ``lower.Z`` or ``lower.G``."""
     Z = as_matrix(arrays["Z"], "lower.Z", source=source, shape=(None, N))
     if not 1 <= Z.shape[0] <= f:
-        raise InputError(f"has {Z.shape[0]} witnesses for {f} facets", field="lower.Z",
+        raise InputError(f"has {Z.shape[0]} witnesses for {f} {what}", field="lower.Z",
                          source=source)
     if not np.all(np.abs(Z) <= 1.0):  # exact comparison of stored floats
         raise InputError("every entry must lie in [-1, 1]", field="lower.Z", source=source)
     G = _int_array(arrays["G"], "lower.G", 1, Z.shape[0], source)
     if len(G) != f:
-        raise InputError(f"has {len(G)} entries for {f} facets", field="lower.G", source=source)
-    return Y, I, F, Z, G
+        raise InputError(f"has {len(G)} entries for {f} {what}", field="lower.G", source=source)
+    return Z, G
 
 
 def column_scaled(Y: np.ndarray) -> np.ndarray:
