@@ -399,3 +399,16 @@ def test_a_nonzero_claim_above_rank_1_names_the_record(tmp_path):
     with pytest.raises(InputError) as e:
         open_store(tmp_path / "s")
     assert e.value.source.endswith("brackets.jsonl") and e.value.field == "line 1.lower.rank"
+
+
+@pytest.mark.parametrize("name", ["store.json", "operators.jsonl", "brackets.jsonl"])
+def test_a_record_file_that_is_a_folder_names_the_file(tmp_path, capsys, name):
+    build_store(tmp_path / "s", n_ops=1)
+    (tmp_path / "s" / name).unlink()
+    (tmp_path / "s" / name).mkdir()
+    with pytest.raises(InputError, match="is not a regular file") as got:
+        open_store(tmp_path / "s")
+    assert got.value.source.endswith(name)
+    assert main(["check", str(tmp_path / "s"), "-q"]) == 2
+    err = capsys.readouterr().err
+    assert name in err and "not a regular file" in err

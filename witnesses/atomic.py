@@ -235,11 +235,14 @@ def open_regular(path: str | os.PathLike, *, field: str = "file") -> IO[bytes]:
             raise InputError("is a symbolic link; the store's record files must be regular "
                              "files inside it", field=field, source=src) from None
         raise InputError(f"cannot be read: {err.strerror}", field=field, source=src) from None
-    fh = os.fdopen(fd, "rb")
-    if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
-        fh.close()
+    try:
+        regular = stat.S_ISREG(os.fstat(fd).st_mode)
+    except OSError:
+        regular = False
+    if not regular:  # checked on the descriptor: fdopen itself refuses a folder with errno only
+        os.close(fd)
         raise InputError("is not a regular file", field=field, source=src)
-    return fh
+    return os.fdopen(fd, "rb")
 
 
 def read_regular(path: str | os.PathLike, *, field: str = "file") -> bytes:
