@@ -11,7 +11,11 @@ from __future__ import annotations
 import os
 import sys
 
-from .replay import main as _replay_main
+if __package__:
+    from .replay import main as _replay_main
+else:  # run as a file (python replay/cli.py): its sibling, not an installed copy
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from replay import main as _replay_main  # type: ignore[no-redef]
 
 
 def main() -> int:
@@ -24,3 +28,7 @@ def main() -> int:
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
+
+
+if __name__ == "__main__":
+    sys.exit(main())

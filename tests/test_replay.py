@@ -248,6 +248,20 @@ def test_cli_export_check_export_and_replay_main(mixed, tmp_path, capsys):
     assert rp.main([]) == 2 and rp.main([str(out), "--nope"]) == 2
 
 
+def test_the_console_wrapper_runs_as_a_file_too(mixed, tmp_path):
+    """python replay/cli.py B.zip: the same result as the installed softrank-replay."""
+    import subprocess
+    _, _, bundle = mixed
+    for cwd in (ROOT, tmp_path):  # the repository root has a package named replay as well
+        got = subprocess.run([sys.executable, str(ROOT / "replay" / "cli.py"), str(bundle),
+                              "--json"], cwd=cwd, capture_output=True, text=True, timeout=120)
+        assert got.returncode == 0, got.stderr
+        assert json.loads(got.stdout)["results"] == rp.replay(str(bundle))["results"]
+    bad = subprocess.run([sys.executable, str(ROOT / "replay" / "cli.py"),
+                          str(tmp_path / "none.zip")], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "none.zip" in bad.stderr
+
+
 def test_replayer_is_short_and_imports_only_the_standard_library():
     path = ROOT / "replay" / "replay.py"
     text = path.read_text()
