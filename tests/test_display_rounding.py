@@ -206,6 +206,14 @@ def test_gauge_refuses_non_finite_beta_and_t(value, capsys):
         assert "--t" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("value", ["\uff4f\uff4f", "\uff4e\uff41\uff4e", "b\u0435ta"])
+def test_gauge_refuses_symbol_names_that_are_not_ascii(value, capsys):
+    """Full-width 'oo' printed as the symbol would read as infinity (and Cyrillic e as beta)."""
+    assert main(["gauge", "--beta", value, "--t", "0"]) == 2
+    err = capsys.readouterr().err
+    assert "--beta" in err and "not ASCII" in err and ascii(value) in err
+
+
 def test_gauge_keeps_symbol_and_rational_beta(capsys):
     assert main(["gauge", "--beta", "beta", "--t", "0", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)[0]["beta"] == "beta"

@@ -27,12 +27,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def check_beta(beta: str) -> None:
     """Raises InputError (field --beta) unless ``beta`` is a positive finite rational or a
-    plain symbol name.  Names that sympy reads as a number or a non-finite value (nan, oo,
+    plain ASCII symbol name.  Names that sympy reads as a number or a non-finite value (nan, oo,
     zoo, I, E, pi, ...), and inf / infinity in any case, are refused: as a symbol they would
     print as if beta were that value."""
     import sympy
 
     if beta.isidentifier():
+        if not beta.isascii():  # full-width or look-alike letters print as the names refused below
+            raise InputError(f"symbol name {ascii(beta)} is not ASCII: give a positive "
+                             "rational or an ASCII symbol name (e.g. beta)", field="--beta")
         low = beta.lower()
         val = getattr(sympy, beta, None)  # sympy's own name for it, looked up (no eval)
         if low in ("nan", "inf", "infinity", "oo", "zoo") or (
