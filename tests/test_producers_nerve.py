@@ -85,6 +85,15 @@ def test_the_odd_cycle_search_finds_the_cross_polytope_and_rejects_a_disk():
     assert pn.odd_cycle(tops[:3], float("inf")) is None  # a disk: no cycle
 
 
+def test_the_elimination_gives_up_past_its_memory_cap(monkeypatch):
+    """The basis it holds is capped in bits (fill-in is not bounded by the tops): past the cap
+    no cycle is returned, below it the same tops give one."""
+    tops = [((0, 1, 2, 3), (1, a, b, c)) for a in (1, -1) for b in (1, -1) for c in (1, -1)]
+    assert pn.odd_cycle(tops, float("inf")) is not None
+    monkeypatch.setattr(pn, "MAX_HELD_BITS", 40)
+    assert pn.odd_cycle(tops, float("inf")) is None
+
+
 def _reference_exists(tops) -> bool:
     """Plain GF(2) elimination on (boundary, parity) without any reduction."""
     key: dict = {}

@@ -41,6 +41,10 @@ DROP_TRIES = 6  # candidates per dropped row
 FIT_ITERS = 2000  # IRLS steps of the fit of A at rank p - 1
 SUB_ITERS = 100  # IRLS steps of each short fit of a row subset
 MAX_SETS = 1_000_000  # served sets of one level: beyond, the level is not finished
+# bits the elimination may hold in its basis (vectors and their combinations of tops): fill-in
+# is not bounded by the number of tops, and four searches over 28 rows at p = 6 (1.3 million
+# served sets each) grew to 9 - 19 GB before the kernel's out-of-memory killer stopped them
+MAX_HELD_BITS = 1 << 34  # 2 GiB
 # work units (about CPU seconds) of one candidate set examined and of one GF(2) reduction step
 # (measured: 1.2 million candidates in about 4 s, 50,000 eliminated tops in about 1 s)
 CANDIDATE_UNIT = 4e-6
@@ -200,7 +204,7 @@ def _parity(signs: tuple[int, ...]) -> int:
 
 def odd_cycle(tops: list[Simplex], deadline: float) -> list[int] | None:
     """Returns indices of tops whose quotient boundary vanishes and whose chains end in an
-    odd 0-chain, or None (none exists among them, or the budget ran out)."""
+    odd 0-chain, or None (none exists among them, or the budget or MAX_HELD_BITS ran out)."""
     alive = list(range(len(tops)))
     faces = [_faces(s) for s in tops]
     while True:  # a top with a face no other live top has is in no cycle
@@ -217,6 +221,7 @@ def odd_cycle(tops: list[Simplex], deadline: float) -> list[int] | None:
     par: dict[tuple[int, ...], int] = {}
     key: dict[Simplex, int] = {}
     basis: dict[int, tuple[int, int]] = {}
+    held = 0
     for b, n in enumerate(alive):
         if b % 256 == 0 and clock() > deadline:
             return None
@@ -231,6 +236,9 @@ def odd_cycle(tops: list[Simplex], deadline: float) -> list[int] | None:
             charge(REDUCE_UNIT + XOR_UNIT * ((v.bit_length() + c.bit_length()) >> 6))
             top = v.bit_length() - 1
             if top not in basis:
+                held += v.bit_length() + c.bit_length()
+                if held > MAX_HELD_BITS:
+                    return None
                 basis[top] = (v, c)
                 break
             bv, bc = basis[top]
