@@ -412,3 +412,16 @@ def test_a_record_file_that_is_a_folder_names_the_file(tmp_path, capsys, name):
     assert main(["check", str(tmp_path / "s"), "-q"]) == 2
     err = capsys.readouterr().err
     assert name in err and "not a regular file" in err
+
+
+@pytest.mark.parametrize("value", [7, 1.5, ["alt_l1"], {"a": 1}, True])
+def test_a_producer_name_that_is_not_a_string_is_refused(tmp_path, capsys, value):
+    """Reports group brackets by producer name: 7 and "7" would read as one producer."""
+    store = _store_with(tmp_path, "brackets.jsonl", "producer", {"upper": value})
+    with pytest.raises(InputError, match="producer name") as got:
+        open_store(store)
+    assert got.value.field.endswith("producer.upper")
+    assert main(["producers", str(store)]) == 2
+    assert "producer.upper" in capsys.readouterr().err
+    _store_with(tmp_path / "ok", "brackets.jsonl", "producer", {"upper": "7", "lower": None})
+    assert open_store(tmp_path / "ok" / "s").brackets[0].producer["upper"] == "7"

@@ -427,6 +427,11 @@ def _parse_bracket(rec: Any, src: str, line: int, root: Path) -> BracketRecord:
     claims = rec.get("claims", {}) or {}
     if not isinstance(producer, dict) or not isinstance(claims, dict):
         raise InputError("producer and claims must be objects", field=where, source=src)
+    for end in ("upper", "lower"):  # names group reports: 7 and "7" must not read as one
+        if not isinstance(producer.get(end, ""), str | None):
+            raise InputError(f"must be a producer name (a string) or null, got "
+                             f"{type(producer[end]).__name__}", field=f"{where}.producer.{end}",
+                             source=src)
     file = _require(rec, "file", str, where, src)
     safe_member_path(root, file, f"{where}.file", src)
     return BracketRecord(
