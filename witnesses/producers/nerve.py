@@ -42,7 +42,7 @@ FIT_ITERS = 2000  # IRLS steps of the fit of A at rank p - 1
 SUB_ITERS = 100  # IRLS steps of each short fit of a row subset
 MAX_SETS = 1_000_000  # served sets of one level: beyond, the level is not finished
 # bits the elimination may hold in its basis (vectors and their combinations of tops): fill-in
-# is not bounded by the number of tops, and four searches over 28 rows at p = 6 (1.3 million
+# is not bounded by the number of tops, and four searches over 28 rows at p = 6 (over a million
 # served sets each) grew to 9 - 19 GB before the kernel's out-of-memory killer stopped them
 MAX_HELD_BITS = 1 << 34  # 2 GiB
 # work units (about CPU seconds) of one candidate set examined and of one GF(2) reduction step
