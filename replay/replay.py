@@ -860,6 +860,18 @@ def operator(op: dict, shape: tuple[int, int], blobs: dict, f: str) -> dict:
             "chi_confirmed": chi_hi <= claimed, "gram": None}
 
 
+def _witness_rows(Zf: list, G: list, n: int, what: str, f: str) -> None:
+    """Raises BundleError unless Zf holds 1 .. n witnesses with entries in [-1, 1] and G names
+    one of them for each of the n facets or tops (``what``)."""
+    q = len(Zf)
+    if not 1 <= q <= n:
+        raise BundleError(f"{f}.Z: {q} witnesses for {n} {what}, not 1 .. {n}")
+    if any(abs(x) > 1 for r in Zf for x in r):
+        raise BundleError(f"{f}.Z: an entry lies outside [-1, 1]")
+    if not all(isinstance(g, int) and 0 <= g < q for g in G):
+        raise BundleError(f"{f}.G: need {n} witness indices < {q}")
+
+
 def replay_end(end: object, ops: dict, blobs: dict, f: str) -> dict:
     """Replays one end (an upper witness or a lower certificate) of a bracket."""
     if not isinstance(end, dict) or not isinstance(end.get("operator"), str) \
@@ -932,7 +944,7 @@ def replay_end(end: object, ops: dict, blobs: dict, f: str) -> dict:
         F = array(cert.get("F"), blobs, f"{f}.F", (None, rank))
         Zf = array(cert.get("Z"), blobs, f"{f}.Z", (None, N))
         G = array(cert.get("G"), blobs, f"{f}.G", (len(F),))
-        k, nf, q = len(Yf), len(F), len(Zf)
+        k, nf = len(Yf), len(F)
         if not 1 <= k <= POLY_MAX_POINTS:
             raise BundleError(f"{f}.Y: {k} points, not 1 .. {POLY_MAX_POINTS}")
         if not all(isinstance(i, int) and 0 <= i < m for i in I):
@@ -942,12 +954,7 @@ def replay_end(end: object, ops: dict, blobs: dict, f: str) -> dict:
         if not all(isinstance(x, int) and 0 <= x < 2 * k for r in F for x in r) \
                 or any(len(set(r)) != rank for r in F):
             raise BundleError(f"{f}.F: need facets of {rank} distinct point indices < {2 * k}")
-        if not 1 <= q <= nf:
-            raise BundleError(f"{f}.Z: {q} witnesses for {nf} facets, not 1 .. {nf}")
-        if any(abs(x) > 1 for r in Zf for x in r):
-            raise BundleError(f"{f}.Z: an entry lies outside [-1, 1]")
-        if not all(isinstance(g, int) and 0 <= g < q for g in G):
-            raise BundleError(f"{f}.G: need {nf} witness indices < {q}")
+        _witness_rows(Zf, G, nf, "facets", f)
         value = check_polytope(A, dyadic(Yf), I, F, dyadic(Zf), G, eps + chi)
     elif kind == "nerve":
         if not 1 <= rank <= min(ROWSET_MAX_RANK, m):
@@ -956,7 +963,7 @@ def replay_end(end: object, ops: dict, blobs: dict, f: str) -> dict:
         T = array(cert.get("T"), blobs, f"{f}.T", (None, rank))
         Zf = array(cert.get("Z"), blobs, f"{f}.Z", (None, N))
         G = array(cert.get("G"), blobs, f"{f}.G", (len(T),))
-        q, nz = len(T), len(Zf)
+        q = len(T)
         if not 1 <= q <= NERVE_MAX_TOPS:
             raise BundleError(f"{f}.T: {q} tops, not 1 .. {NERVE_MAX_TOPS}")
         if not all(isinstance(x, int) and 0 <= x < 2 * m for r in T for x in r) \
@@ -964,12 +971,7 @@ def replay_end(end: object, ops: dict, blobs: dict, f: str) -> dict:
             raise BundleError(f"{f}.T: need tops of {rank} labels < {2 * m} on distinct rows")
         if len({tuple(sorted(r)) for r in T}) != q:
             raise BundleError(f"{f}.T: a top is listed twice")
-        if not 1 <= nz <= q:
-            raise BundleError(f"{f}.Z: {nz} witnesses for {q} tops, not 1 .. {q}")
-        if any(abs(x) > 1 for r in Zf for x in r):
-            raise BundleError(f"{f}.Z: an entry lies outside [-1, 1]")
-        if not all(isinstance(g, int) and 0 <= g < nz for g in G):
-            raise BundleError(f"{f}.G: need {q} witness indices < {nz}")
+        _witness_rows(Zf, G, q, "tops", f)
         value = check_nerve(A, T, dyadic(Zf), G, eps + chi)
     elif kind == "frobenius_tail" and rank >= 1:
         side = "AtA" if N <= m else "AAt"
