@@ -128,7 +128,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as err:
         # a file the user named cannot be read or written (an existing file where a folder
         # is needed, no permission, disk full): the input is at fault, not the checker
-        where = f"{err.filename}: " if err.filename else ""
+        # a descriptor number (os.fdopen's filename) names no file: leave it out
+        named = isinstance(err.filename, str | bytes | os.PathLike) and err.filename
+        where = f"{os.fsdecode(err.filename)}: " if named else ""
         _say(f"softrank-certify: input error: {where}{err.strerror or err}")
         return EXIT_INPUT
     except Exception as err:  # noqa: BLE001 - the contract: a crash is exit 3, never a verdict

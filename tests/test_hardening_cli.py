@@ -68,6 +68,24 @@ def test_recursion_is_input_error_not_verdict(capsys, monkeypatch, tmp_path):
     assert code == 2 and "nested too deeply" in err
 
 
+@pytest.mark.parametrize("name, shown_as", [(5, None), ("some/file.npz", "some/file.npz: "),
+                                             (b"raw/name", "raw/name: ")])
+def test_an_os_error_names_a_file_never_a_descriptor(capsys, monkeypatch, tmp_path, name,
+                                                     shown_as):
+    build_store(tmp_path / "s", n_ops=1)
+
+    def fails(*a, **k):  # os.fdopen's errors carry the descriptor number as filename
+        raise IsADirectoryError(21, "Is a directory", name)
+
+    monkeypatch.setattr(certify, "check_bracket", fails)
+    code, _, err = _run(capsys, "check", tmp_path / "s")
+    assert code == 2
+    if shown_as is None:
+        assert err.strip() == "softrank-certify: input error: Is a directory"
+    else:
+        assert f"input error: {shown_as}Is a directory" in err
+
+
 def test_audit_out_at_existing_file_or_unwritable_place(tmp_path, capsys):
     build_store(tmp_path / "s", n_ops=1)
     f = tmp_path / "afile"
