@@ -84,13 +84,15 @@ def check_upper(A: object, U: object, V: object, eps: object, *, rank: int | Non
         return Check(status="fails", kind="factors", rank=k, eps=eps_q, threshold=t,
                      value=None, tier="exact", claim=claim, chi=chi_q, tiers_run=("exact",),
                      detail={"sense": "<=", "reason": "eps - chi < 0"})
-    try:
-        with workbound.metered(limit):
+    with workbound.metered(limit) as meter:
+        start = len(meter.phases)
+        try:
             d = decide_max_row_l1(A, U, V, t, tier=tier, source=source)
-    except workbound.WorkLimit as err:
-        return Check(status="undecided", kind="factors", rank=k, eps=eps_q, threshold=t,
-                     value=None, tier="float64", claim=claim, chi=chi_q, tiers_run=(),
-                     detail={"sense": "<=", "reason": str(err)})
+        except workbound.WorkLimit as err:
+            run = meter.tiers_since(start)
+            return Check(status="undecided", kind="factors", rank=k, eps=eps_q, threshold=t,
+                         value=None, tier=run[-1] if run else "float64", claim=claim,
+                         chi=chi_q, tiers_run=run, detail={"sense": "<=", "reason": str(err)})
     return Check(status=d.status, kind="factors", rank=k, eps=eps_q, threshold=t,  # type: ignore[arg-type]
                  value=d.value, tier=d.tier, claim=claim, chi=chi_q, precision=d.precision,
                  tiers_run=d.tiers_run,

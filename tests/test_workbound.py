@@ -184,6 +184,32 @@ def test_upper_exact_tier_is_priced_and_decides_under_the_default():
     # a limit of 0 refuses even the float tier; never a verdict
     zero = check_upper(A, U, V, err, max_work=0)
     assert zero.status == "undecided" and zero.value is None
+    # the record says which tiers ran before the limit stopped the check
+    assert c.tiers_run[0] == "float64" and len(c.tiers_run) >= 2
+    assert low.tiers_run == ("float64",) and low.tier == "float64"
+    assert zero.tiers_run == ()
+    assert low.to_json()["tiers_run"] == ["float64"]
+
+
+def test_a_lower_check_stopped_by_the_limit_names_the_tiers_it_ran():
+    from .test_lower_polytope import instance, reference_value
+
+    A, cert = instance(0, 2, vertices=True)
+    v = reference_value(A, cert)  # eps = the exact value: float64 cannot decide, arb can
+    full = check_lower(A, cert, v)
+    assert full.status == "fails" and full.tiers_run == ("float64", "arb")
+    seen = {}
+    for k in range(8, 24):
+        c = check_lower(A, cert, v, max_work=2**k)
+        seen.setdefault((c.status, c.tiers_run), c)
+    # refused before the value tiers (at the facets' normals: structure, not a tier), after
+    # the float64 tier (at arb), and not refused
+    assert set(seen) == {("undecided", ()), ("undecided", ("float64",)),
+                         ("fails", ("float64", "arb"))}
+    mid = seen[("undecided", ("float64",))]
+    assert mid.tier == "float64" and mid.value is None
+    assert mid.detail["reason"].startswith(LIMITED) and "arb tier" in mid.detail["reason"]
+    assert "facets" in seen[("undecided", ())].detail["reason"]
 
 
 def test_bracket_shares_one_meter_and_falls_back():

@@ -103,19 +103,28 @@ def check_lower(A: object, certificate: Mapping, eps: object, *, tier: str = "au
         raise InputError("slack chi must be >= 0", field="chi", source=source)
     tier = check_tier(tier)
     kind, rank, arrays = parse_certificate(certificate, source=source)
-    try:
-        with workbound.metered(limit):
+    with workbound.metered(limit) as meter:
+        start = len(meter.phases)
+        try:
             return _check_kind(A, kind, rank, arrays, eps_q, chi_q, tier, source)
-    except workbound.WorkLimit as err:
-        t = eps_q + chi_q
-        sense, threshold = ">", t
-        if kind in ("decoder", "submatrix", "bernstein"):
-            sense, threshold = "<", Fraction(1)
-        elif kind == "frobenius_tail":
-            threshold = np.shape(A)[0] * t * t
-        return Check(status="undecided", kind=kind, rank=rank, eps=eps_q, threshold=threshold,
-                     value=None, tier="float64", claim=f"{kind} certificate of rank {rank}",
-                     chi=chi_q, tiers_run=(), detail={"sense": sense, "reason": str(err)})
+        except workbound.WorkLimit as err:
+            return _work_limited(A, kind, rank, eps_q, chi_q, meter.tiers_since(start), err)
+
+
+def _work_limited(A: object, kind: str, rank: int, eps_q: Fraction, chi_q: Fraction,
+                  run: tuple[str, ...], err: workbound.WorkLimit) -> Check:
+    """The ``undecided`` Check of a lower certificate the work limit stopped after the tiers
+    ``run``."""
+    t = eps_q + chi_q
+    sense, threshold = ">", t
+    if kind in ("decoder", "submatrix", "bernstein"):
+        sense, threshold = "<", Fraction(1)
+    elif kind == "frobenius_tail":
+        threshold = np.shape(A)[0] * t * t
+    return Check(status="undecided", kind=kind, rank=rank, eps=eps_q, threshold=threshold,
+                 value=None, tier=run[-1] if run else "float64",
+                 claim=f"{kind} certificate of rank {rank}", chi=chi_q, tiers_run=run,
+                 detail={"sense": sense, "reason": str(err)})
 
 
 def _check_kind(A: object, kind: str, rank: int, arrays: dict[str, object], eps_q: Fraction,

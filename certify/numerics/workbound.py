@@ -23,9 +23,10 @@ from __future__ import annotations
 
 import contextvars
 import math
+import re
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -57,10 +58,12 @@ def _g(x: int) -> str:
 
 @dataclass
 class Meter:
-    """Work charged so far against ``limit`` (work units)."""
+    """Work charged so far against ``limit`` (work units), and the phases it was charged for
+    (``phases``, in order: what a check stopped by the limit had already run)."""
 
     limit: int
     spent: int = 0
+    phases: list[str] = field(default_factory=list)
 
     def charge(self, price: float, what: str) -> None:
         """Adds ``price`` to ``spent``; raises :class:`WorkLimit` (adding nothing) when the
@@ -72,6 +75,23 @@ class Meter:
         if self.spent + p > self.limit:
             raise WorkLimit(what, p, self.spent, self.limit)
         self.spent += p
+        self.phases.append(what)
+
+    def tiers_since(self, start: int) -> tuple[str, ...]:
+        """Returns the value tiers (float64, arb, exact, in the order first charged) among
+        the phases charged from index ``start`` on: the tiers a check had run when the limit
+        stopped it.  The kernel names a tier's phase "the arb tier at 128 bits" (the
+        Frobenius tail's: "the float64 SVD", "the exact residuals of the SVD"); phases that
+        validate a certificate's structure ("the exact normals of 40 facets") are no tier."""
+        run: list[str] = []
+        for what in self.phases[start:]:
+            m = _TIER_WORD.match(what)
+            if m and m.group(1) not in run:
+                run.append(m.group(1))
+        return tuple(run)
+
+
+_TIER_WORD = re.compile(r"the (float64|arb|exact) (?:tier|SVD|residuals of the SVD)\b")
 
 
 _METER: contextvars.ContextVar[Meter | None] = contextvars.ContextVar("softrank_meter",
