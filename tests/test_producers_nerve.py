@@ -63,6 +63,32 @@ def test_work_mode_output_is_the_same_bytes_twice():
     assert outs[0] is not None
 
 
+def test_exchanged_blocks_are_row_sets_whose_fits_stay_above_eps():
+    rng = np.random.default_rng(6)
+    A = random_attention(rng, 40, 40, scale=3.0)
+    k, t = 3, 0.25
+    err, r, V = pn.rank_fit(A, k, t, pn.clock() + 60, rng)
+    assert err > t
+    start = sorted(np.argsort(-r)[:12].tolist())
+    R = pn.swap_rows(A, k, t, start, pn.clock() + 60, rng)
+    assert R is not None and len(R) == 12 == len(set(R)) and R == sorted(R)
+    assert all(0 <= x < 40 for x in R)
+    # the block's own fits, from other starts, stay above eps
+    assert pn._block_fit(A, R, k, None, np.random.default_rng(9), pn.clock() + 60)[0] > t
+    # where a rank-k fit is within eps (k = the rank of A), no block is returned
+    B = np.full((10, 10), 0.1)
+    assert pn.swap_rows(B, 1, t, list(range(6)), pn.clock() + 60, rng) is None
+
+
+@pytest.mark.parametrize("draw", range(4))
+def test_every_draw_works_when_the_operator_has_fewer_rows_than_a_block(draw):
+    A = near_identity(7)
+    rng = np.random.default_rng(1)
+    err, r, V = pn.rank_fit(A, 3, 0.25, pn.clock() + 30, rng)
+    R = pn._draw(A, 4, 0.25, r, V, draw, pn.clock() + 30, rng)
+    assert R is not None and sorted(R) == list(range(7))
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_every_served_set_is_served_by_its_witness(seed):
     rng = np.random.default_rng(seed)

@@ -5,9 +5,11 @@ for each of its labels; the served sets form the nerve of the cones {w : s (A w)
 ||w||_inf}, and an odd cycle of that nerve at dimension p - 1 proves r_eps >= p
 (proofs_notes/nerve.md). A sphere certificate over labels in a row set R is a certificate
 for A[R, :] too, so it can exist only where no rank-(p - 1) matrix is within eps of A[R, :]:
-the search picks R from the rows a rank-(p - 1) alternating-l1 fit of A leaves worst, then
-drops rows one at a time while the fit of what is left stays largest (a few short fits per
-candidate), down to ROWS[p] rows (16 - 22: fewer at larger ranks). Over R it lists every
+the search draws R of ROWS[p] rows (16 - 22: fewer at larger ranks) from the rows a rank-(p - 1)
+alternating-l1 fit of A leaves worst, in turn by exchanges that make A[R]'s own fit largest
+(``swap_rows``, from the worst rows first, then from random ones among the POOL worst) and by
+dropping rows one at a time while the fit of what is left stays largest (``select_rows``, a
+few short fits per candidate). Over R it lists every
 served set level by level (a set is tried only when all its faces are served; a face's
 witness that already serves the new label spares the LP), prunes sets with a face no other
 set has, and asks GF(2) elimination for a combination of the top sets whose quotient
@@ -25,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._common import charge, clock
-from .altl1 import alt_l1
+from .altl1 import alt_l1, l1_regression
 from .decoder_lp import CLAIM_BUDGET, BudgetedLower, Reached
 from .subdivide import witness_lp
 
@@ -40,6 +42,9 @@ POOL = 40  # rows the selection starts from (worst of the fit of A)
 DROP_TRIES = 6  # candidates per dropped row
 FIT_ITERS = 2000  # IRLS steps of the fit of A at rank p - 1
 SUB_ITERS = 100  # IRLS steps of each short fit of a row subset
+SWAP_STEPS = 25  # exchanges of one block search (swap_rows)
+SWAP_FIT_ITERS = 300  # IRLS steps of each start of a block's fit during the exchanges
+SWAP_TABU = 3  # exchanges a row just moved in or out waits
 MAX_SETS = 1_000_000  # served sets of one level: beyond, the level is not finished
 # bits the elimination may hold in its basis (vectors and their combinations of tops): fill-in
 # is not bounded by the number of tops, and four searches over 28 rows at p = 6 (over a million
@@ -117,6 +122,69 @@ def select_rows(A: np.ndarray, k: int, t: float, r: np.ndarray, V: np.ndarray,
             return None
         R.remove(best[1])
     return R
+
+
+def _block_fit(A: np.ndarray, R: list[int], k: int, V: np.ndarray | None,
+               rng: np.random.Generator, deadline: float
+               ) -> tuple[float, np.ndarray, np.ndarray]:
+    """Returns (err, row errors, V) of the best rank-k fit of A[R] found from the SVD, the
+    previous block's V (when given) and random rows, SWAP_FIT_ITERS steps each."""
+    AR = A[R]
+    starts = [_svd_start(AR, k), _row_start(AR, rng.choice(len(R), k, replace=False))]
+    if V is not None:
+        starts.insert(1, (np.linalg.lstsq(V.T, AR.T, rcond=None)[0].T, V))
+    best: tuple[float, np.ndarray, np.ndarray] = (np.inf, np.zeros(len(R)), starts[0][1])
+    for U0, V0 in starts:
+        U, V1, e = alt_l1(AR, k, 0.0, U0, V0, iters=SWAP_FIT_ITERS, deadline=deadline,
+                          patient=True)
+        if e < best[0]:
+            best = (e, np.abs(AR - U @ V1).sum(axis=1), V1)
+        if clock() > deadline:
+            break
+    return best
+
+
+def swap_rows(A: np.ndarray, k: int, t: float, R0: list[int], deadline: float,
+              rng: np.random.Generator) -> list[int] | None:
+    """Returns a block of len(R0) rows whose rank-k fit is the largest found by exchanges
+    from R0, or None when none found stays above t or the budget ran out.  Each exchange fits
+    the block, then puts in the row outside it farthest in l1 from the fit's row space (one
+    LP each) in place of the block row the fit serves best; rows just exchanged wait
+    SWAP_TABU exchanges.  Why: the rows a fit of A leaves worst need not bind a block's own
+    fit (their fits can fall to eps while A's stays far above), and a sphere over R exists
+    only where A[R]'s fits stay above eps; on a held-out head whose rank-5 fit of A ends at
+    1.28 eps, the 20 worst rows fit at 1.01 eps and carry no cycle at rank 6, and 25
+    exchanges found 20 rows fitting at 1.22 eps that carry one (the kernel proves it)."""
+    R = sorted(R0)
+    best: tuple[float, list[int]] = (-np.inf, R)
+    tabu: list[int] = []
+    V = None
+    for _ in range(SWAP_STEPS):
+        if clock() > deadline:
+            break
+        e, r, V = _block_fit(A, R, k, V, rng, deadline)
+        if e > best[0]:
+            best = (e, list(R))
+        outside = [j for j in range(A.shape[0]) if j not in R and j not in tabu]
+        if not outside:
+            break
+        far, dist = None, -np.inf
+        for j in outside:
+            if clock() > deadline:
+                break
+            u = l1_regression(V, A[j])
+            d = np.inf if u is None else float(np.abs(A[j] - u @ V).sum())
+            if d > dist:
+                far, dist = j, d
+        if far is None:
+            break
+        movable = [n for n in np.argsort(r, kind="stable").tolist() if R[n] not in tabu]
+        if not movable:
+            break
+        out = R[movable[0]]
+        R = sorted([x for x in R if x != out] + [far])
+        tabu = (tabu + [out, far])[-2 * SWAP_TABU:]
+    return best[1] if best[0] > t else None
 
 
 Simplex = tuple[tuple[int, ...], tuple[int, ...]]  # rows increasing, first sign +1
@@ -283,6 +351,19 @@ def certificate(A: np.ndarray, R: list[int], p: int, eps: float, deadline: float
     return {"T": Tm, "Z": Zm, "G": Gm}, float(vals.min())
 
 
+def _draw(A: np.ndarray, p: int, eps: float, r: np.ndarray, V: np.ndarray, draw: int,
+          deadline: float, rng: np.random.Generator) -> list[int] | None:
+    """The rows of the ``draw``-th attempt at rank p: exchanges (``swap_rows``) from the worst
+    rows of A's fit first, then random drops from them (``select_rows``), then exchanges from
+    a random choice among them, and so on in turn."""
+    if draw % 2 == 1:
+        return select_rows(A, p - 1, eps, r, V, deadline, rng)
+    pool = np.argsort(-r, kind="stable")[:POOL]
+    n = min(ROWS[p], len(pool))
+    start = pool[:n] if draw == 0 else rng.choice(pool, n, replace=False)
+    return swap_rows(A, p - 1, eps, sorted(start.tolist()), deadline, rng)
+
+
 def search(A: np.ndarray, eps: float, budget: float, ceiling: int, floor: int = 0,
            tries: dict[int, int] | None = None
            ) -> tuple[int, dict[str, np.ndarray], float] | None:
@@ -297,8 +378,10 @@ def search(A: np.ndarray, eps: float, budget: float, ceiling: int, floor: int = 
         if err <= eps:  # a rank-(p - 1) fit within eps: r_eps < p, no certificate exists
             break
         got = None
+        draw = 0
         while got is None and clock() < deadline:
-            R = select_rows(A, p - 1, eps, r, V, deadline, rng)
+            R = _draw(A, p, eps, r, V, draw, deadline, rng)
+            draw += 1
             if tries is not None:
                 tries[p] = tries.get(p, 0) + 1
             if R is not None:
