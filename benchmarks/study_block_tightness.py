@@ -3,7 +3,7 @@
 Usage (a few minutes a line):
 
     .venv/bin/python benchmarks/study_block_tightness.py STORE OPERATOR P [--rows 20 24]
-                                                          [--starts 80] [--budget 1500]
+                          [--starts 80] [--budget 1500] [--exchange 25] [--more-ranks 2]
 
 For an operator of STORE and a rank P: the best rank-(P - 1) alternating-l1 fit of the
 whole operator A (seven starts, 2,000 steps each) orders the rows by their error; for each
@@ -21,6 +21,11 @@ block size n of ``--rows`` the block R = the n rows it leaves worst is examined 
   (proofs_notes/nerve.md), so "no cycle" means none of them proves r_eps(A[R]) >= P, and
   nor does any other Z2-index argument of homological form over R.  With ``--check`` a
   cycle found is checked as a `nerve` certificate by the kernel (``check_lower``).
+
+With ``--exchange STEPS`` each block is not the worst rows but the block of the same size
+whose fit is largest among those that many exchanges visit from them (``exchange_block``):
+the rows a fit of A leaves worst need not bind a block's own fit.  ``--more-ranks J`` also
+fits the block at ranks P .. P + J - 1, the ranks its fits suggest it has.
 
 Sub-blocks only lower r_eps (r_eps(A) >= r_eps(A[R])), so a block whose fits stay above eps
 while its complex carries no odd cycle is a real block on which the topological bound is not
@@ -42,7 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from softrank.witnesses.producers import nerve  # noqa: E402
 from softrank.witnesses.producers._common import clock  # noqa: E402
-from softrank.witnesses.producers.altl1 import alt_l1  # noqa: E402
+from softrank.witnesses.producers.altl1 import alt_l1, l1_regression  # noqa: E402
 from softrank.witnesses.store import open_store  # noqa: E402
 
 EPS = 0.25
@@ -93,6 +98,37 @@ def block_fits(AR: np.ndarray, k: int, V: np.ndarray, starts: int,
     return np.array(out)
 
 
+def exchange_block(A: np.ndarray, k: int, R0: list[int], steps: int,
+                   rng: np.random.Generator) -> tuple[list[int], float]:
+    """Returns (R, fit / EPS): the block, among those visited by ``steps`` exchanges from R0,
+    whose rank-k fit (the best of three short fits) is largest.  An exchange puts in the row
+    outside the block farthest in l1 from its fit's row space (one LP each) in place of the
+    block row the fit serves best; a row just moved waits three exchanges."""
+    R, best, tabu, V = sorted(R0), (-np.inf, sorted(R0)), [], None
+    for _ in range(steps):
+        AR = A[R]
+        u, s, vt = np.linalg.svd(AR, full_matrices=False)
+        starts = [vt[:k], AR[rng.choice(len(R), k, replace=False)]] + ([V] if V is not None
+                                                                       else [])
+        fit = (np.inf, None, None)
+        for V0 in starts:
+            U, V1, _ = alt_l1(AR, k, 0.0, *_from_v(AR, V0), iters=300, patient=True)
+            if _err(AR, U, V1) < fit[0]:
+                fit = (_err(AR, U, V1), np.abs(AR - U @ V1).sum(axis=1), V1)
+        e, r, V = fit
+        if e > best[0]:
+            best = (e, list(R))
+        outside = [j for j in range(len(A)) if j not in R and j not in tabu]
+        if not outside:
+            break
+        d = [np.abs(A[j] - l1_regression(V, A[j]) @ V).sum() for j in outside]
+        far = outside[int(np.argmax(d))]
+        out = next(R[n] for n in np.argsort(r, kind="stable") if R[n] not in tabu)
+        R = sorted([x for x in R if x != out] + [far])
+        tabu = (tabu + [out, far])[-6:]
+    return best[1], best[0] / EPS
+
+
 def kernel_check(A: np.ndarray, p: int, tops: list, wits: list) -> str:
     """Returns the kernel's status for the nerve certificate of these (set, witness) tops."""
     from softrank.certify import check_lower
@@ -113,6 +149,11 @@ def main() -> None:
     ap.add_argument("--rows", type=int, nargs="+", default=[20, 24])
     ap.add_argument("--starts", type=int, default=80)
     ap.add_argument("--budget", type=float, default=1500.0, help="CPU s for each complex")
+    ap.add_argument("--exchange", type=int, default=0, metavar="STEPS",
+                    help="choose each block by STEPS exchanges from the worst rows "
+                         "(exchange_block) instead of taking the worst rows")
+    ap.add_argument("--more-ranks", type=int, default=0, metavar="J",
+                    help="also fit each block at ranks p .. p + J - 1 (its likely r_eps)")
     ap.add_argument("--check", action="store_true",
                     help="check a cycle found as a nerve certificate in the kernel (eps 1/4)")
     a = ap.parse_args()
@@ -125,7 +166,14 @@ def main() -> None:
     for n in a.rows:
         R = sorted(order[:n].tolist())
         t0 = time.process_time()
+        if a.exchange:
+            R, _ = exchange_block(A, k, R, a.exchange, rng)
         fits = block_fits(A[R], k, V, a.starts, rng)
+        more = {}
+        for j in range(k + 1, k + 1 + a.more_ranks):
+            Vj = np.linalg.svd(A[R], full_matrices=False)[2][:j]
+            more[str(j)] = round(float(block_fits(A[R], j, Vj, max(4, a.starts // 4),
+                                                  rng).min()), 5)
         t1 = time.process_time()
         got = nerve.served_sets(A, R, a.p, EPS / nerve.CLAIM_BUDGET, clock() + a.budget)
         cyc = None if got is None else nerve.odd_cycle([s for s, _ in got[0]],
@@ -138,6 +186,8 @@ def main() -> None:
             "operator": a.operator, "p": a.p, "rows": n, "whole_fit": round(e / EPS, 5),
             "block_fit_best": round(best, 5), "block_fit_median": round(float(np.median(fits)), 5),
             "starts": a.starts, "starts_within_half_percent": int((fits <= best * 1.005).sum()),
+            "rows_chosen": "exchanges" if a.exchange else "worst", "block": R,
+            "block_fit_at_rank": more,
             "served_sets": None if got is None else len(got[0]),
             "odd_cycle": None if got is None else cyc is not None,
             "cycle_tops": None if cyc is None else len(cyc), "kernel": proved,
