@@ -23,7 +23,8 @@ block size n of ``--rows`` the block R = the n rows it leaves worst is examined 
   cycle found is checked as a `nerve` certificate by the kernel (``check_lower``).
 
 With ``--exchange STEPS`` each block is not the worst rows but the block of the same size
-whose fit is largest among those that many exchanges visit from them (``exchange_block``):
+whose fit is largest among those that many exchanges visit from them (the ``nerve``
+producer's ``swap_rows``):
 the rows a fit of A leaves worst need not bind a block's own fit.  ``--more-ranks J`` also
 fits the block at ranks P .. P + J - 1, the ranks its fits suggest it has.
 
@@ -47,7 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from softrank.witnesses.producers import nerve  # noqa: E402
 from softrank.witnesses.producers._common import clock  # noqa: E402
-from softrank.witnesses.producers.altl1 import alt_l1, l1_regression  # noqa: E402
+from softrank.witnesses.producers.altl1 import alt_l1  # noqa: E402
 from softrank.witnesses.store import open_store  # noqa: E402
 
 EPS = 0.25
@@ -98,37 +99,6 @@ def block_fits(AR: np.ndarray, k: int, V: np.ndarray, starts: int,
     return np.array(out)
 
 
-def exchange_block(A: np.ndarray, k: int, R0: list[int], steps: int,
-                   rng: np.random.Generator) -> tuple[list[int], float]:
-    """Returns (R, fit / EPS): the block, among those visited by ``steps`` exchanges from R0,
-    whose rank-k fit (the best of three short fits) is largest.  An exchange puts in the row
-    outside the block farthest in l1 from its fit's row space (one LP each) in place of the
-    block row the fit serves best; a row just moved waits three exchanges."""
-    R, best, tabu, V = sorted(R0), (-np.inf, sorted(R0)), [], None
-    for _ in range(steps):
-        AR = A[R]
-        u, s, vt = np.linalg.svd(AR, full_matrices=False)
-        starts = [vt[:k], AR[rng.choice(len(R), k, replace=False)]] + ([V] if V is not None
-                                                                       else [])
-        fit = (np.inf, None, None)
-        for V0 in starts:
-            U, V1, _ = alt_l1(AR, k, 0.0, *_from_v(AR, V0), iters=300, patient=True)
-            if _err(AR, U, V1) < fit[0]:
-                fit = (_err(AR, U, V1), np.abs(AR - U @ V1).sum(axis=1), V1)
-        e, r, V = fit
-        if e > best[0]:
-            best = (e, list(R))
-        outside = [j for j in range(len(A)) if j not in R and j not in tabu]
-        if not outside:
-            break
-        d = [np.abs(A[j] - l1_regression(V, A[j]) @ V).sum() for j in outside]
-        far = outside[int(np.argmax(d))]
-        out = next(R[n] for n in np.argsort(r, kind="stable") if R[n] not in tabu)
-        R = sorted([x for x in R if x != out] + [far])
-        tabu = (tabu + [out, far])[-6:]
-    return best[1], best[0] / EPS
-
-
 def kernel_check(A: np.ndarray, p: int, tops: list, wits: list) -> str:
     """Returns the kernel's status for the nerve certificate of these (set, witness) tops."""
     from softrank.certify import check_lower
@@ -166,8 +136,9 @@ def main() -> None:
     for n in a.rows:
         R = sorted(order[:n].tolist())
         t0 = time.process_time()
-        if a.exchange:
-            R, _ = exchange_block(A, k, R, a.exchange, rng)
+        if a.exchange:  # the nerve producer's exchanges, kept whatever the block's fit
+            nerve.SWAP_STEPS = a.exchange
+            R = nerve.swap_rows(A, k, 0.0, R, clock() + 1e9, rng)
         fits = block_fits(A[R], k, V, a.starts, rng)
         more = {}
         for j in range(k + 1, k + 1 + a.more_ranks):

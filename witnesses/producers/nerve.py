@@ -6,10 +6,10 @@ for each of its labels; the served sets form the nerve of the cones {w : s (A w)
 (proofs_notes/nerve.md). A sphere certificate over labels in a row set R is a certificate
 for A[R, :] too, so it can exist only where no rank-(p - 1) matrix is within eps of A[R, :]:
 the search draws R of ROWS[p] rows (16 - 22: fewer at larger ranks) from the rows a rank-(p - 1)
-alternating-l1 fit of A leaves worst, in turn by exchanges that make A[R]'s own fit largest
-(``swap_rows``, from the worst rows first, then from random ones among the POOL worst) and by
-dropping rows one at a time while the fit of what is left stays largest (``select_rows``, a
-few short fits per candidate). Over R it lists every
+alternating-l1 fit of A leaves worst, in turn by dropping rows one at a time while the fit of
+what is left stays largest (``select_rows``, a few short fits per candidate) and by exchanges
+that make A[R]'s own fit largest (``swap_rows``, from the worst rows first, then from random
+ones among the POOL worst). Over R it lists every
 served set level by level (a set is tried only when all its faces are served; a face's
 witness that already serves the new label spares the LP), prunes sets with a face no other
 set has, and asks GF(2) elimination for a combination of the top sets whose quotient
@@ -152,7 +152,7 @@ def swap_rows(A: np.ndarray, k: int, t: float, R0: list[int], deadline: float,
     LP each) in place of the block row the fit serves best; rows just exchanged wait
     SWAP_TABU exchanges.  Why: the rows a fit of A leaves worst need not bind a block's own
     fit (their fits can fall to eps while A's stays far above), and a sphere over R exists
-    only where A[R]'s fits stay above eps; on a held-out head whose rank-5 fit of A ends at
+    only where A[R]'s fits stay above eps; on a MiniLM head whose rank-5 fit of A ends at
     1.28 eps, the 20 worst rows fit at 1.01 eps and carry no cycle at rank 6, and 25
     exchanges found 20 rows fitting at 1.22 eps that carry one (the kernel proves it)."""
     R = sorted(R0)
@@ -353,14 +353,16 @@ def certificate(A: np.ndarray, R: list[int], p: int, eps: float, deadline: float
 
 def _draw(A: np.ndarray, p: int, eps: float, r: np.ndarray, V: np.ndarray, draw: int,
           deadline: float, rng: np.random.Generator) -> list[int] | None:
-    """The rows of the ``draw``-th attempt at rank p: exchanges (``swap_rows``) from the worst
-    rows of A's fit first, then random drops from them (``select_rows``), then exchanges from
-    a random choice among them, and so on in turn."""
-    if draw % 2 == 1:
+    """The rows of the ``draw``-th attempt at rank p: random drops from the worst rows of A's
+    fit (``select_rows``) first, then exchanges (``swap_rows``) from the worst rows, then
+    drops again, then exchanges from a random choice among the worst rows, and so on in
+    turn.  (Drops first: a draw that carried a cycle before the exchanges existed is still
+    drawn first, with the same random numbers.)"""
+    if draw % 2 == 0:
         return select_rows(A, p - 1, eps, r, V, deadline, rng)
     pool = np.argsort(-r, kind="stable")[:POOL]
     n = min(ROWS[p], len(pool))
-    start = pool[:n] if draw == 0 else rng.choice(pool, n, replace=False)
+    start = pool[:n] if draw == 1 else rng.choice(pool, n, replace=False)
     return swap_rows(A, p - 1, eps, sorted(start.tolist()), deadline, rng)
 
 
