@@ -121,7 +121,7 @@ def main() -> None:
     ap.add_argument("--budget", type=float, default=1500.0, help="CPU s for each complex")
     ap.add_argument("--exchange", type=int, default=0, metavar="STEPS",
                     help="choose each block by STEPS exchanges from the worst rows "
-                         "(exchange_block) instead of taking the worst rows")
+                         "(the nerve producer's swap_rows) instead of taking the worst rows")
     ap.add_argument("--more-ranks", type=int, default=0, metavar="J",
                     help="also fit each block at ranks p .. p + J - 1 (its likely r_eps)")
     ap.add_argument("--check", action="store_true",
