@@ -99,16 +99,13 @@ def block_fits(AR: np.ndarray, k: int, V: np.ndarray, starts: int,
     return np.array(out)
 
 
-def kernel_check(A: np.ndarray, p: int, tops: list, wits: list) -> str:
-    """Returns the kernel's status for the nerve certificate of these (set, witness) tops."""
+def kernel_check(A: np.ndarray, p: int, items: list, wits: list, cyc: list[int]) -> str:
+    """Returns the kernel's status for the nerve certificate of the cycle ``cyc`` of served
+    sets ``items`` (the producer's arrays, ``nerve.cycle_arrays``)."""
     from softrank.certify import check_lower
 
-    m = len(A)
-    T = [[i if g == 1 else i + m for i, g in zip(S, sg, strict=True)] for (S, sg), _ in tops]
-    Z = [wits[w] if w >= 0 else -wits[-1 - w] for _, w in tops]
-    cert = {"kind": "nerve", "rank": p, "T": np.array(T, dtype=np.int64),
-            "Z": np.clip(np.array(Z), -1.0, 1.0), "G": np.arange(len(T), dtype=np.int64)}
-    return check_lower(A, cert, "1/4").status
+    arrays, _ = nerve.cycle_arrays(A, items, wits, cyc)
+    return check_lower(A, {"kind": "nerve", "rank": p, **arrays}, "1/4").status
 
 
 def main() -> None:
@@ -152,7 +149,7 @@ def main() -> None:
         best = float(fits.min())
         proved = None
         if cyc is not None and a.check:
-            proved = kernel_check(A, a.p, [got[0][n] for n in cyc], got[1])
+            proved = kernel_check(A, a.p, got[0], got[1], cyc)
         print(json.dumps({
             "operator": a.operator, "p": a.p, "rows": n, "whole_fit": round(e / EPS, 5),
             "block_fit_best": round(best, 5), "block_fit_median": round(float(np.median(fits)), 5),

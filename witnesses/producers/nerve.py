@@ -69,13 +69,14 @@ def _row_start(A: np.ndarray, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _fit(A: np.ndarray, k: int, t: float, starts: list, iters: int, deadline: float
-         ) -> tuple[float, np.ndarray]:
-    """Returns (err, row errors) of the best of alternating-l1 runs from ``starts``."""
-    best = (np.inf, np.zeros(len(A)))
+         ) -> tuple[float, np.ndarray, np.ndarray]:
+    """Returns (err, row errors, V) of the best of alternating-l1 runs from ``starts`` (the
+    first start's V when none ran)."""
+    best = (np.inf, np.zeros(len(A)), starts[0][1])
     for U0, V0 in starts:
         U, V, e = alt_l1(A, k, t, U0, V0, iters=iters, deadline=deadline, patient=True)
         if e < best[0]:
-            best = (e, np.abs(A - U @ V).sum(axis=1))
+            best = (e, np.abs(A - U @ V).sum(axis=1), V)
         if e <= t or clock() > deadline:
             break
     return best
@@ -97,7 +98,7 @@ def rank_fit(A: np.ndarray, k: int, t: float, deadline: float, rng: np.random.Ge
     SVD and two random-row starts (V: a short SVD-started fit's, a start for the subsets)."""
     starts = [_svd_start(A, k)] + [_row_start(A, rng.choice(len(A), k, replace=False))
                                    for _ in range(2)]
-    err, r = _fit(A, k, t, starts, FIT_ITERS, deadline)
+    err, r, _ = _fit(A, k, t, starts, FIT_ITERS, deadline)
     U0, V0 = _svd_start(A, k)
     _, V, _ = alt_l1(A, k, t, U0, V0, iters=SUB_ITERS, deadline=deadline, patient=True)
     return err, r, V
@@ -133,15 +134,7 @@ def _block_fit(A: np.ndarray, R: list[int], k: int, V: np.ndarray | None,
     starts = [_svd_start(AR, k), _row_start(AR, rng.choice(len(R), k, replace=False))]
     if V is not None:
         starts.insert(1, (np.linalg.lstsq(V.T, AR.T, rcond=None)[0].T, V))
-    best: tuple[float, np.ndarray, np.ndarray] = (np.inf, np.zeros(len(R)), starts[0][1])
-    for U0, V0 in starts:
-        U, V1, e = alt_l1(AR, k, 0.0, U0, V0, iters=SWAP_FIT_ITERS, deadline=deadline,
-                          patient=True)
-        if e < best[0]:
-            best = (e, np.abs(AR - U @ V1).sum(axis=1), V1)
-        if clock() > deadline:
-            break
-    return best
+    return _fit(AR, k, 0.0, starts, SWAP_FIT_ITERS, deadline)
 
 
 def swap_rows(A: np.ndarray, k: int, t: float, R0: list[int], deadline: float,
@@ -333,6 +326,14 @@ def certificate(A: np.ndarray, R: list[int], p: int, eps: float, deadline: float
     cyc = odd_cycle([s for s, _ in items], deadline)
     if cyc is None:
         return None
+    return cycle_arrays(A, items, wits, cyc)
+
+
+def cycle_arrays(A: np.ndarray, items: list, wits: list[np.ndarray], cyc: list[int]
+                 ) -> tuple[dict[str, np.ndarray], float]:
+    """Returns (arrays T, Z, G of the nerve certificate whose tops are the served sets
+    ``items[n]`` for n in ``cyc``, each with its witness from ``wits``, equal witnesses stored
+    once; its least witness value min s (A z_T)_i)."""
     m = A.shape[0]
     used: dict[int, int] = {}
     T, G, Z = [], [], []
@@ -414,4 +415,5 @@ class NerveChain(BudgetedLower):
         return "nerve", p, arrays, eps / v, "rows"
 
 
-__all__ = ["NerveChain", "certificate", "odd_cycle", "search", "select_rows", "served_sets"]
+__all__ = ["NerveChain", "certificate", "cycle_arrays", "odd_cycle", "search", "select_rows",
+           "served_sets", "swap_rows"]
