@@ -94,9 +94,11 @@ def shown(s: object) -> str:
     as ESC and newline, format characters such as bidi overrides and zero-width marks, spaces
     other than U+0020, line separators, private-use, surrogate and unassigned code points) or
     that is default-ignorable (variation selectors, fillers) written as the text \\uXXXX
-    (\\UXXXXXXXX above U+FFFF): a string from a bundle can neither start a line, nor drive the
-    terminal, nor hide a character."""
+    (\\UXXXXXXXX above U+FFFF), and every backslash doubled: a string from a bundle can neither
+    start a line, nor drive the terminal, nor hide a character, nor show as another string."""
     def one(c: str) -> str:
+        if c == "\\":
+            return "\\\\"
         n = ord(c)
         if c.isprintable() and not any(lo <= n <= hi for lo, hi in _IGNORABLE):
             return c
@@ -153,7 +155,7 @@ def read_bundle(path: str, max_json: int = LIMITS["json"]
             for i in infos:
                 total += i.file_size
                 if i.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
-                    raise BundleError(f"{shown(i.filename)}: compression method "
+                    raise BundleError(f"{i.filename}: compression method "
                                       f"{i.compress_type}: only stored and deflated members")
                 if i.filename in ("manifest.json", "bundle.json") and i.file_size > max_json:
                     raise BundleError(f"{i.filename}: {i.file_size} bytes, above the limit of "
@@ -250,7 +252,7 @@ def array(ref: object, blobs: dict[str, bytes], field: str, shape: tuple | None 
             or ref["file"] not in blobs or not isinstance(ref.get("shape"), list) \
             or not all(isinstance(d, int) and d >= 0 for d in ref["shape"]) \
             or len(ref["shape"]) not in (1, 2):
-        raise BundleError(f"{field}: bad array reference {shown(repr(ref)[:100])}")
+        raise BundleError(f"{field}: bad array reference {repr(ref)[:100]}")
     dims = tuple(ref["shape"])
     if shape is not None and (len(shape) != len(dims) or any(
             s is not None and s != d for s, d in zip(shape, dims, strict=True))):
@@ -702,20 +704,20 @@ def plan(doc: dict, blobs: dict[str, bytes], limits: dict[str, int]) -> tuple[di
             raise BundleError(f"{f}.bracket: needs a bracket id ([A-Za-z0-9][A-Za-z0-9._-]*, at "
                               "most 128 characters, as a store writes it)")
         if kind not in ("factors", *LOWER_KINDS):
-            raise BundleError(f"{f}.kind: unknown kind {shown(kind)}")
+            raise BundleError(f"{f}.kind: unknown kind {kind}")
         if label not in ("upper", "lower") or (label == "upper") != (kind == "factors"):
-            raise BundleError(f"{f}.end: {shown(label)} with kind {kind}: an end is \"upper\" "
+            raise BundleError(f"{f}.end: {label} with kind {kind}: an end is \"upper\" "
                               "(kind factors) or \"lower\" (a lower kind)")
         eps = rational(end.get("eps"), f"{f}.eps")
         first = brackets.setdefault(b, (op, eps, i, set()))
         if first[:2] != (op, eps):
             raise BundleError(
-                f"{f}: bracket {shown(b)} names operator {shown(op)} at eps {_short(eps)} here "
-                f"and operator {shown(first[0])} at eps {_short(first[1])} in ends[{first[2]}]: "
+                f"{f}: bracket {b} names operator {op} at eps {_short(eps)} here "
+                f"and operator {first[0]} at eps {_short(first[1])} in ends[{first[2]}]: "
                 "the ends of "
                 "a bracket must name one operator and one eps")
         if (label, kind) in first[3]:
-            raise BundleError(f"{f}: bracket {shown(b)} has a second {label} end of kind {kind}")
+            raise BundleError(f"{f}: bracket {b} has a second {label} end of kind {kind}")
         first[3].add((label, kind))
         cert = end.get("certificate") if isinstance(end.get("certificate"), dict) else {}
         us = {n: use(v) for n, v in cert.items()}
@@ -884,7 +886,7 @@ def replay_end(end: object, ops: dict, blobs: dict, f: str) -> dict:
     if eps <= 0 or not isinstance(rank, int) or isinstance(rank, bool) or rank < 0:
         raise BundleError(f"{f}: eps must be > 0 and rank an integer >= 0")
     if kernel not in ("holds", "fails", "undecided"):
-        raise BundleError(f"{f}.kernel: {shown(repr(kernel)[:100])}")
+        raise BundleError(f"{f}.kernel: {repr(kernel)[:100]}")
     cert = end.get("certificate") or {}
     if not isinstance(cert, dict):
         raise BundleError(f"{f}.certificate: must be a mapping")
@@ -986,8 +988,8 @@ def replay_end(end: object, ops: dict, blobs: dict, f: str) -> dict:
                                     cert if end.get("certificate") else None, blobs, m,
                                     f"{f}.certificate")
     else:
-        raise BundleError(f"{f}: unknown kind {shown(repr(kind)[:100])} with rank "
-                          f"{shown(repr(rank)[:20])}")
+        raise BundleError(f"{f}: unknown kind {repr(kind)[:100]} with rank "
+                          f"{repr(rank)[:20]}")
     status, v = value
     # a Ky Fan certificate can only prove: "undecided" there agrees with a kernel that
     # did not prove the end (no certificate was exported for it)

@@ -2,7 +2,10 @@
 
 One rule for every line the CLI prints from a store, a report, a bundle or an error message
 (and, through :func:`softrank.audit.escape.visible`, for reports): a character that is not
-printable or is invisible by default is written as the text ``\\uXXXX``.  The standalone
+printable or is invisible by default is written as the text ``\\uXXXX``, and a backslash as
+``\\\\``, so the display is one-to-one: the text ``\\u001b`` in a store shows as ``\\\\u001b``,
+never as an escaped ESC.  Text is escaped once, where it is shown: error messages quote store
+text raw and every place that prints or renders them escapes the whole message.  The standalone
 replayer (replay/replay.py, which imports nothing from this package) carries a copy of the
 same function; a test checks that the two agree on every code point.
 """
@@ -18,6 +21,8 @@ _IGNORABLE = ((0x34F, 0x34F), (0x115F, 0x1160), (0x17B4, 0x17B5), (0x180B, 0x180
 
 
 def _one(c: str) -> str:
+    if c == "\\":
+        return "\\\\"
     n = ord(c)
     if c.isprintable() and not any(lo <= n <= hi for lo, hi in _IGNORABLE):
         return c
@@ -31,8 +36,9 @@ def shown(s: Any) -> str:
     unassigned code points) or that is default-ignorable (variation selectors, fillers)
     written as the text ``\\uXXXX`` (``\\UXXXXXXXX`` above U+FFFF), so a string from a store
     can neither start or forge a line of output, nor drive the terminal, nor hide a
-    character.  Printable text is returned unchanged."""
+    character; and every backslash doubled, so two different strings never show alike.
+    Printable text without a backslash is returned unchanged."""
     text = str(s)
-    if text.isascii() and text.isprintable():
+    if text.isascii() and text.isprintable() and "\\" not in text:
         return text
     return "".join(map(_one, text))

@@ -73,13 +73,15 @@ def test_store_path_in_code_span_and_tex_comment(tmp_path):
     build_store(store, n_ops=1)
     assert _audit(store, tmp_path / "o", "--no-figures") == 1
     md = (tmp_path / "o" / "report.md").read_text()
-    assert "/s`x\\u000a\\input{evil}``" in md and "\nStore: ``/" in md
+    # the path's backslash doubled: the display is one-to-one
+    assert "/s`x\\u000a\\\\input{evil}``" in md and "\nStore: ``/" in md
     for f in (tmp_path / "o").glob("*.tex"):
         for ln in f.read_text().splitlines():
             if "evil" in ln:  # in a comment, or escaped text of the document's body
                 assert ln.startswith("%") or (
                     "\\input{evil}" not in ln
-                    and "x\\textbackslash{}u000a\\textbackslash{}input\\{evil\\}" in ln)
+                    and "x\\textbackslash{}u000a\\textbackslash{}\\textbackslash{}input\\{evil\\}"
+                    in ln)
 
 
 def test_latex_cells_escape_store_text(tmp_path):
@@ -91,8 +93,9 @@ def test_latex_cells_escape_store_text(tmp_path):
         assert "\\input{/etc" not in text
         assert "\\end{tabular}<" not in text
     tex = (tmp_path / "o" / "tables" / "brackets.tex").read_text()
-    assert ("\\}\\textbackslash{}input\\{/etc/passwd\\}\\%\\textbackslash{}u000a"
-            "\\textbackslash{}end\\{tabular\\}\\textless{}\\textbar{}\\textgreater{}") in tex
+    assert ("\\}\\textbackslash{}\\textbackslash{}input\\{/etc/passwd\\}\\%\\textbackslash{}u000a"
+            "\\textbackslash{}\\textbackslash{}end\\{tabular\\}"
+            "\\textless{}\\textbar{}\\textgreater{}") in tex
 
 
 def test_figure_text_is_not_mathtext(tmp_path):
@@ -112,7 +115,7 @@ def test_escape_functions():
     assert escape.md_code("`a") == "`` `a ``"
     assert escape.tex("50% & $1_2^3$ {x} ~\\") == (
         "50\\% \\& \\$1\\_2\\textasciicircum{}3\\$ \\{x\\} "
-        "\\textasciitilde{}\\textbackslash{}")
+        "\\textasciitilde{}\\textbackslash{}\\textbackslash{}")
     assert escape.tex_comment("a\nb") == "a\\u000ab"
     assert escape.svg_text("$x$\n") == "\\$x\\$\\u000a"
 
@@ -186,7 +189,8 @@ def test_per_head_csv_and_longtable_neutralise_store_text(tmp_path):
         assert r[1] == "'" + escape.visible(family)  # a spreadsheet shows it as text
     tex = (tmp_path / "o" / "report-per-head.tex").read_text()
     assert tex.count("\\end{longtable}") == 1 and "\\end{longtable}%" not in tex
-    assert "=HYPERLINK(\"http://e\")\\textbackslash{}u000a\\}\\textbackslash{}end" in tex
+    assert ("=HYPERLINK(\"http://e\")\\textbackslash{}u000a\\}"
+            "\\textbackslash{}\\textbackslash{}end") in tex
 
 
 def test_latex_text_is_ascii_whatever_the_store_holds():

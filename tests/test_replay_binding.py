@@ -208,7 +208,8 @@ def test_error_messages_are_escaped(tmp_path, capsys):
 def test_shown_makes_every_invisible_character_visible():
     assert rp.shown("a\nb\x00c\x7f\u0085\u00a0\u200b\u202e\u2066\ufeff\ufe0f\U000e0001") == (
         "a\\u000ab\\u0000c\\u007f\\u0085\\u00a0\\u200b\\u202e\\u2066\\ufeff\\ufe0f\\U000e0001")
-    assert rp.shown("op-0.T64 é 中 \\u") == "op-0.T64 é 中 \\u"  # printable text is kept
+    assert rp.shown("op-0.T64 é 中") == "op-0.T64 é 中"  # printable text is kept
+    assert rp.shown("a\\u000a") == "a\\\\u000a" != rp.shown("a\n")  # one-to-one
     assert rp.shown("\ud800") == "\\ud800"  # a lone surrogate (JSON "\ud800") prints
 
 

@@ -44,8 +44,8 @@ def test_dollar_in_a_family_name_is_literal_and_all_formats_are_written(tmp_path
     pdf = (tmp_path / "figures" / "brackets.pdf").read_bytes()
     assert pdf.startswith(b"%PDF-") and b"CreationDate" not in pdf
     titles = _texts(F.brackets_figure(pairs("a$b\\c")))
-    # $ escaped (no mathtext from store text); a lone backslash is literal text
-    assert any(t.startswith(r"a\$b\c, $\varepsilon") for t in titles)
+    # $ escaped (no mathtext from store text); a backslash is doubled (one-to-one display)
+    assert any(t.startswith(r"a\$b\\c, $\varepsilon") for t in titles)
 
 
 def _margin_records(kinds: int) -> list[dict]:

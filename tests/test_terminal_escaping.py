@@ -78,6 +78,57 @@ def test_check_escapes_hostile_bracket_sha256_and_error_lines(tmp_path, capsys):
     assert "record says \\u001b[31mfffffff..., file has" in out.err
 
 
+def _unshown(text: str) -> str:
+    """Inverts shown(): the test that the display is one-to-one."""
+    out, i = [], 0
+    while i < len(text):
+        if text[i] != "\\":
+            out.append(text[i])
+            i += 1
+        elif text[i + 1] == "\\":
+            out.append("\\")
+            i += 2
+        else:
+            width = 4 if text[i + 1] == "u" else 8
+            out.append(chr(int(text[i + 2:i + 2 + width], 16)))
+            i += 2 + width
+    return "".join(out)
+
+
+def test_shown_is_one_to_one():
+    """A store's literal text "\\u001b" must not show as an escaped ESC (it did: the display
+    was not one-to-one), and no mix of backslashes, escapes and hidden characters collides."""
+    import random
+
+    assert shown("a\\u001b") == "a\\\\u001b" != shown("a\x1b") == "a\\u001b"
+    assert rp.shown("a\\u001b") == shown("a\\u001b")
+    alphabet = ["\\", "u", "U", "0", "1", "b", "e", "\x1b", "\n", "\u202e", "\U000e0001", "x"]
+    rng = random.Random(7)
+    seen: dict[str, str] = {}
+    for _ in range(20_000):
+        s = "".join(rng.choice(alphabet) for _ in range(rng.randrange(8)))
+        d = shown(s)
+        assert _unshown(d) == s and seen.setdefault(d, s) == s, repr(s)
+
+
+def test_an_error_quoting_store_text_escapes_it_once(tmp_path, capsys):
+    """Messages quote store text raw and the printer escapes the whole line once: an ESC shows
+    as \\u001b and a literal backslash-u as \\\\u, never the one as the other."""
+    lines = []
+    for bad in ("\x1b", "\\u001b"):
+        store = tmp_path / f"store{len(lines)}"
+        build_store(store, n_ops=1)
+        brs = _records(store / "brackets.jsonl")
+        brs[0]["sha256"] = bad + "f" * 60
+        _write_records(store / "brackets.jsonl", brs)
+        capsys.readouterr()
+        assert main(["check", str(store)]) == 2
+        err = capsys.readouterr().err
+        lines.append(next(x for x in err.splitlines() if "record says" in x))
+    assert "record says \\u001bfffff" in lines[0]
+    assert "record says \\\\u001bff" in lines[1]
+
+
 @pytest.mark.parametrize("field", ["id", "operator"])
 def test_an_id_with_a_final_newline_is_refused_and_escaped(tmp_path, capsys, field):
     """The id pattern ended in "$", which also matches before a final newline."""
@@ -90,7 +141,7 @@ def test_an_id_with_a_final_newline_is_refused_and_escaped(tmp_path, capsys, fie
     capsys.readouterr()
     assert main(["check", str(store)]) == 2
     out = capsys.readouterr()
-    assert out.out == "" and out.err.count("\n") == 1 and "op0\\n'" in out.err  # repr
+    assert out.out == "" and out.err.count("\n") == 1 and "op0\\\\n'" in out.err  # repr, shown
     assert ("invalid id" if field == "id" else "unknown operator") in out.err
 
 

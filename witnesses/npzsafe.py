@@ -44,7 +44,6 @@ except ImportError:  # pragma: no cover - the ``fast`` extra is not installed
     _INFLATE_ERRORS = (zlib.error,)
 
 from softrank.certify.errors import InputError
-from softrank.terminal import shown
 
 DEFAULT_MAX_BYTES = 4 << 30  # 4 GiB of declared array data per file
 MAX_MEMBERS = 64
@@ -124,7 +123,7 @@ def read_npz(path: Path, expected_sha: str | None, *, expect: Expect | None = No
     if expected_sha is not None:
         got = hashlib.sha256(data).hexdigest()
         if got != expected_sha:
-            raise InputError(f"sha256 mismatch (record says {shown(expected_sha[:12])}..., file "
+            raise InputError(f"sha256 mismatch (record says {expected_sha[:12]}..., file "
                              f"has {got[:12]}...): file changed or corrupt", field="sha256",
                              source=src)
     return read_npz_bytes(data, src, expect=expect, field_name=field_name, cap=cap)

@@ -115,7 +115,7 @@ def _load_report(p: Path, max_bytes: int) -> tuple[list[dict[str, Any]], list[in
     for i, r in enumerate(recs):
         for k in ("bracket", "operator"):
             if not ID_RULE.match(r[k]):
-                raise InputError(f"{shown(r[k][:140])} is not a store id ([A-Za-z0-9] then "
+                raise InputError(f"{r[k][:140]} is not a store id ([A-Za-z0-9] then "
                                  "up to 127 of [A-Za-z0-9._-])", field=f"records[{i}].{k}",
                                  source=str(p))
         if r["bracket"] in seen:

@@ -34,8 +34,12 @@ def check_beta(beta: str) -> None:
 
     if beta.isidentifier():
         if not beta.isascii():  # full-width or look-alike letters print as the names refused below
-            raise InputError(f"symbol name {ascii(beta)} is not ASCII: give a positive "
-                             "rational or an ASCII symbol name (e.g. beta)", field="--beta")
+            # the code points, not the look-alike glyphs (a message is escaped once, when
+            # printed: ascii()'s backslashes would show doubled)
+            points = " ".join(f"U+{ord(c):04X}" for c in beta[:40])
+            raise InputError(f"symbol name {beta[:40]!s} ({points}) is not ASCII: give a "
+                             "positive rational or an ASCII symbol name (e.g. beta)",
+                             field="--beta")
         low = beta.lower()
         val = getattr(sympy, beta, None)  # sympy's own name for it, looked up (no eval)
         if low in ("nan", "inf", "infinity", "oo", "zoo") or (

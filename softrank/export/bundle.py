@@ -33,7 +33,6 @@ from softrank.certify.numerics.workbound import DEFAULT_MAX_WORK
 from softrank.witnesses import open_store
 from softrank.witnesses.atomic import write_atomic
 
-from ..terminal import shown
 from .kyfan import kyfan_certificate
 
 FORMAT, VERSION = "softrank-replay-bundle", 1
@@ -90,7 +89,7 @@ def write_bundle(store: str | Path, records: Iterable[Mapping[str, Any]], out: s
     recs = list(records)
     errors = [r for r in recs if "error" in r]
     if errors:
-        shown_errors = "; ".join(shown(str(r.get("error")))[:300] for r in errors[:5])
+        shown_errors = "; ".join(str(r.get("error"))[:300] for r in errors[:5])
         raise InputError(f"{len(errors)} brackets are input errors, so no bundle is written "
                          f"(a bundle without them would replay as complete): {shown_errors}",
                          field="records")
@@ -107,8 +106,8 @@ def write_bundle(store: str | Path, records: Iterable[Mapping[str, Any]], out: s
     for r in sorted(recs, key=lambda r: (str(r["operator"]), str(r["bracket"]))):
         br = by_id.get(r["bracket"])
         if br is None or br.operator != r["operator"]:
-            raise InputError(f"the store holds no bracket {shown(str(r['bracket']))} of operator "
-                             f"{shown(str(r['operator']))}", field="bracket", source=str(store))
+            raise InputError(f"the store holds no bracket {r['bracket']} of operator "
+                             f"{r['operator']}", field="bracket", source=str(store))
         op = reader.operator(br.operator)
         if current is None or current[0] != op.id:
             current = (op.id, op.load())
