@@ -188,3 +188,56 @@ def test_float_row_blocks_keep_the_float_tiers_proved(monkeypatch):
         for s, s0 in zip(sl, sl0, strict=True):
             assert s.detail.get("tier") == "float64"
             assert s.chi_lo <= s0.chi and s0.chi_lo <= s.chi  # both contain chi_true
+
+
+def test_svd_residuals_in_row_blocks_are_the_one_block_values(monkeypatch):
+    """The arb and exact residuals of the validated SVD (and the exact Frobenius norm) run a
+    row block of U and B at a time: the exact residuals are the same numbers, the arb ones
+    still enclose them, and the float Frobenius enclosure (fsum fed a block at a time) is the
+    same interval."""
+    from softrank.certify.numerics import blocks, svd
+
+    rng = np.random.default_rng(11)
+    A = _stochastic(13, 6, 4) * 2.0 ** rng.integers(-30, 30, (13, 6))
+    fac = svd.approximate_factors(A)
+    exact0, arb0 = svd._exact_residuals(fac), svd._arb_residuals(fac, 128)
+    frob0, fexact0 = svd.frobenius_sq_enclosure(A), svd.frobenius_sq_exact(A)
+    sv0 = svd.enclose(A, "exact")
+    for entries in (1, 6, 20):
+        monkeypatch.setattr(blocks, "BLOCK_ENTRIES", entries)
+        monkeypatch.setattr(blocks, "FLOAT_BLOCK_ENTRIES", entries)
+        assert len(blocks.row_blocks(13, 6)) > 1
+        assert svd._exact_residuals(fac) == exact0
+        assert all(a >= x for a, x in zip(svd._arb_residuals(fac, 128), exact0, strict=True))
+        assert svd.frobenius_sq_enclosure(A) == frob0
+        assert svd.frobenius_sq_exact(A) == fexact0
+        sv = svd.enclose(A, "exact")
+        assert (sv.lo, sv.hi) == (sv0.lo, sv0.hi)
+    assert all(a >= x for a, x in zip(arb0, exact0, strict=True))
+    assert frob0.lo <= fexact0 <= frob0.hi
+
+
+def test_bernstein_tiers_in_row_blocks_match_exact_rationals(monkeypatch):
+    """||P A W - W||_inf and ||P||_inf of the exact tier, computed a row block of A and of P
+    at a time, are the values of a direct Fraction computation; the arb tier's balls contain
+    them."""
+    from softrank.certify.lower import bernstein
+    from softrank.certify.numerics import blocks
+
+    rng = np.random.default_rng(12)
+    A = _stochastic(9, 7, 8) * 2.0 ** rng.integers(-20, 5, (9, 7))
+    W = rng.standard_normal((7, 3)) * 2.0 ** rng.integers(-10, 10, (7, 3))
+    P = np.linalg.pinv(A @ W) * 2.0 ** rng.integers(-3, 3, (3, 9))
+    P = np.vstack([P, np.zeros((4, 9))])  # N x m; rows of zeros: blocks with no nonzero
+    Fa, Fw, Fp = ([[Fraction(float(x)) for x in r] for r in M] for M in (A, W, P))
+    AW = [[sum(Fa[i][k] * Fw[k][j] for k in range(7)) for j in range(3)] for i in range(9)]
+    R = [[sum(Fp[i][k] * AW[k][j] for k in range(9)) - Fw[i][j] for j in range(3)]
+         for i in range(7)]
+    delta = max(sum(abs(x) for x in r) for r in R)
+    pn = max(sum(abs(x) for x in r) for r in Fp)
+    for entries in (1, 4, 9, 1 << 20):
+        monkeypatch.setattr(blocks, "BLOCK_ENTRIES", entries)
+        ex = bernstein._exact_parts(A, W, P)
+        assert ex == {"delta": (delta, delta), "pn": (pn, pn)}
+        ab = bernstein._arb_parts(A, W, P, 128)
+        assert ab["delta"][0] <= delta <= ab["delta"][1] and ab["pn"][0] <= pn <= ab["pn"][1]

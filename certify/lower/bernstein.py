@@ -30,6 +30,7 @@ from ..numerics.ballmat import (
     ball_abs_row_sums,
     ball_matmul,
 )
+from ..numerics.blocks import row_blocks
 from ..numerics.rounding import up
 from ..numerics.tiers import safe_max_lower, safe_max_upper
 from ..rationals import qstr
@@ -144,14 +145,20 @@ def _arb_parts(A: np.ndarray, W: np.ndarray, P: np.ndarray, prec: int) -> Bounds
     (m, N), p = A.shape, W.shape[1]
     workbound.charge(workbound.arb_product(m, N, p, prec) + workbound.arb_product(N, m, p, prec)
                      + ARB_ROW_UNITS * N * (m + p), f"the arb tier at {prec} bits")
+    d_hi = d_lo = pn_lo = pn_hi = Fraction(0)
     with arbutil.precision(prec):
-        Wa = arbutil.matrix(W)
-        Pa = arbutil.matrix(P)
-        delta = _arb_max_row_abs(Pa * arbutil.right_product(A, Wa) - Wa)
-        pn = _arb_max_row_abs(Pa)
-    if delta is None or pn is None:
-        return None
-    return {"delta": delta, "pn": pn}
+        AW = arbutil.right_product(A, arbutil.matrix(W))
+        # rows of P A W - W and of P are independent: P (N x m, as large as A) is held as
+        # balls a row block at a time
+        for b in row_blocks(*P.shape):
+            Pb = arbutil.matrix(P[b])
+            delta = _arb_max_row_abs(Pb * AW - arbutil.matrix(W[b]))
+            pn = _arb_max_row_abs(Pb)
+            if delta is None or pn is None:
+                return None
+            d_lo, d_hi = max(d_lo, delta[0]), max(d_hi, delta[1])
+            pn_lo, pn_hi = max(pn_lo, pn[0]), max(pn_hi, pn[1])
+    return {"delta": (d_lo, d_hi), "pn": (pn_lo, pn_hi)}
 
 
 def _exact_max_row_abs(M: fmpz_mat, e: int) -> Fraction:
@@ -169,12 +176,23 @@ def _exact_parts(A: np.ndarray, W: np.ndarray, P: np.ndarray) -> Bounds:
                      + workbound.exact_product(N, m, p, bp, baw)
                      + workbound.exact_rows(N * p, workbound.product_bits(bp, baw, m) + 2200)
                      + workbound.exact_rows(N * m, bp), "the exact tier")
-    MA, ea = dyadic.to_int_matrix(A)
     MW, ew = dyadic.to_int_matrix(W)
-    MP, ep = dyadic.to_int_matrix(P)
-    MR, er = MP * (MA * MW), ep + ea + ew
-    e0 = min(er, ew)
-    R = dyadic.scaled(MR, er - e0) - dyadic.scaled(MW, ew - e0)
-    delta = _exact_max_row_abs(R, e0)
-    pn = _exact_max_row_abs(MP, ep)
+    # A and P (each m N entries) are converted a row block at a time, each block with its own
+    # power of two; only A W (m x p) is held whole, at the least exponent of its blocks
+    parts = []
+    for b in row_blocks(m, N):
+        MA, ea = dyadic.to_int_matrix(A[b])
+        parts.append((MA * MW, ea + ew, bool(np.any(A[b]))))
+    eaw = min((e for _, e, nz in parts if nz), default=0)  # a zero block has any exponent
+    MAW = fmpz_mat(m, p, [x for M, e, nz in parts
+                          for x in (dyadic.scaled(M, e - eaw) if nz else M).entries()])
+    delta = pn = Fraction(0)
+    for b in row_blocks(N, m):
+        MP, ep = dyadic.to_int_matrix(P[b])
+        Wb, ewb = dyadic.to_int_matrix(W[b])
+        er = ep + eaw
+        e0 = min(er, ewb)
+        R = dyadic.scaled(MP * MAW, er - e0) - dyadic.scaled(Wb, ewb - e0)
+        delta = max(delta, _exact_max_row_abs(R, e0))
+        pn = max(pn, _exact_max_row_abs(MP, ep))
     return {"delta": (delta, delta), "pn": (pn, pn)}

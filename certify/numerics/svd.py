@@ -45,6 +45,7 @@ from .ballmat import (
     split_residual_frob_upper,
     thread_workspace,
 )
+from .blocks import row_blocks
 from .fpenv import quiet_floats
 from .rounding import down, up
 
@@ -291,16 +292,26 @@ def _from_residuals(A: np.ndarray, As: np.ndarray, k: int, fac: _Factors, e: flo
 
 # --- arb tier ----------------------------------------------------------------------------
 
-def _arb_frob_upper(M: arb_mat) -> float:
-    """Returns a float64 >= the Frobenius norm of every matrix in the ball matrix ``M``."""
+def _arb_frob_sq(M: arb_mat) -> arb:
+    """Returns a ball containing the squared Frobenius norm of every matrix in ``M``."""
     total = arb(0)
     for x in M.entries():
         total += x * x
+    return total
+
+
+def _sqrt_arb_upper(total: arb) -> float:
+    """Returns a float64 >= sqrt(x) for every x in the ball ``total`` (inf if it is not finite)."""
     try:
         _, hi = arbutil.endpoints(total)
     except ValueError:
         return math.inf
     return _sqrt_up(hi)
+
+
+def _arb_frob_upper(M: arb_mat) -> float:
+    """Returns a float64 >= the Frobenius norm of every matrix in the ball matrix ``M``."""
+    return _sqrt_arb_upper(_arb_frob_sq(M))
 
 
 def _sqrt_up(q: Fraction) -> float:
@@ -312,15 +323,18 @@ def _arb_residuals(fac: _Factors, prec: int) -> tuple[float, float, float]:
     U, s, Vt, B = fac.U, fac.s, fac.Vt, fac.B
     p = len(s)
     with arbutil.precision(prec):
-        Ua, Va = arbutil.matrix(U), arbutil.matrix(Vt)
-        S = arb_mat(p, p)
-        for i in range(p):
-            S[i, i] = arb(float(s[i]))
+        Va = arbutil.matrix(Vt)  # p x n with p <= n <= m: at most the size of B
+        SV = arbutil.matrix(np.diag(s)) * Va  # diag(s) exact: the balls are in the product
         eye = arbutil.identity(p)
-        E = Ua * S * Va - arbutil.matrix(B)
+        e2, G = arb(0), arb_mat(p, p)
+        # ||U S V^T - B||_F^2 and U^T U sum over row blocks of U and B (m x p and m x n):
+        # one block is held as balls at a time
+        for b in row_blocks(*B.shape):
+            Ub = arbutil.matrix(U[b])
+            e2 += _arb_frob_sq(Ub * SV - arbutil.matrix(B[b]))
+            G += Ub.transpose() * Ub
         F = Va * Va.transpose() - eye
-        G = Ua.transpose() * Ua - eye
-        return _arb_frob_upper(E), _arb_frob_upper(F), _arb_frob_upper(G)
+        return _sqrt_arb_upper(e2), _arb_frob_upper(F), _arb_frob_upper(G - eye)
 
 
 # --- exact tier --------------------------------------------------------------------------
@@ -338,28 +352,48 @@ def _align(a: tuple[fmpz_mat, int], b: tuple[fmpz_mat, int]) -> tuple[fmpz_mat, 
 def _exact_residuals(fac: _Factors) -> tuple[float, float, float]:
     U, s, Vt, B = fac.U, fac.s, fac.Vt, fac.B
     p = len(s)
-    MU, eu = dyadic.to_int_matrix(U)
-    MV, ev = dyadic.to_int_matrix(Vt)
+    MV, ev = dyadic.to_int_matrix(Vt)  # p x n, at most the size of B
     Ms, es = dyadic.to_int_matrix(s.reshape(1, -1))
     S = fmpz_mat(p, p)
     for i in range(p):
         S[i, i] = Ms[0, i]
-    X, Y, e0 = _align((MU * S * MV, eu + es + ev), dyadic.to_int_matrix(B))
-    e = _sqrt_up(_exact_frob_sq(X - Y, e0))
+    SV = S * MV
+    e2, G = Fraction(0), None
+    # the m-row factors U and B a row block at a time, each block with its own power of two
+    for b in row_blocks(*B.shape):
+        MU, eu = dyadic.to_int_matrix(U[b])
+        X, Y, e0 = _align((MU * SV, eu + es + ev), dyadic.to_int_matrix(B[b]))
+        e2 += _exact_frob_sq(X - Y, e0)
+        Gb = (MU.transpose() * MU, 2 * eu)
+        if G is None:
+            G = Gb
+        else:
+            X, Y, e0 = _align(G, Gb)
+            G = (X + Y, e0)
+    G = (fmpz_mat(p, p), 0) if G is None else G
     X, Y, e0 = _align((MV * MV.transpose(), 2 * ev), (dyadic.identity(p), 0))
     f = _sqrt_up(_exact_frob_sq(X - Y, e0))
-    X, Y, e0 = _align((MU.transpose() * MU, 2 * eu), (dyadic.identity(p), 0))
+    X, Y, e0 = _align(G, (dyadic.identity(p), 0))
     g = _sqrt_up(_exact_frob_sq(X - Y, e0))
-    return e, f, g
+    return _sqrt_up(e2), f, g
 
 
 def frobenius_sq_exact(A: np.ndarray) -> Fraction:
     """Returns ||A||_F^2 = sum_ij A_ij^2 exactly (A finite float64)."""
-    M, e = dyadic.to_int_matrix(A)
-    return _exact_frob_sq(M, e)
+    return sum((_exact_frob_sq(*dyadic.to_int_matrix(A[b])) for b in row_blocks(*A.shape)),
+               Fraction(0))
 
 
 _VELTKAMP = 134217729.0  # 2^27 + 1
+
+
+def _split_terms(x: np.ndarray) -> list[float]:
+    """Returns ah^2, 2 ah al, al^2 for the Veltkamp halves of every entry of ``x`` (exact
+    floats in the guarded range)."""
+    t = x * _VELTKAMP
+    ah = t - (t - x)
+    al = x - ah
+    return np.concatenate([ah * ah, 2.0 * (ah * al), al * al]).tolist()
 
 
 def frobenius_sq_enclosure(A: np.ndarray) -> Enclosure:
@@ -379,9 +413,7 @@ def frobenius_sq_enclosure(A: np.ndarray) -> Enclosure:
                          "the exact Frobenius norm")
         q = frobenius_sq_exact(A)
         return Enclosure(q, q)
-    t = x * _VELTKAMP
-    ah = t - (t - x)
-    al = x - ah
-    terms = np.concatenate([ah * ah, 2.0 * (ah * al), al * al])
-    s = math.fsum(terms.tolist())
+    # fsum keeps exact partial sums over the whole stream, so feeding it one block of terms
+    # at a time (not all 3 |A| terms as Python floats at once) gives the same rounded sum
+    s = math.fsum(t for b in row_blocks(nz.size, 1, floats=True) for t in _split_terms(nz[b]))
     return Enclosure(Fraction(float(down(s))), Fraction(float(up(s))))
