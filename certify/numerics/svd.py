@@ -324,14 +324,14 @@ def _arb_residuals(fac: _Factors, prec: int) -> tuple[float, float, float]:
     p = len(s)
     with arbutil.precision(prec):
         Va = arbutil.matrix(Vt)  # p x n with p <= n <= m: at most the size of B
-        SV = arbutil.matrix(np.diag(s)) * Va  # diag(s) exact: the balls are in the product
+        S = arbutil.matrix(np.diag(s))
         eye = arbutil.identity(p)
         e2, G = arb(0), arb_mat(p, p)
         # ||U S V^T - B||_F^2 and U^T U sum over row blocks of U and B (m x p and m x n):
         # one block is held as balls at a time
         for b in row_blocks(*B.shape):
             Ub = arbutil.matrix(U[b])
-            e2 += _arb_frob_sq(Ub * SV - arbutil.matrix(B[b]))
+            e2 += _arb_frob_sq(Ub * S * Va - arbutil.matrix(B[b]))  # as priced: (U S) V^T
             G += Ub.transpose() * Ub
         F = Va * Va.transpose() - eye
         return _sqrt_arb_upper(e2), _arb_frob_upper(F), _arb_frob_upper(G - eye)
@@ -357,12 +357,12 @@ def _exact_residuals(fac: _Factors) -> tuple[float, float, float]:
     S = fmpz_mat(p, p)
     for i in range(p):
         S[i, i] = Ms[0, i]
-    SV = S * MV
     e2, G = Fraction(0), None
     # the m-row factors U and B a row block at a time, each block with its own power of two
     for b in row_blocks(*B.shape):
         MU, eu = dyadic.to_int_matrix(U[b])
-        X, Y, e0 = _align((MU * SV, eu + es + ev), dyadic.to_int_matrix(B[b]))
+        # (U S) V^T, the order the price assumes
+        X, Y, e0 = _align((MU * S * MV, eu + es + ev), dyadic.to_int_matrix(B[b]))
         e2 += _exact_frob_sq(X - Y, e0)
         Gb = (MU.transpose() * MU, 2 * eu)
         if G is None:
@@ -415,5 +415,5 @@ def frobenius_sq_enclosure(A: np.ndarray) -> Enclosure:
         return Enclosure(q, q)
     # fsum keeps exact partial sums over the whole stream, so feeding it one block of terms
     # at a time (not all 3 |A| terms as Python floats at once) gives the same rounded sum
-    s = math.fsum(t for b in row_blocks(nz.size, 1, floats=True) for t in _split_terms(nz[b]))
+    s = math.fsum(t for b in row_blocks(nz.size, 1) for t in _split_terms(nz[b]))
     return Enclosure(Fraction(float(down(s))), Fraction(float(up(s))))
