@@ -205,7 +205,6 @@ def test_svd_residuals_in_row_blocks_are_the_one_block_values(monkeypatch):
     sv0 = svd.enclose(A, "exact")
     for entries in (1, 6, 20):
         monkeypatch.setattr(blocks, "BLOCK_ENTRIES", entries)
-        monkeypatch.setattr(blocks, "FLOAT_BLOCK_ENTRIES", entries)
         assert len(blocks.row_blocks(13, 6)) > 1
         assert svd._exact_residuals(fac) == exact0
         assert all(a >= x for a, x in zip(svd._arb_residuals(fac, 128), exact0, strict=True))
