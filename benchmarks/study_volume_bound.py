@@ -1,13 +1,14 @@
 """Does a volume argument (Vaaler's and Ball's cube sections) reach the stored lower ends?
 
 A lower bound that uses the linearity of B and not only the oddness of a map.  If B has rank
-r and ||M - B||_row1 <= t, then L = ker B has dimension d >= n - r (M is m x n, m >= n) and
-||M x||_inf <= t ||x||_inf on L, so M maps the central section L n [-1, 1]^n into the section
-ML n t [-1, 1]^m.  Vaaler (1979): every d-dimensional central section of the unit cube has
-d-volume at least that of the d-cube, so vol(L n [-1, 1]^n) >= 2^d.  Ball (1989): every
-d-dimensional central section of [-1/2, 1/2]^m has d-volume at most min((m / d)^(d / 2),
-2^((m - d) / 2)).  M stretches d-volumes on L by at least the product of its d smallest
-singular values (interlacing), so
+r and ||M - B||_row1 <= t (M is m x n, m >= n), then ker B has dimension >= n - r; on a
+subspace L of it of dimension d = n - r, ||M x||_inf <= t ||x||_inf, so M maps the central
+section L cap [-1, 1]^n into the section ML cap t [-1, 1]^m.  Vaaler (1979): every
+d-dimensional central section of the unit cube has d-volume at least that of the d-cube, so
+vol(L cap [-1, 1]^n) >= 2^d.  Ball (1989): every d-dimensional central section of
+[-1/2, 1/2]^m has d-volume at most min((m / d)^(d / 2), 2^((m - d) / 2)), so that of
+t [-1, 1]^m at most (2t)^d times that.  M stretches d-volumes on L by at least the product of
+its d smallest singular values (interlacing), so
 
     prod_(j > r) sigma_j(M) / t  <=  min((m / d)^(d / 2), 2^((m - d) / 2))    (d = n - r),
 
