@@ -125,17 +125,6 @@ def _float_parts(A: np.ndarray, W: np.ndarray, P: np.ndarray) -> Bounds | None:
     return {"delta": (f[0], f[1]), "pn": (f[2], f[3])}
 
 
-def _arb_max_row_abs(M) -> tuple[Fraction, Fraction] | None:
-    lo = hi = Fraction(0)
-    for s in arbutil.row_abs_sums(M):
-        try:
-            a, b = arbutil.endpoints(s)
-        except ValueError:
-            return None
-        lo, hi = max(lo, a), max(hi, b)
-    return lo, hi
-
-
 # per arb entry of the row-sum loops over P and R in Python (exact endpoints): a review
 # measured 2.7 times the earlier 3000
 ARB_ROW_UNITS = 9_000
@@ -152,20 +141,13 @@ def _arb_parts(A: np.ndarray, W: np.ndarray, P: np.ndarray, prec: int) -> Bounds
         # balls a row block at a time
         for b in row_blocks(*P.shape):
             Pb = arbutil.matrix(P[b])
-            delta = _arb_max_row_abs(Pb * AW - arbutil.matrix(W[b]))
-            pn = _arb_max_row_abs(Pb)
+            delta = arbutil.max_row_abs_sum(Pb * AW - arbutil.matrix(W[b]))
+            pn = arbutil.max_row_abs_sum(Pb)
             if delta is None or pn is None:
                 return None
             d_lo, d_hi = max(d_lo, delta[0]), max(d_hi, delta[1])
             pn_lo, pn_hi = max(pn_lo, pn[0]), max(pn_hi, pn[1])
     return {"delta": (d_lo, d_hi), "pn": (pn_lo, pn_hi)}
-
-
-def _exact_max_row_abs(M: fmpz_mat, e: int) -> Fraction:
-    cols = M.ncols()
-    ent = [abs(int(v)) for v in M.entries()]
-    best = max((sum(ent[i * cols:(i + 1) * cols]) for i in range(M.nrows())), default=0)
-    return Fraction(best) * dyadic.pow2(e)
 
 
 def _exact_parts(A: np.ndarray, W: np.ndarray, P: np.ndarray) -> Bounds:
@@ -193,6 +175,6 @@ def _exact_parts(A: np.ndarray, W: np.ndarray, P: np.ndarray) -> Bounds:
         er = ep + eaw
         e0 = min(er, ewb)
         R = dyadic.scaled(MP * MAW, er - e0) - dyadic.scaled(Wb, ewb - e0)
-        delta = max(delta, _exact_max_row_abs(R, e0))
-        pn = max(pn, _exact_max_row_abs(MP, ep))
+        delta = max(delta, dyadic.max_row_abs_sum(R, e0))
+        pn = max(pn, dyadic.max_row_abs_sum(MP, ep))
     return {"delta": (delta, delta), "pn": (pn, pn)}

@@ -8,7 +8,6 @@ from __future__ import annotations
 from fractions import Fraction
 
 import numpy as np
-from flint import arb_mat, fmpz_mat
 
 from ..numerics import arbutil, dyadic, tiers, workbound
 from ..numerics.ballmat import (
@@ -95,19 +94,6 @@ def _float_parts(A, D, W, X, sel) -> Bounds | None:
             "w": (_fr(vals[4]), _fr(vals[5]))}
 
 
-def _arb_max_row_abs(M: arb_mat) -> tuple[Fraction, Fraction] | None:
-    lo = hi = None
-    for s in arbutil.row_abs_sums(M):
-        try:
-            a, b = arbutil.endpoints(s)
-        except ValueError:
-            return None
-        a = max(a, Fraction(0))
-        lo = a if lo is None else max(lo, a)
-        hi = b if hi is None else max(hi, b)
-    return (lo, hi) if lo is not None else (Fraction(0), Fraction(0))
-
-
 # per arb entry of a row-sum loop in Python (exact endpoints): a review measured about 4 times
 # the earlier 3000 on the N rows of W, which that price left out
 ARB_ROW_UNITS = 12_000
@@ -125,24 +111,17 @@ def _arb_parts(A, D, W, X, sel, prec: int) -> Bounds | None:
         if sel is None:
             Da = arbutil.matrix(D)
             M = arbutil.left_product(D, A) * arbutil.matrix(W)  # A a row block at a time
-            xd = _arb_max_row_abs(Xa * Da)
-            w = _arb_max_row_abs(arbutil.matrix(W))
+            xd = arbutil.max_row_abs_sum(Xa * Da)
+            w = arbutil.max_row_abs_sum(arbutil.matrix(W))
         else:
             rows, cols = sel
             M = arbutil.matrix(A[np.ix_(rows, cols)])
-            xd = _arb_max_row_abs(Xa)
+            xd = arbutil.max_row_abs_sum(Xa)
             w = (Fraction(1), Fraction(1))
-        delta = _arb_max_row_abs(arbutil.identity(p) - Xa * M)
+        delta = arbutil.max_row_abs_sum(arbutil.identity(p) - Xa * M)
     if delta is None or xd is None or w is None:
         return None
     return {"delta": delta, "xd": xd, "w": w}
-
-
-def _exact_max_row_abs(M: fmpz_mat, e: int) -> Fraction:
-    cols = M.ncols()
-    ent = [abs(int(v)) for v in M.entries()]
-    best = max((sum(ent[i * cols:(i + 1) * cols]) for i in range(M.nrows())), default=0)
-    return Fraction(best) * dyadic.pow2(e)
 
 
 def _exact_parts(A, D, W, X, sel) -> Bounds:
@@ -163,15 +142,15 @@ def _exact_parts(A, D, W, X, sel) -> Bounds:
         MA, ea = dyadic.to_int_matrix(A)
         MW, ew = dyadic.to_int_matrix(W)
         MM, em = MD * MA * MW, ed + ea + ew
-        xd = _exact_max_row_abs(MX * MD, ex + ed)
-        w = _exact_max_row_abs(MW, ew)
+        xd = dyadic.max_row_abs_sum(MX * MD, ex + ed)
+        w = dyadic.max_row_abs_sum(MW, ew)
     else:
         rows, cols = sel
         MM, em = dyadic.to_int_matrix(A[np.ix_(rows, cols)])
-        xd = _exact_max_row_abs(MX, ex)
+        xd = dyadic.max_row_abs_sum(MX, ex)
         w = Fraction(1)
     XM, exm = MX * MM, ex + em
     e0 = min(exm, 0)
     R = dyadic.scaled(dyadic.identity(p), -e0) - dyadic.scaled(XM, exm - e0)
-    delta = _exact_max_row_abs(R, e0)
+    delta = dyadic.max_row_abs_sum(R, e0)
     return {"delta": (delta, delta), "xd": (xd, xd), "w": (w, w)}

@@ -117,6 +117,21 @@ def row_abs_sums(M: arb_mat) -> list[arb]:
     return [sum((abs(v) for v in e[i * cols:(i + 1) * cols]), arb(0)) for i in range(rows)]
 
 
+def max_row_abs_sum(M: arb_mat) -> tuple[Fraction, Fraction] | None:
+    """Returns exact (lo, hi) with 0 <= lo <= max_i sum_j |M_ij| <= hi for every matrix in the
+    ball matrix ``M`` ((0, 0) for a matrix with no row, the safe value of a maximum of
+    non-negative numbers over an empty set); None when a row sum's endpoints cannot be formed
+    (``endpoints`` refused them), so the caller escalates."""
+    lo = hi = Fraction(0)
+    for s in row_abs_sums(M):
+        try:
+            a, b = endpoints(s)
+        except ValueError:
+            return None
+        lo, hi = max(lo, a), max(hi, b)
+    return lo, hi
+
+
 def signed_min(entries: Iterable[tuple[Any, float]]) -> tuple[Fraction, Fraction] | None:
     """Returns (lo, hi) with lo <= min_k s_k x_k <= hi for balls x_k and signs s_k (the sign
     is applied by flipping the exact endpoints); None when there is no entry or a ball's

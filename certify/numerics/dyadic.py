@@ -71,3 +71,12 @@ def pow2(e: int) -> Fraction:
 def scaled(M: fmpz_mat, s: int) -> fmpz_mat:
     """Returns M * 2**s for s >= 0."""
     return M if s == 0 else M * fmpz(2) ** s
+
+
+def max_row_abs_sum(M: fmpz_mat, e: int) -> Fraction:
+    """Returns exactly max_i sum_j |M_ij| * 2**e (0 for a matrix with no row: a maximum of
+    non-negative numbers over an empty set)."""
+    cols = M.ncols()
+    ent = [abs(int(v)) for v in M.entries()]
+    best = max((sum(ent[i * cols:(i + 1) * cols]) for i in range(M.nrows())), default=0)
+    return Fraction(best) * pow2(e)
