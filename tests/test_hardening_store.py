@@ -425,3 +425,58 @@ def test_a_producer_name_that_is_not_a_string_is_refused(tmp_path, capsys, value
     assert "producer.upper" in capsys.readouterr().err
     _store_with(tmp_path / "ok", "brackets.jsonl", "producer", {"upper": "7", "lower": None})
     assert open_store(tmp_path / "ok" / "s").brackets[0].producer["upper"] == "7"
+
+
+# ------------------------------------------- free counts of the topological kinds, bounded
+
+
+def _topological_store(path: Path, kind: str) -> None:
+    from softrank.witnesses import Store
+
+    from .helpers import random_attention, tsvd_witness
+    from .test_lower_nerve import cert_of, cross_tops, sign_witnesses
+    from .test_lower_polytope import cross_cert
+
+    A = random_attention(np.random.default_rng(3), 8, 8)
+    U, V = tsvd_witness(A, 7)
+    if kind == "polytope":
+        low = cross_cert(A, [0, 1], np.array([[1.0] * 8, [1.0, -1.0] * 4]))
+    else:
+        T = cross_tops([0, 1], 8)
+        low = cert_of(T, sign_witnesses(T, 8, 8))
+    with Store.create(path, description="bounded counts") as st:
+        st.add_operator(A, family="t", id="op")
+        st.add_bracket("op", "1/4", {"kind": "factors", "rank": 7, "U": U, "V": V}, low, id="b")
+
+
+@pytest.mark.parametrize("kind,name,rows,bound", [
+    ("polytope", "lower.Y", 4097, "<= 4096"), ("polytope", "lower.I", 4097, "<= 4096"),
+    ("polytope", "lower.F", 100_001, "<= 100000"), ("polytope", "lower.G", 100_001, "<= 100000"),
+    ("nerve", "lower.T", 200_001, "<= 200000"), ("nerve", "lower.G", 200_001, "<= 200000")])
+def test_counts_a_file_chooses_are_bounded_by_the_kernel_limits_before_allocation(
+        tmp_path, capsys, kind, name, rows, bound):
+    # these kinds leave their point, facet and top counts to the file; a header past the
+    # kernel's limit is refused from the header (the message is the store's shape check, not
+    # the kernel's count check, which would run only after the array was allocated)
+    _topological_store(tmp_path / "s", kind)
+    p = tmp_path / "s" / "brackets.jsonl"
+    recs = _lines(p)
+    f = tmp_path / "s" / recs[0]["file"]
+    with np.load(f, allow_pickle=False) as z:
+        arrays = {k: z[k] for k in z.files}
+    old = arrays[name]
+    rng = np.random.default_rng(0)  # not zeros: a zero stream would be refused as a bomb
+    arrays[name] = rng.integers(0, 2, size=(rows, *old.shape[1:])).astype(old.dtype)
+    np.savez_compressed(f, **arrays)
+    recs[0]["sha256"] = hashlib.sha256(f.read_bytes()).hexdigest()
+    _write(p, recs)
+    code, _, err = _run(capsys, "check", str(tmp_path / "s"))
+    assert code == 2 and name in err and "differs from the record's" in err and bound in err
+
+
+@pytest.mark.parametrize("kind", ["polytope", "nerve"])
+def test_topological_kinds_within_the_bounds_still_read(tmp_path, capsys, kind):
+    _topological_store(tmp_path / "s", kind)
+    code, out, err = _run(capsys, "check", "--json", str(tmp_path / "s"))
+    assert code in (0, 1) and "input error" not in err
+    assert json.loads(out)["records"][0]["lower_check"]["kind"] == kind

@@ -31,6 +31,8 @@ from typing import Any
 import numpy as np
 
 from softrank.certify.errors import InputError
+from softrank.certify.lower import nerve as nerve_kind
+from softrank.certify.lower import polytope as polytope_kind
 from softrank.certify.lower.rowset import MAX_RANK as ROWSET_MAX_RANK  # = polytope.MAX_RANK
 from softrank.certify.rationals import parse_eps, to_rational
 
@@ -150,17 +152,37 @@ def _no_symlink_below(root: Path, rel: str) -> bool:
     return True
 
 
-def _expect_shapes(table: Mapping[str, tuple[int, ...] | None], kinds: str
-                   ) -> Any:
+@dataclass(frozen=True)
+class AtMost:
+    """A dimension of an expected shape that the record leaves to the file, up to ``n``."""
+
+    n: int
+
+    def __repr__(self) -> str:
+        return f"<= {self.n}"
+
+
+Dim = int | AtMost | None  # None: any extent (the file-size cap still applies)
+
+
+def _fits(shape: tuple[int, ...], want: tuple[Dim, ...]) -> bool:
+    return len(shape) == len(want) and all(
+        w is None or (d <= w.n if isinstance(w, AtMost) else d == w)
+        for d, w in zip(shape, want, strict=True))
+
+
+def _expect_shapes(table: Mapping[str, tuple[Dim, ...] | None], kinds: str) -> Any:
     """Returns an ``expect`` for load_npz: names in ``table`` only, each of the given shape
-    (None: any shape within the caller's size cap) and a dtype kind in ``kinds``."""
+    (None: any shape within the caller's size cap; a dimension AtMost(n): at most n, None: any)
+    and a dtype kind in ``kinds``.  It runs on each member's header, before its data is
+    allocated, so a bound here bounds memory."""
     def expect(name: str, dtype: np.dtype, shape: tuple[int, ...]) -> str | None:
         if name not in table:
             return f"unexpected array {name!r}"
         want = table[name]
         if dtype.kind not in kinds:
             return f"dtype {dtype.str} refused here"
-        if want is not None and tuple(shape) != want:
+        if want is not None and not _fits(tuple(shape), want):
             return f"shape {tuple(shape)} differs from the record's {want}"
         return None
     return expect
@@ -300,11 +322,13 @@ class BracketRecord:
             raise InputError(f"unexpected arrays {extra}", field="file", source=src)
         return ends[0], ends[1]  # type: ignore[return-value]
 
-    def expected_shapes(self) -> dict[str, tuple[int, ...] | None]:
+    def expected_shapes(self) -> dict[str, tuple[Dim, ...] | None]:
         """Returns {"upper.U": shape, ...}: the arrays the ends' kinds need, with the shapes
-        their ranks and the operator's shape imply (checked before allocation)."""
+        their ranks and the operator's shape imply (checked before allocation).  The counts
+        a polytope or nerve certificate leaves to its file (points, facets, tops, witnesses)
+        are bounded by the kernel's limits, so no array past them is allocated."""
         m, n = self.shape if self.shape is not None else (None, None)
-        out: dict[str, tuple[int, ...] | None] = {}
+        out: dict[str, tuple[Dim, ...] | None] = {}
         for prefix, end, table in (("upper", self.upper, UPPER_ARRAYS),
                                    ("lower", self.lower, LOWER_ARRAYS)):
             if end is None:
@@ -314,8 +338,16 @@ class BracketRecord:
                     "rows": (r,), "cols": (r,), "P": (n, m), "J": (r,), "I": (r,)}
             if end.kind in ("rowset", "rowmix"):  # rank within 1 .. 12 (_parse_end)
                 dims["Z"] = (1 << (r - 1), n)
-            if end.kind in ("polytope", "nerve"):  # point, facet, top, witness counts: the file's
-                dims = {}
+            if end.kind == "polytope":  # point, facet and witness counts: the file's
+                k, f = AtMost(polytope_kind.MAX_POINTS), AtMost(polytope_kind.MAX_FACETS)
+                shapes = {"Y": (k, r), "I": (k,), "F": (f, r), "Z": (f, n), "G": (f,)}
+                out.update({f"{prefix}.{a}": v for a, v in shapes.items()})
+                continue
+            if end.kind == "nerve":  # top and witness counts: the file's
+                q = AtMost(nerve_kind.MAX_TOPS)
+                shapes = {"T": (q, r), "Z": (q, n), "G": (q,)}
+                out.update({f"{prefix}.{a}": v for a, v in shapes.items()})
+                continue
             for name in table[end.kind]:
                 shape = dims.get(name)
                 out[f"{prefix}.{name}"] = None if shape is None or None in shape else shape
