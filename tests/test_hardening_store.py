@@ -62,6 +62,19 @@ def test_deep_nesting_is_refused_without_recursion_error():
     assert jsonexact.nesting_depth('{"a": [[1], {"b": [2]}]}') == 4
 
 
+def test_unterminated_strings_are_vetted_in_one_pass():
+    # the vetting scan once retried the closing quote from every quote of an unterminated
+    # string: 200 KB of escaped quotes took minutes, a few MB would take hours; these 4 MB
+    # pass in one scan (and the parser then refuses them)
+    text = "[" * 70 + '"' + '\\"' * 2_000_000
+    assert jsonexact.nesting_depth(text) == 70
+    assert jsonexact.nesting_depth('"a"a' * 500_000 + "\\") == 0
+    with pytest.raises(ValueError):
+        jsonexact.loads(text)
+    # a string's brackets never count, closed or not; the brackets before it do
+    assert jsonexact.nesting_depth('[{"k": "[[["}, "]]]') == 2
+
+
 def test_huge_integers_and_numbers_are_refused():
     with pytest.raises(ValueError, match="too many digits"):
         jsonexact.loads("1" * 5000)

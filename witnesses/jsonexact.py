@@ -34,7 +34,10 @@ MAX_DIGITS = 4000  # beyond this a number is refused rather than expanded
 MAX_DEPTH = 64  # stores nest 3 or 4 levels deep; 64 leaves room and stays far from recursion
 _MAX_DIGITS = MAX_DIGITS  # old private name, kept for importers
 
-_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+# a string, or an unterminated one up to the end of the text (then the parser refuses the
+# text): every match attempt from a quote succeeds, so the scan stays linear (a pattern that
+# needs the closing quote retried from every quote of an unterminated string: quadratic)
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*(?:"|\\?\Z)', re.DOTALL)
 _BRACKETS = re.compile(r"[\[\]{}]")
 
 
