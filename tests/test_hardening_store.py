@@ -82,6 +82,32 @@ def test_huge_integers_and_numbers_are_refused():
         jsonexact.loads("1e-5000")
 
 
+def test_numbers_expanding_far_past_their_text_are_refused():
+    # each "1e-3999" is 7 characters and a 4,000-digit rational
+    assert jsonexact.loads("1e-3999") == Fraction(1, 10**3999)
+    bomb = "[" + ",".join(["1e-3999"] * 1000) + "]"
+    with pytest.raises(ValueError, match="expanding to more digits"):
+        jsonexact.loads(bomb)
+    with pytest.raises(ValueError, match="expanding to more digits"):
+        jsonexact.loads('{"claims": {"a": 1e-2000, "b": 1e-2000, "c": 1e-2000}}')
+    # what Python writes for float64 values reads, extreme ones included
+    rng = np.random.default_rng(5)
+    xs = [float(v) for v in rng.standard_normal(20_000) * 10.0 ** rng.integers(-30, 30, 20_000)]
+    xs += [5e-324, 2.2250738585072014e-308, 1.7976931348623157e308] * 4
+    assert jsonexact.loads(json.dumps(xs)) == [Fraction(repr(x)) for x in xs]  # as spelled
+    assert jsonexact.loads(json.dumps({"n": list(range(10**5))}))["n"][-1] == 10**5 - 1
+
+
+def test_a_store_line_of_expanding_numbers_is_an_input_error(tmp_path, capsys):
+    build_store(tmp_path / "s", n_ops=1)
+    p = tmp_path / "s" / "brackets.jsonl"
+    recs = _lines(p)
+    text = json.dumps(recs[0])[:-1] + ', "claims": {"x": [' + ",".join(["1e-3999"] * 50) + "]}}"
+    p.write_text(text + "\n")
+    code, _, err = _run(capsys, "check", str(tmp_path / "s"))
+    assert code == 2 and "expanding to more digits" in err and "line 1" in err
+
+
 def test_raw_line_separator_does_not_split_a_record(tmp_path):
     build_store(tmp_path / "s", n_ops=1)
     p = tmp_path / "s" / "operators.jsonl"

@@ -5,7 +5,10 @@ Reading contract (:func:`loads`):
 * numbers with a fraction or exponent parse to the exact ``Fraction`` they spell ("0.3" is
   3/10, never the binary float nearest to it); integers to ``int``; NaN/Infinity are refused;
 * a number with more than ``MAX_DIGITS`` significant digits plus exponent is refused before
-  it is expanded;
+  it is expanded, and so is a document whose numbers together expand to more than
+  ``MAX_DIGITS`` + ``DIGITS_PER_CHAR`` times its length in digits (each "1e-3999" is 7
+  characters that expand to a 4,000-digit rational: without the second rule half a million of
+  them in a 4 MB file became gigabytes of exact numbers and of their printed forms);
 * nesting deeper than ``MAX_DEPTH`` arrays/objects is refused before parsing (no
   RecursionError);
 * an object with a repeated key is refused (JSON leaves its meaning open; silently taking the
@@ -31,6 +34,10 @@ import numpy as np
 from softrank.certify.rationals import qstr
 
 MAX_DIGITS = 4000  # beyond this a number is refused rather than expanded
+# digits (significant plus exponent) a document's numbers may expand to per character of it,
+# beyond MAX_DIGITS: a float64 between 1e-16 and 1e16 as Python writes it expands to about its
+# length; MAX_DIGITS leaves room for about a dozen near the ends of the float64 range
+DIGITS_PER_CHAR = 4
 MAX_DEPTH = 64  # stores nest 3 or 4 levels deep; 64 leaves room and stays far from recursion
 _MAX_DIGITS = MAX_DIGITS  # old private name, kept for importers
 
@@ -41,14 +48,33 @@ _STRING = re.compile(r'"(?:[^"\\]|\\.)*(?:"|\\?\Z)', re.DOTALL)
 _BRACKETS = re.compile(r"[\[\]{}]")
 
 
-def _exact_float(s: str) -> Fraction:
-    try:
-        d = Decimal(s)
-    except InvalidOperation:  # pragma: no cover - json only passes valid number syntax
-        raise ValueError(f"bad number {s[:40]}") from None
-    if d and abs(d.adjusted()) + len(d.as_tuple().digits) > MAX_DIGITS:
-        raise ValueError(f"number with too many digits: {s[:40]}...")
-    return Fraction(d)
+class _Numbers:
+    """The number hooks of one document: exact values, and a budget of expanded digits that
+    every number spends before it is expanded."""
+
+    def __init__(self, length: int):
+        self.left = MAX_DIGITS + DIGITS_PER_CHAR * length
+
+    def _spend(self, digits: int, s: str) -> None:
+        if digits > MAX_DIGITS:
+            raise ValueError(f"number with too many digits: {s[:40]}...")
+        self.left -= digits
+        if self.left < 0:
+            raise ValueError(f"numbers expanding to more digits than {MAX_DIGITS} + "
+                             f"{DIGITS_PER_CHAR} per character of the document (at {s[:40]})")
+
+    def exact_float(self, s: str) -> Fraction:
+        try:
+            d = Decimal(s)
+        except InvalidOperation:  # pragma: no cover - json only passes valid number syntax
+            raise ValueError(f"bad number {s[:40]}") from None
+        if d:
+            self._spend(abs(d.adjusted()) + len(d.as_tuple().digits), s)
+        return Fraction(d)
+
+    def exact_int(self, s: str) -> int:
+        self._spend(len(s), s)
+        return int(s)
 
 
 def _exact_int(s: str) -> int:
@@ -100,7 +126,8 @@ def loads(text: str | bytes) -> Any:
     if text.count("[") + text.count("{") > MAX_DEPTH and nesting_depth(text) > MAX_DEPTH:
         raise ValueError(f"nesting deeper than {MAX_DEPTH} levels")
     try:
-        return json.loads(text, parse_float=_exact_float, parse_int=_exact_int,
+        numbers = _Numbers(len(text))
+        return json.loads(text, parse_float=numbers.exact_float, parse_int=numbers.exact_int,
                           parse_constant=_reject_constant, object_pairs_hook=_no_duplicates)
     except RecursionError:  # pragma: no cover - the depth check comes first
         raise ValueError("nesting too deep") from None
