@@ -17,6 +17,22 @@ import math
 from fractions import Fraction
 from typing import Literal
 
+
+def exact(q: Fraction | int | str) -> Fraction:
+    """Returns ``q`` as an exact Fraction; a string "n" or "n/d" of any length is read with
+    flint's fmpz, which has no limit on digits (Python's int(str) refuses past its limit, and
+    an exact string from a kernel interval can be longer: reading it must not crash a report)."""
+    if not isinstance(q, str):
+        return Fraction(q)
+    text = q.strip()
+    if len(text) <= 4000 or not all(c in "0123456789-/" for c in text):
+        return Fraction(text)
+    from flint import fmpz
+
+    num, _, den = text.partition("/")
+    return Fraction(int(fmpz(num)), int(fmpz(den)) if den else 1)
+
+
 Rounding = Literal["nearest", "down", "up"]
 ROUNDINGS = ("nearest", "down", "up")
 _LOG10_2 = 0.30102999566398120
@@ -69,7 +85,7 @@ def _exp10(num: int, den: int) -> int:
 
 def exponent10(a: Fraction | int) -> int:
     """Returns e with 10**e <= a < 10**(e + 1), exactly, for a rational a > 0."""
-    a = Fraction(a)
+    a = exact(a)
     if a <= 0:
         raise ValueError("exponent10 needs a > 0")
     return _exp10(a.numerator, a.denominator)
@@ -79,7 +95,7 @@ def fixed(q: Fraction | int | str, places: int, rounding: Rounding = "nearest") 
     """Returns ``q`` with exactly ``places`` decimals, rounded in direction ``rounding``: the
     printed decimal is <= q for "down", >= q for "up"."""
     places = max(int(places), 0)
-    n = _scaled(Fraction(q), places, rounding)
+    n = _scaled(exact(q), places, rounding)
     s = str(abs(n)).rjust(places + 1, "0")
     body = s if places == 0 else f"{s[:-places]}.{s[-places:]}"
     return ("-" if n < 0 else "") + body
@@ -99,7 +115,7 @@ def mantissa(q: Fraction, digits: int, rounding: Rounding) -> tuple[int, int]:
 def sci(q: Fraction | int | str, digits: int = 3, rounding: Rounding = "nearest") -> str:
     """Returns ``q`` as d.dd...e+XX with ``digits`` significant digits, rounded in direction
     ``rounding`` from the exact value (any size of rational)."""
-    q = Fraction(q)
+    q = exact(q)
     if q == 0:
         return "0"
     digits = max(int(digits), 1)
@@ -115,7 +131,7 @@ def sig(q: Fraction | int | str, digits: int = 6, rounding: Rounding = "nearest"
     the exact value, in the style of Python's ``g`` format: plain decimals when the decimal
     exponent e satisfies -4 <= e < ``fixed_below`` (default ``digits``), else d.ddde+XX;
     trailing zeros removed when ``strip``."""
-    q = Fraction(q)
+    q = exact(q)
     if q == 0:
         return "0"
     digits = max(int(digits), 1)
@@ -151,7 +167,7 @@ _FMAX = Fraction(2**1024 - 2**971)  # the largest finite float64
 
 def clamped_float(q: Fraction | int | str) -> float:
     """Returns the float nearest to ``q``, or +-inf beyond the float range (for plotting)."""
-    q = Fraction(q)
+    q = exact(q)
     if abs(q) > _FMAX:
         return -math.inf if q < 0 else math.inf
     return float(q)  # correctly rounded; tiny values go to a subnormal or 0
@@ -159,7 +175,7 @@ def clamped_float(q: Fraction | int | str) -> float:
 
 def float_down(q: Fraction | int | str) -> float:
     """Returns the largest float <= ``q`` (-inf below the float range): a plotted lower end."""
-    q = Fraction(q)
+    q = exact(q)
     if q > _FMAX:
         return float(_FMAX)
     f = clamped_float(q)
@@ -168,7 +184,7 @@ def float_down(q: Fraction | int | str) -> float:
 
 def float_up(q: Fraction | int | str) -> float:
     """Returns the smallest float >= ``q`` (+inf above the float range): a plotted upper end."""
-    q = Fraction(q)
+    q = exact(q)
     if q < -_FMAX:
         return -float(_FMAX)
     f = clamped_float(q)
@@ -186,7 +202,7 @@ def outward4(lo: Fraction | int | str, hi: Fraction | int | str | None = None) -
 def near4(q: Fraction | int | str) -> str:
     """Returns ``q`` exactly (``1/4``, ``24/25``) when that is short, else ``~`` and 4
     significant digits (rounded to nearest).  Display only."""
-    q = Fraction(q)
-    if len(str(q)) <= 12:
+    q = exact(q)
+    if max(q.numerator.bit_length(), q.denominator.bit_length()) <= 40 and len(str(q)) <= 12:
         return str(q)
     return "~" + sci(q, 4)

@@ -85,6 +85,22 @@ def test_values_below_and_beyond_the_float_range():
     assert Fraction(numfmt.float_down(x)) < x < Fraction(numfmt.float_up(x))
 
 
+def test_exact_strings_past_pythons_digit_limit_are_displayed():
+    # a kernel interval's exact string can pass the limit on int(str) (an intrinsic record
+    # mixing 1e-310 and 1e300 entries gave one): `check` and `audit` then exited 3
+    from softrank.certify.rationals import qstr
+
+    q = Fraction(7**60000, 3**50000 + 1)
+    s = qstr(q)
+    assert len(s) > 50_000 and numfmt.exact(s) == q and numfmt.exact("-" + s) == -q
+    lo, hi = (Fraction(v) for v in numfmt.outward4(s)[1:-1].split(", "))
+    assert lo <= q <= hi and hi / lo < Fraction(1001, 1000)
+    a, b = (Fraction(v) for v in numfmt.interval(s, s)[1:-1].split(", "))
+    assert a <= q <= b and b - a <= a / 10**5
+    assert numfmt.near4(s) == "~6.602e+26849" and numfmt.sci("-" + s) == "-6.60e+26849"
+    assert numfmt.near4("1/4") == "1/4" and numfmt.exact(" 3/4 ") == Fraction(3, 4)
+
+
 def _rank_result(kappa: tuple[Fraction, Fraction]) -> dict:
     iv = {"lo": str(kappa[0]), "hi": str(kappa[1])}
     return {"id": "rec", "operator": "op", "kind": "rank", "rank": 2,
