@@ -384,3 +384,23 @@ def test_a_cut_reason_is_not_cut_again_when_the_error_is_relocated():
     assert str(moved) == f"s/brackets.jsonl: line 3.eps: {err.reason}"
     short = InputError("x" * 420, field="f")
     assert short.reason == "x" * 420  # under the cut threshold: untouched
+
+
+def test_paths_named_by_the_user_are_escaped_where_shown(tmp_path, capsys):
+    # an out folder or store named after a hostile store (``audit --out "$STORE.audit"``)
+    # must not drive the terminal: audit, its resume line and produce print them escaped
+    evil = "evil\x1b]0;owned\x07\x1b[2J\r\u202eX"
+    A = np.full((3, 3), 1 / 3)
+    np.savez(tmp_path / "x.npz", A=A)
+    store, out = tmp_path / evil, tmp_path / (evil + ".audit")
+    code, o, e = _run(capsys, "produce", store, "--npz", tmp_path / "x.npz", "--producers",
+                      "tsvd", "--eps", "1/4")
+    assert code == 0 and "\\u001b]0;owned" in o
+    assert not any(c in o + e for c in "\x1b\x07\r\u202e"), o + e
+    for _ in range(2):  # the second run resumes from the journal and says so
+        code, o, e = _run(capsys, "audit", store, "--out", out, "--no-figures",
+                          "--no-progress")
+        assert code in (0, 1) and "report written to" in o
+    assert "resuming" in e
+    for text in (o, e):
+        assert not any(c in text for c in "\x1b\x07\r\u202e"), text

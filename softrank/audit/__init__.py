@@ -187,7 +187,7 @@ def run_audit(store: str | Path, out: str | Path, *, jobs: int = 1,
     check_out_folder(out)  # a planted link fails the run now, not after the checks
     with Journal.open(out, key, restart=restart or recheck, known_ids=ids) as journal:
         if journal.key_note is not None:
-            print(f"softrank-certify: {journal.key_note}", file=sys.stderr)
+            print(shown(f"softrank-certify: {journal.key_note}"), file=sys.stderr)
         if journal.trust.startswith("untrusted"):
             print(shown(f"softrank-certify: {journal.path}: journal not trusted "
                         f"({journal.trust.split(': ', 1)[1]}); every bracket is checked again"),
@@ -212,9 +212,9 @@ def run_audit(store: str | Path, out: str | Path, *, jobs: int = 1,
         sample = journal.sample(seed, sample_size(len(journal.records)))
         todo = [i for i in ids if i not in journal.records]
         if len(todo) < len(ids):
-            print(f"softrank-certify: resuming: {len(ids) - len(todo)} of {len(ids)} brackets "
-                  f"done in {journal.path} ({len(sample)} of them rechecked as a sample)",
-                  file=sys.stderr)
+            print(shown(f"softrank-certify: resuming: {len(ids) - len(todo)} of {len(ids)} "
+                        f"brackets done in {journal.path} ({len(sample)} of them rechecked as "
+                        "a sample)"), file=sys.stderr)
         runner: Any = None
         tasks = 0  # Dask tasks submitted (several operators each, see batching.py)
         for _attempt in (1, 2):

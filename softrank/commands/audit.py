@@ -112,10 +112,10 @@ def run(args: argparse.Namespace) -> int:
               f"{t['closed']} after tightening across eps; claims not proved: "
               f"{s['claims_not_proved']}; input errors: {s['input_errors']}")
         also = "report.tex, report.json" + (", figures/" if report["figures"] else "")
-        print(f"report written to {args.out}/report.md (also {also})")
+        print(shown(f"report written to {args.out}/report.md (also {also})"))
         if intrinsic is not None:
-            print(f"{intrinsic['records']} intrinsic records checked ({intrinsic['errors']} "
-                  f"input errors): {args.out}/intrinsic.md")
+            print(shown(f"{intrinsic['records']} intrinsic records checked "
+                        f"({intrinsic['errors']} input errors): {args.out}/intrinsic.md"))
     for e in report["errors"]:
         print(f"softrank-certify: input error: {shown(e['error'])}", file=sys.stderr)
     for x in s["internal_errors"]:

@@ -237,7 +237,7 @@ def run(args: argparse.Namespace) -> int:
             return 2
     if internal:  # proved ends cannot contradict: a bug, whatever else went wrong
         for line in internal:
-            print(f"softrank-certify: {line}", file=sys.stderr)
+            print(shown(f"softrank-certify: {line}"), file=sys.stderr)
         return 3
     if summary["errors"]:
         for r in records:

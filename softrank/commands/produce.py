@@ -596,10 +596,11 @@ def _produce(args: argparse.Namespace, store: Store, root: Path, jobs: list[tupl
 
         print(jsonexact.dumps(summary, indent=1))
     else:
-        print(f"{root}: {new_ops} operators added, {len(jobs)} processed, {written} brackets "
-              f"written ({len(failures)} producer failures)")
+        print(shown(f"{root}: {new_ops} operators added, {len(jobs)} processed, {written} "
+                    f"brackets written ({len(failures)} producer failures)"))
         if ranks:
-            print(f"{root}: {summary['intrinsic_records_written']} intrinsic records written")
+            print(shown(f"{root}: {summary['intrinsic_records_written']} intrinsic records "
+                        "written"))
         for f in failures[:20]:
             print(f"  producer failure: {shown(f)}", file=sys.stderr)
     return 1 if failures else 0
