@@ -115,7 +115,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="multiply the producers' search budgets (alt_l1's descent and "
                         "near-miss steps, bernstein, rowset, decoder_lp: their defaults or "
                         "SOFTRANK_*_BUDGET / SOFTRANK_ALT_L1_DESCENT / SOFTRANK_ALT_L1_VSTEP) "
-                        "by F > 0; fewer seconds, looser brackets "
+                        "by F in (0, 1000]; below 1, fewer seconds and looser brackets "
                         "(default 1)")
     p.add_argument("--budget-mode", choices=list(MODES), default="work",
                    help="work (default): every search budget counts work units (IRLS steps, "
@@ -386,11 +386,23 @@ def _check_budget_variables() -> None:
             raise InputError(f"environment variable {name}={raw!r} is not {need}", field=name)
 
 
+#: Largest --budget-scale: every search budget times this stays a bounded run (4 is the most
+#: any measurement in the producers' README used).
+MAX_BUDGET_SCALE = 1000.0
+
+
 def run(args: argparse.Namespace) -> int:
     _check_budget_variables()
     scale = args.budget_scale
-    if scale is not None and not (np.isfinite(scale) and scale > 0):
-        raise InputError(f"must be a positive finite number, got {scale}", field="budget-scale")
+    if scale is not None and not (np.isfinite(scale) and 0 < scale <= MAX_BUDGET_SCALE):
+        raise InputError(f"must be a number in (0, {MAX_BUDGET_SCALE}], got {scale}",
+                         field="budget-scale")
+    # checked before anything is read or created: a value that cannot be written to the
+    # store's provenance would otherwise fail after the brackets were written
+    for name, value in (("capture-tolerance", args.capture_tolerance),
+                        ("intrinsic-budget", args.intrinsic_budget)):
+        if value is not None and not (np.isfinite(value) and value > 0):
+            raise InputError(f"must be a positive finite number, got {value}", field=name)
     env = {name: os.environ[name] for name, _ in _budget_variables()
            if os.environ.get(name) and name != SCALE_ENV}
     if scale is None:
