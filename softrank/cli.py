@@ -16,8 +16,10 @@ import functools
 import os
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from . import __version__
+from .terminal import shown
 
 # Heavier imports (the kernel, numpy, flint, the command modules) happen inside the functions
 # that need them, so ``--version`` answers without loading them.
@@ -40,13 +42,22 @@ def _common_options(verbose_help: str | None = None) -> argparse.ArgumentParser:
     return common
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser with its usage errors escaped: they quote the command line, which can
+    carry a store's or a file's name (``gauge $'\\x1b[2J'`` repeated an ESC raw)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(2, f"{self.prog}: error: {shown(message)}\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     import importlib
     import pkgutil
 
     from . import commands
 
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="softrank-certify",
         description="Rigorous (verified-numerics) checks of approximation-rank brackets "
                     "for softmax attention matrices.",

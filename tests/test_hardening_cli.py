@@ -404,3 +404,27 @@ def test_paths_named_by_the_user_are_escaped_where_shown(tmp_path, capsys):
     assert "resuming" in e
     for text in (o, e):
         assert not any(c in text for c in "\x1b\x07\r\u202e"), text
+
+
+def test_usage_errors_and_the_grid_plot_path_are_escaped(tmp_path, capsys):
+    evil = "x\x1b[2J\x07\u202e"
+    for argv in (["gauge", evil], [evil], ["produce", "st", "--npz-kind", evil]):
+        with pytest.raises(SystemExit) as ex:
+            main(argv)
+        _, err = capsys.readouterr()
+        assert ex.value.code == 2 and "error:" in err
+        assert not any(c in err for c in "\x1b\x07\u202e"), err
+    pytest.importorskip("matplotlib")
+    plot = tmp_path / (evil + ".png")
+    code, out, _ = _run(capsys, "grid", "--r", "1", "--eps", "1/4", "--L", "3", "--plot", plot)
+    assert code in (0, 1) and "plot saved to" in out and plot.exists()
+    assert not any(c in out for c in "\x1b\x07\u202e"), out
+
+
+def test_an_oracle_cell_that_is_not_a_regular_file_is_refused_without_blocking(tmp_path, capsys):
+    # a FIFO with no writer used to block the read before the budget's clock could stop it
+    fifo = tmp_path / "cell.fifo"
+    os.mkfifo(fifo)
+    for path in (fifo, tmp_path):
+        code, _, err = _run(capsys, "oracle", path, "--budget", "1")
+        assert code == 2 and "not a regular file" in err and str(path) in err

@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 
 from softrank.certify.errors import InputError
+from softrank.terminal import shown
 from softrank.witnesses.atomic import write_atomic
 
 NAME = "grid"
@@ -81,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
     if plt is not None and plot is not None:
         _plot(plt, fams, plot)
         if not args.json:
-            print(f"plot saved to {plot}")
+            print(shown(f"plot saved to {plot}"))
     return 0
 
 

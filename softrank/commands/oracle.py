@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import stat
 from typing import Any
 
 from softrank.certify.errors import InputError
@@ -39,10 +41,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def load_cell(path: str) -> tuple[Any, Any, bool]:
     """Returns (matrix, eps, stochastic) read from ``path``; InputError names file/field."""
     try:
-        with open(path, "rb") as fh:
-            raw = fh.read(MAX_CELL_BYTES + 1)
+        # O_NONBLOCK: a FIFO named as the cell must not block before the budget's clock runs
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except OSError as err:
         raise InputError(f"cannot read: {err.strerror}", source=path) from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise InputError("not a regular file (a folder, FIFO or device is not a cell)",
+                         source=path)
+    with os.fdopen(fd, "rb") as fh:
+        try:
+            raw = fh.read(MAX_CELL_BYTES + 1)
+        except OSError as err:
+            raise InputError(f"cannot read: {err.strerror}", source=path) from None
     if len(raw) > MAX_CELL_BYTES:
         raise InputError(f"larger than {MAX_CELL_BYTES} bytes: not a small cell", source=path)
     try:
