@@ -654,3 +654,27 @@ def test_resume_refuses_a_skipped_bracket_whose_arrays_changed(tmp_path, capsys)
     (tmp_path / "again").mkdir()
     out2, args2 = _resume_fixture(tmp_path / "again")
     assert main([*args2, "--eps", "0.25"]) == 0
+
+
+def test_bracket_ids_stay_distinct_and_valid_past_128_characters():
+    import re
+    from fractions import Fraction
+
+    from softrank.witnesses.producers.pipeline import bracket_id
+
+    ok = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")  # the store's id rule
+    assert bracket_id("op", Fraction(1, 4), "alt_l1") == "op.e0.25.alt_l1"  # short: unchanged
+    tiny = Fraction(1, 10**400)  # its tag alone is 402 characters
+    long_op = "o" * 120
+    ids = {bracket_id(op, e, up) for op in ("op", long_op) for e in (tiny, Fraction(1, 4),
+                                                                      tiny * 3)
+           for up in ("alt_l1", "tsvd", "rw_svd")}
+    assert len(ids) == 18 and all(ok.match(i) for i in ids)
+    assert bracket_id(long_op, tiny, "tsvd") == bracket_id(long_op, tiny, "tsvd")  # resumable
+
+
+def test_a_tiny_eps_writes_every_bracket(tmp_path, capsys):
+    src = _npz(tmp_path, a=np.full((3, 3), 1 / 3))
+    assert main(["produce", str(tmp_path / "st"), "--npz", src, "--eps", "1e-400", "1/4",
+                 "--producers", "tsvd", "rw_svd", "--quiet"]) == 0
+    assert "4 brackets written" in capsys.readouterr().out

@@ -25,6 +25,7 @@ could be, never wrong (``certify`` checks every end).
 
 from __future__ import annotations
 
+import hashlib
 import inspect
 import re
 import time
@@ -58,7 +59,13 @@ def eps_tag(eps: Fraction) -> str:
 
 
 def bracket_id(op_id: str, eps: Fraction, upper: str) -> str:
-    return f"{op_id}.e{eps_tag(eps)}.{_SAFE.sub('_', upper)}"[:128]
+    """Returns "<operator>.e<eps tag>.<producer>", or, when that passes the store's 128
+    characters, its first 110 characters and ".h" with 16 hex digits of its sha256: cutting
+    it alone dropped the producer (or all of a tiny eps), so two brackets got one id."""
+    full = f"{op_id}.e{eps_tag(eps)}.{_SAFE.sub('_', upper)}"
+    if len(full) <= 128:
+        return full
+    return f"{full[:110]}.h{hashlib.sha256(full.encode()).hexdigest()[:16]}"
 
 
 def anchor_of(uppers: list[str]) -> str:
