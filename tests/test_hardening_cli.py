@@ -328,6 +328,43 @@ def test_a_bad_scheduler_address_is_an_input_error(tmp_path, capsys, address):
     assert code == 2 and "--scheduler" in err and "internal error" not in err
 
 
+def test_a_server_that_is_not_a_scheduler_is_an_input_error(tmp_path, capsys):
+    # its answer read as a Dask frame asked for exabytes: MemoryError, which exited 3
+    pytest.importorskip("distributed")
+    import socket
+    import threading
+
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(8)
+    stop = threading.Event()
+
+    def answer() -> None:
+        srv.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                c, _ = srv.accept()
+            except OSError:
+                continue
+            with c:
+                try:
+                    c.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+                except OSError:
+                    pass
+
+    t = threading.Thread(target=answer, daemon=True)
+    t.start()
+    try:
+        build_store(tmp_path / "s", n_ops=1)
+        address = f"tcp://127.0.0.1:{srv.getsockname()[1]}"
+        code, _, err = _run(capsys, "check", tmp_path / "s", "--scheduler", address)
+    finally:
+        stop.set()
+        t.join()
+        srv.close()
+    assert code == 2 and "--scheduler" in err and "internal error" not in err, err
+
+
 def test_an_unwritable_export_target_is_refused_before_the_run(tmp_path, capsys):
     build_store(tmp_path / "s", n_ops=1)
     (tmp_path / "afile").write_text("x")

@@ -300,7 +300,9 @@ class DaskExecutor(_RecordsOfBatches):
         else:
             try:
                 self.client, self._owned = Client(address), True
-            except (ValueError, TypeError, OSError) as err:  # malformed or unreachable address
+            # malformed or unreachable address; MemoryError: a server that is not a Dask
+            # scheduler answered, and its bytes read as a frame length of exabytes
+            except (ValueError, TypeError, OSError, MemoryError) as err:
                 raise InputError(f"cannot use the Dask scheduler {str(address)[:200]!r}: "
                                  f"{err}", field="--scheduler") from None
         self.address = str(self.client.scheduler.address)
