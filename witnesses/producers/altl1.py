@@ -138,6 +138,30 @@ def _solve_batched(G: np.ndarray, b: np.ndarray) -> np.ndarray:
         return np.stack([np.linalg.lstsq(g, v, rcond=None)[0] for g, v in zip(G, b, strict=True)])
 
 
+#: Bytes of k x k products one pass of the weighted solves may hold: past it they run by
+#: blocks of columns (one 1024 x 1024 head at rank 1000 formed 8 GiB arrays at once)
+GRAM_BYTES = 1 << 28
+
+
+def _weighted_solves(W: np.ndarray, X: np.ndarray, rhs: np.ndarray) -> np.ndarray:
+    """Returns Y (n x k) with G_j Y[j] = rhs[j], G_j = sum_i W[i, j] X[i] X[i]^T (W is
+    rows x n, X rows x k, rhs n x k; the weighted least-squares step of IRLS for every column
+    j).  Small problems form every G_j with one GEMM; larger ones a block of columns at a time,
+    so no intermediate passes GRAM_BYTES."""
+    rows, n = W.shape
+    k = X.shape[1]
+    if 8 * k * k * max(rows, n) <= GRAM_BYTES:
+        XX = (X[:, :, None] * X[:, None, :]).reshape(rows, k * k)
+        return _solve_batched((W.T @ XX).reshape(n, k, k), rhs)
+    out = np.empty((n, k))
+    step = max(1, GRAM_BYTES // (8 * k * max(rows, k)))
+    for j0 in range(0, n, step):
+        XW = W[:, j0:j0 + step].T[:, :, None] * X[None, :, :]  # b x rows x k
+        out[j0:j0 + step] = _solve_batched(np.matmul(XW.transpose(0, 2, 1), X),
+                                           rhs[j0:j0 + step])
+    return out
+
+
 def alt_l1(A: np.ndarray, k: int, t: float, U0: np.ndarray, V0: np.ndarray, *,
            iters: int = 300, deadline: float | None = None, patient: bool = False,
            polish: bool = False) -> tuple[np.ndarray, np.ndarray, float]:
@@ -176,17 +200,10 @@ def alt_l1(A: np.ndarray, k: int, t: float, U0: np.ndarray, V0: np.ndarray, *,
         # l1 majorizer floor: from the mean entry error down by 100x over the run
         floor = max(err / N * 10.0 ** (-2 * it / iters), 1e-13)
         Wt = rho[:, None] / np.maximum(absE, floor)
-        # G_j = sum_i W_ij U_i U_i^T for every column j at once: one GEMM
-        UU = (U[:, :, None] * U[:, None, :]).reshape(m, k * k)
-        G = (Wt.T @ UU).reshape(N, k, k)
-        b = (Wt * A).T @ U
-        V = _solve_batched(G, b).T
+        V = _weighted_solves(Wt, U, (Wt * A).T @ U).T
         E = A - U @ V
         Wt = rho[:, None] / np.maximum(np.abs(E), floor)
-        VV = (V.T[:, :, None] * V.T[:, None, :]).reshape(N, k * k)
-        G = (Wt @ VV).reshape(m, k, k)
-        b = (Wt * A) @ V.T
-        U = _solve_batched(G, b)
+        U = _weighted_solves(Wt.T, V.T, (Wt * A) @ V.T)
         U, V = _balance(U, V)
         absE = np.abs(A - U @ V)
         r = absE.sum(axis=1)
