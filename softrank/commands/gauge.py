@@ -30,6 +30,8 @@ def check_beta(beta: str) -> None:
     plain ASCII symbol name.  Names that sympy reads as a number or a non-finite value (nan, oo,
     zoo, I, E, pi, ...), and inf / infinity in any case, are refused: as a symbol they would
     print as if beta were that value."""
+    import keyword
+
     import sympy
 
     if beta.isidentifier():
@@ -42,11 +44,13 @@ def check_beta(beta: str) -> None:
                              field="--beta")
         low = beta.lower()
         val = getattr(sympy, beta, None)  # sympy's own name for it, looked up (no eval)
-        if low in ("nan", "inf", "infinity", "oo", "zoo") or (
-                isinstance(val, sympy.Basic) and val.is_number):
-            raise InputError(f"{beta!r} names a number or a non-finite value, not a symbol: "
-                             "give a positive rational (e.g. 3/2) or another symbol name",
-                             field="--beta")
+        # a sympy object's name (EmptySet, true) or a Python constant (None, True) prints in
+        # the table as if beta were that object ("kappa(C) None")
+        if low in ("nan", "inf", "infinity", "oo", "zoo") or keyword.iskeyword(beta) or (
+                isinstance(val, sympy.Basic)):
+            raise InputError(f"{beta!r} names a number, a non-finite value, a sympy constant or "
+                             "a Python keyword, not a free symbol: give a positive rational "
+                             "(e.g. 3/2) or another symbol name", field="--beta")
         return
     b = to_rational(beta, field="--beta")
     if b <= 0:
