@@ -519,3 +519,14 @@ def test_topological_kinds_within_the_bounds_still_read(tmp_path, capsys, kind):
     code, out, err = _run(capsys, "check", "--json", str(tmp_path / "s"))
     assert code in (0, 1) and "input error" not in err
     assert json.loads(out)["records"][0]["lower_check"]["kind"] == kind
+
+
+@pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="needs procfs")
+def test_a_file_whose_size_lies_is_read_only_up_to_the_cap():
+    # procfs reports size 0 whatever a file holds: the cap must bound the read itself
+    with pytest.raises(InputError, match="longer than the cap of 100 bytes") as e:
+        npzsafe.read_npz(Path("/proc/self/maps"), None, cap=100)
+    assert e.value.source == "/proc/self/maps"
+    with pytest.raises(InputError, match="cannot read") as e:  # reading it is an I/O error
+        npzsafe.read_npz(Path("/proc/self/mem"), None)
+    assert e.value.source == "/proc/self/mem"

@@ -119,7 +119,16 @@ def read_npz(path: Path, expected_sha: str | None, *, expect: Expect | None = No
     if size > cap:
         raise InputError(f"file of {size} bytes exceeds the cap of {cap} bytes "
                          "(SOFTRANK_MAX_ARRAY_BYTES)", field=field_name, source=src)
-    data = path.read_bytes()
+    try:
+        with open(path, "rb") as fh:
+            # st_size can lie (procfs reports 0 for files of any length): read at most cap + 1
+            data = fh.read(cap + 1)
+    except OSError as err:
+        raise InputError(f"cannot read: {err.strerror or err}", field=field_name,
+                         source=src) from None
+    if len(data) > cap:
+        raise InputError(f"file longer than the cap of {cap} bytes (SOFTRANK_MAX_ARRAY_BYTES)",
+                         field=field_name, source=src)
     if expected_sha is not None:
         got = hashlib.sha256(data).hexdigest()
         if got != expected_sha:
