@@ -92,3 +92,41 @@ def test_bad_ends_are_input_errors(end, field):
     with pytest.raises(InputError) as err:
         tighten([end])
     assert err.value.field == field
+
+
+def _reference(items: list[ProvedEnd], points: list[Fraction]) -> dict:
+    """The definition, one scan of every end per tolerance (the earlier quadratic form)."""
+    out = {}
+    for eps in points:
+        lows = [e for e in items if e.side == "lower" and e.eps >= eps]
+        ups = [e for e in items if e.side == "upper" and e.eps <= eps]
+        low = max(lows, key=lambda e: (e.rank, -(e.eps - eps)), default=None)
+        up = min(ups, key=lambda e: (e.rank, eps - e.eps), default=None)
+        out[eps] = (low, up)
+    return out
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_the_sweep_cites_what_the_definition_cites(seed):
+    # ties in rank and in eps, repeated ends and points with no end: same ends, same citations
+    rng = random.Random(seed)
+    items = [ProvedEnd(Fraction(rng.randint(1, 12), 12), rng.choice(["lower", "upper"]),
+                       rng.randint(0, 4), f"r{i}") for i in range(rng.randint(0, 40))]
+    points = sorted({Fraction(rng.randint(1, 24), 24) for _ in range(10)}
+                    | {e.eps for e in items})
+    got = tighten(items, at=points)
+    want = _reference(items, points)
+    assert set(got) == set(points)
+    for eps, (low, up) in want.items():
+        assert got[eps].lower_from is low and got[eps].upper_from is up, (eps, seed)
+
+
+def test_many_tolerances_of_one_operator_are_one_sweep():
+    # 20,000 tolerances: the definition's scan would compare 4 * 10^8 pairs
+    n = 20_000
+    items = [ProvedEnd(Fraction(i + 1, n), "upper" if i % 2 else "lower", (n - i) // 100,
+                       f"b{i}") for i in range(n)]
+    got = tighten(items)
+    assert len(got) == n and all(b.consistent for b in got.values())
+    first, last = got[Fraction(1, n)], got[Fraction(1)]
+    assert first.upper is None and last.lower is None and last.upper == 0
