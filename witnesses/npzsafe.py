@@ -121,14 +121,20 @@ def read_npz(path: Path, expected_sha: str | None, *, expect: Expect | None = No
                          "(SOFTRANK_MAX_ARRAY_BYTES)", field=field_name, source=src)
     try:
         with open(path, "rb") as fh:
-            # st_size can lie (procfs reports 0 for files of any length): read at most cap + 1
-            data = fh.read(cap + 1)
+            parts = [fh.read(size)]  # what stat promised, in one allocation of its size
+            total = len(parts[0])
+            # st_size can lie (procfs reports 0 for files of any length): the rest is read
+            # a MiB at a time and stops past the cap
+            while total <= cap and (more := fh.read(1 << 20)):
+                parts.append(more)
+                total += len(more)
     except OSError as err:
         raise InputError(f"cannot read: {err.strerror or err}", field=field_name,
                          source=src) from None
-    if len(data) > cap:
+    if total > cap:
         raise InputError(f"file longer than the cap of {cap} bytes (SOFTRANK_MAX_ARRAY_BYTES)",
                          field=field_name, source=src)
+    data = parts[0] if len(parts) == 1 else b"".join(parts)
     if expected_sha is not None:
         got = hashlib.sha256(data).hexdigest()
         if got != expected_sha:
