@@ -99,11 +99,14 @@ MAX_ROW_WORK = 10**11
 
 def grid_cost(r: int, L: int, q: Fraction) -> tuple[int, int]:
     """Returns (bits held by the weights T, bit operations of the row sums), both estimates
-    of the work :func:`grid_family` does (up to a small constant factor)."""
+    of the work :func:`grid_family` does (up to a small constant factor).  A product or gcd
+    of b-bit numbers costs about b / 64 word operations per bit once b passes a machine word
+    (schoolbook and gcd; an eps of 3,900 digits made a run priced at 2% of the limit take 69 s),
+    so the row work grows with b^2 / 64 there."""
     D = r * (L - 1) ** 2
     b = q.numerator.bit_length() + q.denominator.bit_length()
     n = L ** r
-    return D * D * b, n * n * D * b
+    return D * D * b, n * n * D * b * max(1, b // 64)
 
 
 def grid_family(r: int, L: int, eps: object, *, max_points: int = 1600) -> GridFamily:

@@ -191,6 +191,12 @@ def test_grid_cost_guard_by_work(capsys):
     code, _, err = _run(capsys, "grid", "--r", "2", "--eps", "1/" + "7" * 300, "--L", "30")
     assert code == 2 and "too costly" in err
     assert _run(capsys, "grid", "--r", "1", "--eps", "1/4", "--L", "3")[0] == 0
+    # arithmetic on 13,000-bit numbers costs more per bit than on small ones: this run was
+    # priced at 2% of the limit and took 69 s; the same eps on a smaller grid still runs
+    tiny = "1/" + str(10**3900)
+    code, _, err = _run(capsys, "grid", "--r", "2", "--eps", tiny, "--L", "6")
+    assert code == 2 and "too costly" in err
+    assert _run(capsys, "grid", "--r", "2", "--eps", tiny, "--L", "3", "--json")[0] == 0
 
 
 def test_gauge_cost_guard(capsys):
