@@ -237,7 +237,7 @@ def run(args: argparse.Namespace) -> int:
             return 2
     if internal:  # proved ends cannot contradict: a bug, whatever else went wrong
         for line in internal:
-            print(shown(f"softrank-certify: {line}"), file=sys.stderr)
+            print(f"softrank-certify: {line}", file=sys.stderr)  # already shown()
         return 3
     if summary["errors"]:
         for r in records:
