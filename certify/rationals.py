@@ -17,7 +17,7 @@ import numpy as np
 
 from .errors import InputError
 
-_RATIO = re.compile(r"^\s*([+-]?\d+)\s*/\s*(\d+)\s*$")
+_RATIO = re.compile(r"^\s*([+-]?\d+)\s*/\s*(\d+)\s*$", re.ASCII)
 
 
 # A tolerance with more digits than this is refused: Python cannot even print it
@@ -76,6 +76,11 @@ def _np_float(x: np.floating) -> Fraction:
 
 
 def _parse_string(s: str, field: str) -> Fraction:
+    # Python's int() and Decimal() read any Unicode digits ("\u0663/\u0662\u0660" is 3/20)
+    # and full-width ones; a tolerance must read the same to every reader and tool, so
+    # only ASCII spellings are numbers here
+    if not s.isascii():
+        raise InputError(f"not a rational number (ASCII digits only): {s[:80]!r}", field=field)
     m = _RATIO.match(s)
     if m:
         # refuse before int(): a 60,000-digit string would hit Python's int-parsing limit,

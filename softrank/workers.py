@@ -7,6 +7,26 @@ import signal
 import sys
 from typing import Any
 
+#: The most worker processes a run starts.  Each worker imports numpy, flint and the kernel
+#: (about 100 MB resident before any work), and a pool starts one per queued task up to its
+#: size, so an unbounded ``--jobs`` is unbounded memory on a large corpus.
+MAX_JOBS = 256
+
+
+def jobs_count(text: str) -> int:
+    """argparse ``type`` of ``--jobs``: returns the integer ``text`` spells when it lies in
+    1 .. MAX_JOBS; raises ``argparse.ArgumentTypeError`` (a usage error, exit 2) otherwise."""
+    import argparse
+
+    try:
+        n = int(text, 10) if text.strip().isascii() else None
+    except ValueError:
+        n = None
+    if n is None or not 1 <= n <= MAX_JOBS:
+        raise argparse.ArgumentTypeError(
+            f"must be an integer from 1 to {MAX_JOBS} (worker processes), got {text[:40]!r}")
+    return n
+
 
 def init_worker(parent: int) -> None:
     """Pool initializer: one BLAS thread per worker, SIGINT ignored, and the worker dies with

@@ -444,7 +444,9 @@ def test_usage_errors_exit_2(tmp_path, known, capsys):
     store = known[0]
     assert main(["audit", str(tmp_path / "nope"), "--out", str(tmp_path / "o")]) == 2
     assert main(["audit", str(store), "--out", str(tmp_path / "o"), "--budgets", "0"]) == 2
-    assert main(["audit", str(store), "--out", str(tmp_path / "o"), "--jobs", "0"]) == 2
+    with pytest.raises(SystemExit) as ex:  # argparse's usage error
+        main(["audit", str(store), "--out", str(tmp_path / "o"), "--jobs", "0"])
+    assert ex.value.code == 2
     # a journal written for another store is refused, and --restart discards it
     other = tmp_path / "other"
     build_known_store(other, with_false=False)

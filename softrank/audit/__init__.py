@@ -28,6 +28,7 @@ from softrank.witnesses import open_store
 from softrank.witnesses.store import stale_brackets
 
 from ..terminal import shown
+from ..workers import MAX_JOBS
 from . import provenance
 from .batching import chunk_works
 from .executors import make_executor, plan_chunks
@@ -170,8 +171,9 @@ def run_audit(store: str | Path, out: str | Path, *, jobs: int = 1,
     budgets = sorted({int(k) for k in budgets})
     if not budgets or budgets[0] < 1:
         raise InputError("budgets must be positive ranks", field="--budgets")
-    if jobs < 1:
-        raise InputError("--jobs must be >= 1", field="--jobs")
+    if not 1 <= jobs <= MAX_JOBS:
+        raise InputError(f"must be from 1 to {MAX_JOBS} worker processes, got {jobs}",
+                         field="--jobs")
     if int(bootstrap_resamples) < 1:
         raise InputError("the bootstrap needs at least one resample", field="--resamples")
     if figures:

@@ -13,6 +13,7 @@ from ..audit import DEFAULT_RESAMPLES, DEFAULT_SEED, parse_budgets, run_audit
 from ..audit.report import internal_error_text
 from ..runner import default_jobs
 from ..terminal import shown
+from ..workers import jobs_count
 from . import _batch
 
 NAME = "audit"
@@ -30,7 +31,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", required=True, metavar="DIR",
                    help="output folder; its journal.jsonl lets an interrupted audit resume")
     where = p.add_mutually_exclusive_group()  # local processes or a cluster, not both
-    where.add_argument("--jobs", type=int, default=1, metavar="N",
+    where.add_argument("--jobs", type=jobs_count, default=1, metavar="N",
                        help=f"worker processes (default 1; this machine suggests "
                             f"{default_jobs()})")
     p.add_argument("--budgets", default="8,16,32", metavar="K,K,...",
@@ -83,9 +84,6 @@ def _command_line(args: argparse.Namespace, budgets: list[int]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.jobs < 1:
-        print("softrank-certify audit: error: --jobs must be >= 1", file=sys.stderr)
-        return 2
     budgets = parse_budgets(args.budgets)
     max_work = None if args.max_work is None else workbound.parse_max_work(args.max_work)
     batch = _batch.value(args)

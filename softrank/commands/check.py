@@ -20,6 +20,7 @@ from ..numfmt import sci
 from ..runner import default_jobs, iter_checks
 from ..terminal import shown
 from ..words import LEGEND_WORDS, all_proved, end_reason, end_result, word
+from ..workers import jobs_count
 from . import _batch
 from ._intrinsic_check import format_result, iter_intrinsic_checks, summarize_intrinsic
 
@@ -41,7 +42,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("store", help="store directory (format softrank-brackets v1)")
     p.add_argument("--json", action="store_true", help="print one JSON document instead of text")
     where = p.add_mutually_exclusive_group()  # local processes or a cluster, not both
-    where.add_argument("--jobs", type=int, default=1, metavar="N",
+    where.add_argument("--jobs", type=jobs_count, default=1, metavar="N",
                        help=f"worker processes (default 1; this machine suggests "
                             f"{default_jobs()})")
     p.add_argument("--tier", choices=["auto", "float64", "arb", "exact"], default="auto",
@@ -164,8 +165,6 @@ def _q(s: str) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.jobs < 1:
-        raise SystemExit(_usage("--jobs must be >= 1"))
     if args.export:
         check_bundle_target(args.export, "--export")  # before the run, not after it
     max_work = None if args.max_work is None else workbound.parse_max_work(args.max_work)

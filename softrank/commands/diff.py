@@ -31,6 +31,7 @@ from ..audit.tables import fmt_eps, group_pairs, ok
 from ..runner import iter_checks
 from ..terminal import shown
 from ..words import end_result, word
+from ..workers import jobs_count
 
 NAME = "diff"
 HELP = ("name the (operator, eps) pairs whose validated brackets, verdicts or claim outcomes "
@@ -54,7 +55,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         f"else {','.join(map(str, DEFAULT_BUDGETS))})")
     p.add_argument("--tier", choices=["auto", "float64", "arb", "exact"], default="auto",
                    help="arithmetic tier when a side is a store (default auto)")
-    p.add_argument("--jobs", type=int, default=1, metavar="N",
+    p.add_argument("--jobs", type=jobs_count, default=1, metavar="N",
                    help="worker processes when a side is a store (default 1)")
     p.add_argument("--json", action="store_true", help="print one JSON document")
     p.add_argument("--max-json", type=int, default=MAX_REPORT_MIB, metavar="MIB",
@@ -278,8 +279,6 @@ def format_text(result: dict[str, Any]) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.jobs < 1:
-        raise InputError("--jobs must be >= 1", field="--jobs")
     if args.max_json < 1:
         raise InputError("--max-json must be >= 1", field="--max-json")
     cap = args.max_json << 20

@@ -14,6 +14,7 @@ from ..export import check_bundle_target, write_bundle
 from ..runner import iter_checks
 from ..terminal import shown
 from ..words import all_proved
+from ..workers import jobs_count
 
 NAME = "export"
 HELP = ("check a store and write a replay bundle (exact rationals, raw arrays, sha256 per "
@@ -28,7 +29,7 @@ EXAMPLES = (  # shown under --help
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("store", help="store directory (format softrank-brackets v1)")
     p.add_argument("--out", required=True, metavar="BUNDLE", help="bundle file to write (.zip)")
-    p.add_argument("--jobs", type=int, default=1, metavar="N", help="worker processes")
+    p.add_argument("--jobs", type=jobs_count, default=1, metavar="N", help="worker processes")
     p.add_argument("--no-kyfan", action="store_true",
                    help="skip the Ky Fan certificate search for frobenius_tail ends")
     p.add_argument("--max-work", default=None, metavar="UNITS",
@@ -55,9 +56,6 @@ def export_records(store: str, records: list[dict[str, Any]], out: str, *,
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.jobs < 1:
-        print("softrank-certify export: error: --jobs must be >= 1", file=sys.stderr)
-        return 2
     check_bundle_target(args.out, "--out")
     max_work = None if args.max_work is None else workbound.parse_max_work(args.max_work)
     digest = open_store(args.store).digest  # validates the records before any work

@@ -53,6 +53,7 @@ from softrank.witnesses.producers._common import (
 )
 from softrank.witnesses.producers.pipeline import OperatorResult, bracket_id, produce_operator
 from softrank.witnesses.store import stale_brackets
+from softrank.workers import jobs_count
 
 from . import _batch
 from . import _intrinsic_produce as intrinsic_produce
@@ -124,7 +125,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "any number of workers; cpu: CPU seconds of the producing process "
                         "(today's behaviour, brackets vary with machine load)")
     where = p.add_mutually_exclusive_group()  # local processes or a cluster, not both
-    where.add_argument("--jobs", type=int, default=1, metavar="N",
+    where.add_argument("--jobs", type=jobs_count, default=1, metavar="N",
                        help="worker processes (default 1)")
     where.add_argument("--scheduler", metavar="ADDRESS", default=None,
                        help="produce on a Dask cluster (extra [dask]): each operator with all "
@@ -187,6 +188,11 @@ def iter_npz(paths: list[str], kind: str, family: str | None) -> Iterator[Operat
 def _npz_expect(name: str, dtype: np.dtype, shape: tuple[int, ...]) -> str | None:
     if dtype.kind != "f":
         return f"must be a float array, got {dtype}"
+    if dtype.itemsize > 8:
+        # float16/32 widen to float64 exactly; a longer float would be rounded, and the
+        # store would then hold (and every verdict would be about) another matrix than given
+        return (f"{dtype} entries would be rounded to float64: give float64, float32 or "
+                "float16 (round them yourself if that is what you want)")
     if len(shape) not in (2, 3):
         return f"must be 2-D or 3-D, got shape {shape}"
     return None
@@ -426,8 +432,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    if args.jobs < 1:
-        raise InputError("--jobs must be >= 1", field="jobs")
     eps_list = sorted({parse_eps(e, field="eps") for e in args.eps})
     for e in eps_list:
         if e >= 1:

@@ -1,0 +1,104 @@
+"""Inputs that used to be accepted silently: non-ASCII digits in a tolerance, an unbounded
+``--jobs``, and produce inputs whose floats would be rounded on the way into the store."""
+
+from __future__ import annotations
+
+import argparse
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from softrank.certify.errors import InputError
+from softrank.certify.rationals import parse_eps, to_rational
+from softrank.cli import main
+from softrank.workers import MAX_JOBS, jobs_count
+
+
+@pytest.mark.parametrize("text", ["\u0663/\u0662\u0660", "0.\u0662\u0665", "\uff11/\uff14",
+                                  "1/4\u00a0", "\u0661e-2"])
+def test_non_ascii_digits_are_not_a_tolerance(text):
+    # int() and Decimal() read these as 3/20, 1/4, ...; a tolerance must read the same
+    # everywhere, so the kernel refuses them and names the field
+    with pytest.raises(InputError) as err:
+        parse_eps(text)
+    assert err.value.field == "eps" and "ASCII" in str(err.value)
+
+
+@pytest.mark.parametrize(("text", "value"), [(" 1/4 ", Fraction(1, 4)), ("+3/20", Fraction(3, 20)),
+                                             ("0.25", Fraction(1, 4)), ("1e-2", Fraction(1, 100)),
+                                             ("-7", Fraction(-7))])
+def test_ascii_spellings_still_read_exactly(text, value):
+    assert to_rational(text) == value
+
+
+def test_cli_eps_with_arabic_digits_is_a_usage_error(tmp_path, capsys):
+    np.savez(tmp_path / "a.npz", A=np.full((3, 3), 1 / 3))
+    code = main(["produce", str(tmp_path / "s"), "--npz", str(tmp_path / "a.npz"),
+                 "--eps", "\u0663/\u0662\u0660", "--producers", "tsvd", "--quiet"])
+    assert code == 2
+    assert "eps" in capsys.readouterr().err
+    assert not (tmp_path / "s" / "brackets.jsonl").exists()
+
+
+@pytest.mark.parametrize("text", ["1", "2", str(MAX_JOBS)])
+def test_jobs_in_range(text):
+    assert jobs_count(text) == int(text)
+
+
+@pytest.mark.parametrize("text", ["0", "-1", str(MAX_JOBS + 1), "1000000000", "x", "2.0",
+                                  "\u0663", ""])
+def test_jobs_out_of_range_is_refused(text):
+    with pytest.raises(argparse.ArgumentTypeError):
+        jobs_count(text)
+
+
+@pytest.mark.parametrize("command", ["check", "audit", "export", "diff", "produce"])
+def test_every_command_refuses_a_huge_jobs(command, capsys, tmp_path):
+    argv = {"check": ["check", "examples/minilm"],
+            "audit": ["audit", "examples/minilm", "--out", str(tmp_path / "o")],
+            "export": ["export", "examples/minilm", "--out", str(tmp_path / "b")],
+            "diff": ["diff", "examples/minilm", "examples/minilm"],
+            "produce": ["produce", str(tmp_path / "s"), "--npz", "x.npz", "--eps", "1/4"]}
+    with pytest.raises(SystemExit) as ex:
+        main([*argv[command], "--jobs", "1000000000"])
+    assert ex.value.code == 2
+    assert "--jobs" in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())
+
+
+def test_executor_api_bounds_jobs():
+    from softrank.audit.executors import make_executor
+
+    for n in (0, MAX_JOBS + 1):
+        with pytest.raises(InputError) as err:
+            make_executor(n)
+        assert err.value.field == "--jobs"
+
+
+def test_produce_refuses_long_double_and_names_file_and_field(tmp_path, capsys):
+    if np.dtype(np.longdouble).itemsize <= 8:
+        pytest.skip("longdouble is float64 on this platform")
+    A = np.full((3, 3), 1, dtype=np.longdouble) / 3  # not a float64: rounding would change it
+    np.savez(tmp_path / "ld.npz", attn=A)
+    code = main(["produce", str(tmp_path / "s"), "--npz", str(tmp_path / "ld.npz"),
+                 "--eps", "1/4", "--producers", "tsvd", "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "ld.npz" in err and "attn" in err and "rounded" in err
+    assert not (tmp_path / "s" / "brackets.jsonl").exists()
+
+
+def test_produce_widens_float16_exactly(tmp_path):
+    from softrank.witnesses import open_store
+
+    A = np.array([[0.5, 0.25, 0.25], [0.125, 0.75, 0.125], [0.375, 0.375, 0.25]],
+                 dtype=np.float16)
+    np.savez(tmp_path / "h.npz", attn=A)
+    code = main(["produce", str(tmp_path / "s"), "--npz", str(tmp_path / "h.npz"),
+                 "--npz-kind", "probs", "--eps", "1/4", "--producers", "tsvd", "--quiet"])
+    assert code in (0, 1)
+    reader = open_store(tmp_path / "s")
+    (op_id,) = {b.operator for b in reader.brackets}
+    stored = reader.operator(op_id).load()["A"]
+    assert stored.dtype == np.float64 and np.array_equal(stored, A.astype(np.float64))
