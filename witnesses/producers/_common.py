@@ -111,9 +111,15 @@ def charge(units: float) -> None:
     _STATE.work = getattr(_STATE, "work", 0.0) + float(units)
 
 
+def irls_cost(m: int, N: int, k: int) -> float:
+    """Returns the work units of one alternating-l1 (IRLS) step at rank k on an m x N
+    operator (what ``charge_irls`` charges)."""
+    return IRLS_UNIT * m * N * (k * k + 4 * k)
+
+
 def charge_irls(m: int, N: int, k: int) -> None:
     """Charges one alternating-l1 step at rank k on an m x N operator."""
-    charge(IRLS_UNIT * m * N * (k * k + 4 * k))
+    charge(irls_cost(m, N, k))
 
 
 def charge_lp(size: int, iterations: int) -> None:

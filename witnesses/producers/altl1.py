@@ -68,6 +68,8 @@ from ._common import (
     charge_irls,
     clock,
     env_value,
+    ipm_cost,
+    irls_cost,
     least_rank,
     linprog,
     parse_budget,
@@ -193,7 +195,10 @@ def alt_l1(A: np.ndarray, k: int, t: float, U0: np.ndarray, V0: np.ndarray, *,
             if best[0] > 0.998 * checkpoint or best[0] > (1.3 if it < 200 else 1.12) * t:
                 break
             checkpoint = best[0]
-        if deadline is not None and clock() > deadline:
+        # a step is started only when its predicted cost fits in what is left: one step at
+        # rank 1000 of a 1024 x 1024 head costs over a minute, and checking only after it
+        # let a budget of a second run several
+        if deadline is not None and clock() + irls_cost(m, N, k) > deadline:
             break
         charge_irls(m, N, k)  # what a work-mode budget counts (clock() in work mode)
         err = float(r.max())
@@ -231,8 +236,12 @@ def polish_rows(A: np.ndarray, U: np.ndarray, V: np.ndarray, t: float,
     other starts stayed above."""
     r = row_l1(A, U, V)
     U = U.copy()
+    k, N = V.shape
+    # priced before it starts as an interior-point solve of its nonzeros (pessimistic for the
+    # simplex on small ones): one regression at rank 1000 of a 1024 x 1024 head took 25 s
+    lp = ipm_cost(2 * (k * N + N))
     for i in np.argsort(-r, kind="stable"):
-        if not r[i] > t or (deadline is not None and clock() > deadline):
+        if not r[i] > t or (deadline is not None and clock() + lp > deadline):
             break
         u = l1_regression(V, A[i])
         if u is None:
@@ -315,7 +324,9 @@ class AlternatingL1(BaseProducer):
         k_start = k
         done = None  # the rank whose chain runs ran to their end and failed: not run again
         missed, misses = 0, 0  # the highest rank a probe missed (later ones aim above it)
-        while k > 1 and clock() < deadline:
+        # a step starts only when one IRLS step at its rank fits (``_components`` costs about
+        # that much before any run): not started is not failed, so ``done`` stays unset
+        while k > 1 and clock() + irls_cost(m, N, k - 1) <= deadline:
             hard: list[bool] = []
             step = _chain_step(A, t, U, V, k - 1, deadline, ends, self.iters, hard,
                                polish=self.polish)
