@@ -146,3 +146,21 @@ def test_figure_counts_are_what_the_figures_draw():
     assert panels[("upper", "factors")] == [(Fraction(1, 50), "holds")] * 2
     assert c["margins"] == {"brackets": 3, "checks": 2, "panels": 1}
     assert c["chi"] == {"brackets": 3, "operators": 2, "positive": 1, "families": 1}
+
+
+def test_interval_rows_equal_the_definition_on_many_small_groups():
+    # single-pair groups take a shortcut and rows are grouped in one pass: both must give
+    # exactly what filtering every pair per row and resampling by definition gives
+    base = _pairs(11, 30)
+    ps = [dict(p, family=f"f{i % 17}", eps=("1/4" if i % 3 else "1/10"))
+          for i, p in enumerate(base)]
+    got = stats.interval_rows(ps, seed=5, resamples=60)
+    assert any(r["operators"] == 1 for r in got) and any(r["operators"] > 1 for r in got)
+    for row in got:
+        fam, eps = row["family"], row["eps"]
+        mine = sorted((p for p in ps if p["eps"] == eps and (fam is None or p["family"] == fam)),
+                      key=lambda p: p["operator"])
+        assert row["operators"] == len(mine)
+        rng = random.Random(stats.stream_seed(5, "all" if fam is None else fam, eps))
+        want = _by_definition(mine, rng, 60)
+        assert row["intervals"] == {k: [stats._q(v) for v in want[k]] for k in stats.STATISTICS}
