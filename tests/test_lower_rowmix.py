@@ -134,6 +134,38 @@ def test_invalid_certificates_are_refused_naming_the_field(edit, field):
     assert ei.value.field.startswith(field), ei.value.field
 
 
+@pytest.mark.parametrize("edit,field", [
+    (lambda A, c: {**c, "Z": np.where(np.arange(7) == 1, np.nan, c["Z"])}, "lower.Z"),
+    (lambda A, c: {**c, "Z": c["Z"][:3]}, "lower.Z"),
+    # float64 sums this row to exactly 1.0; its exact norm is 1 + 2^-60
+    (lambda A, c: {**c, "D": np.array([[0.5, 0.5, 2.0 ** -60, 0, 0, 0], *c["D"][1:]])},
+     "lower.D"),
+    (lambda A, c: {**c, "D": np.array([[0.75, 0.5, 0, 0, 0, 0], *c["D"][1:]])}, "lower.D"),
+])
+@pytest.mark.parametrize("max_work", [0, 1000, None])
+def test_a_malformed_certificate_is_an_input_error_under_any_work_limit(edit, field, max_work):
+    # validation is not charged: a tight meter must not turn bad input into "undecided"
+    rng = np.random.default_rng(5)
+    A = random_attention(rng, 6, 7)
+    c = cert(A, mixing(rng, 3, 6))
+    with pytest.raises(InputError) as ei:
+        check_lower(A, edit(A, c), "1/4", max_work=max_work)
+    assert ei.value.field.startswith(field), ei.value.field
+
+
+def test_row_norms_decided_exactly_next_to_one():
+    from softrank.certify.lower.rowset import _row_norms_exceed_one
+
+    rng = np.random.default_rng(8)
+    for _ in range(300):
+        n = int(rng.integers(1, 40))
+        D = rng.random((3, n)) * rng.choice([-1.0, 1.0], (3, n))
+        D /= np.abs(D).sum(axis=1, keepdims=True)  # float64 norms near 1, exact ones either side
+        D[:, 0] += rng.choice([0.0, 2.0 ** -60, -(2.0 ** -60), 2.0 ** -40]) * np.sign(D[:, 0])
+        exact = max(sum(abs(Fraction(float(x))) for x in row) for row in D)
+        assert _row_norms_exceed_one(D) == (exact > 1)
+
+
 def test_a_row_of_norm_exactly_one_is_accepted():
     A = random_attention(np.random.default_rng(2), 4, 5)
     D = np.array([[0.5, 0.25, -0.25, 0.0], [0.0, 0.0, 0.0, 1.0]])
