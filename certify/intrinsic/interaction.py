@@ -26,6 +26,7 @@ from ..arrays import as_matrix
 from ..errors import InputError
 from ..numerics.arbutil import endpoints, precision
 from ..numerics.dyadic import to_int_matrix
+from ..numerics.fpenv import quiet_floats
 from ..numerics.rounding import ETA, U
 from ..rationals import float_up, to_rational
 
@@ -99,6 +100,7 @@ class Interaction:
         return self._cache[key]
 
 
+@quiet_floats
 def interaction_from_logits(logits: object, beta: object = 1, *,
                             field: str = "logits") -> Interaction:
     """Returns an enclosure of C = P_m (beta H) P_n for the stored logits H.
@@ -117,6 +119,7 @@ def interaction_from_logits(logits: object, beta: object = 1, *,
     return Interaction("logits", mid, rad, H, b)
 
 
+@quiet_floats
 def interaction_from_positive(B: object, *, field: str = "A") -> Interaction:
     """Returns an enclosure of C = P_m log(B) P_n for an entrywise positive B.
 
@@ -124,6 +127,10 @@ def interaction_from_positive(B: object, *, field: str = "A") -> Interaction:
     whose row renormalisation is the operator; the row constants cancel).  A zero or negative
     entry raises :class:`InputError`: log B, hence the visible interaction, is undefined.
     """
+    if field not in ("A", "block"):
+        # the field is also the interaction's source, and "logits" there would make the
+        # arb tier read B as logits while mid and rad enclose P log(B) P
+        raise ValueError(f"field must be 'A' or 'block', got {field!r}")
     X = _finite_or_masked(B, field)
     bad = np.argwhere(~(X > 0))
     if bad.size:
@@ -137,6 +144,7 @@ def interaction_from_positive(B: object, *, field: str = "A") -> Interaction:
     return Interaction(field, mid, rad, X)
 
 
+@quiet_floats
 def interaction_from_operator(A: object = None, *, logits: object = None, block: object = None,
                               beta: object = 1) -> Interaction:
     """Returns the interaction of an operator record: from logits when present, else from the

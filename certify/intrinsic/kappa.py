@@ -23,6 +23,7 @@ from ..arrays import as_matrix
 from ..errors import InputError
 from ..numerics.arbutil import endpoints, precision
 from ..numerics.dyadic import to_int_matrix
+from ..numerics.fpenv import quiet_floats
 from ..numerics.rounding import ETA, U, dot_error_upper, nonneg_sum_upper, up
 from ..rationals import float_up
 from .exact import max_sq_dist, sqrt_down, sqrt_up
@@ -33,6 +34,7 @@ _U = float(U)
 
 
 # ----------------------------------------------------------------------------- upper
+@quiet_floats
 def kappa_upper(X: object, Y: object, G: object = None, a: object = None,
                 c: object = None) -> Bracket:
     """Returns a bracket [0, hi] with kappa(X Y^T) <= hi, from the gauge ``G`` and centres
@@ -86,6 +88,7 @@ def _midrange(P: np.ndarray) -> np.ndarray:
 
 
 # ----------------------------------------------------------------------------- rectangles
+@quiet_floats
 def kappa_lower_rectangles(X: object, Y: object, rects: object) -> Bracket:
     """Returns a bracket [lo, None] with lo = max over ``rects`` (rows (i, k, j, l)) of
     |T_ij - T_il - T_kj + T_kl| / 4 <= kappa(X Y^T), evaluated exactly."""
@@ -102,6 +105,8 @@ def kappa_lower_rectangles(X: object, Y: object, rects: object) -> Bracket:
 
 
 def _rects(rects: object, m: int, n: int) -> np.ndarray:
+    if isinstance(rects, np.ma.MaskedArray):  # asarray would use the data under the mask
+        raise InputError("must not be a masked array", field="rects")
     try:
         R = np.asarray(rects)
     except (TypeError, ValueError) as err:
@@ -118,6 +123,7 @@ def _rects(rects: object, m: int, n: int) -> np.ndarray:
 
 
 # ----------------------------------------------------------------------------- PSD dual
+@quiet_floats
 def kappa_lower_psd(X: object, Y: object, M: object, D1: object, D2: object) -> Bracket:
     """Returns a bracket [lo, None] with lo <= kappa(X Y^T), from the dual certificate
     (M, D1, D2) (see the module docstring).  Raises InputError when M does not have exactly
@@ -236,6 +242,7 @@ def _exact_inner(M: np.ndarray, X: np.ndarray, Y: np.ndarray) -> Fraction:
 
 
 # ----------------------------------------------------------------------------- variance dual
+@quiet_floats
 def kappa_lower_variance(X: object, Y: object, lam: object, mu: object) -> Bracket:
     """Returns a bracket [lo, None] with lo <= kappa(X Y^T), from weights ``lam`` on the rows
     of X and ``mu`` on the rows of Y (nonnegative, not all zero; normalised exactly).
@@ -334,6 +341,7 @@ def _centred_product(Xs: np.ndarray, lw: np.ndarray, Ys: np.ndarray,
 
 
 # ----------------------------------------------------------------------------- combined
+@quiet_floats
 def kappa_bracket(X: object, Y: object, *, G: object = None, a: object = None,
                   c: object = None, rects: object = None, M: object = None,
                   D1: object = None, D2: object = None, lam: object = None,

@@ -8,6 +8,7 @@ anything else "undecided".
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Literal
@@ -16,6 +17,7 @@ from flint import arb, fmpq
 
 from ..errors import InputError
 from ..numerics.arbutil import endpoints, precision
+from ..numerics.fpenv import quiet_floats
 from ..rationals import parse_eps, qstr
 from .result import Bracket
 
@@ -55,12 +57,14 @@ def _end(x: arb, side: int) -> Fraction | None:
         return None
 
 
+@quiet_floats
 def profile(kappa: Bracket, tau: Bracket, eps: object, r: int) -> ProfileResult:
     """Returns the applicability of the profile and brackets that contain
     (1 + kappa/(eps - tau)^2)^{r/2} and (r/2) log(1 + kappa/(eps - tau)^2)."""
     e = parse_eps(eps)
-    if isinstance(r, bool) or not isinstance(r, int) or r < 1:
+    if isinstance(r, bool) or not isinstance(r, numbers.Integral) or r < 1:
         raise InputError(f"must be an integer >= 1, got {r!r}", field="r")
+    r = int(r)
     if tau.lo >= e:
         return ProfileResult("not applicable", r, e, None, None)
     if tau.hi is None or tau.hi >= e:

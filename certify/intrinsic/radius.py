@@ -16,12 +16,14 @@ import numpy as np
 from ..arrays import as_matrix
 from ..errors import InputError
 from ..numerics.dyadic import to_int_matrix
+from ..numerics.fpenv import quiet_floats
 from ..rationals import to_rational
 from .exact import max_sq_dist, sqrt_down, sqrt_up
 from .inputs import vector
 from .result import Bracket
 
 
+@quiet_floats
 def radius_sq_bracket(P: object, *, centre: object = None, weights: object = None,
                       field: str = "Q") -> Bracket:
     """Returns a bracket that contains rad(P)^2 for the rows of ``P`` (exact rationals).
@@ -80,6 +82,7 @@ def _weighted_variance(Pi, e: int, w: np.ndarray) -> Fraction:
     return Fraction(num, W * W) * Fraction(2) ** (2 * e)
 
 
+@quiet_floats
 def radius_bracket(P: object, *, centre: object = None, weights: object = None,
                    field: str = "Q") -> Bracket:
     """Returns a bracket that contains rad(P) (see :func:`radius_sq_bracket`)."""
@@ -88,6 +91,7 @@ def radius_bracket(P: object, *, centre: object = None, weights: object = None,
     return Bracket("rad", sqrt_down(sq.lo), sqrt_up(sq.hi), "exact", sq.detail)
 
 
+@quiet_floats
 def native_size(Q: object, K: object, beta: object = 1, *, centre_q: object = None,
                 centre_k: object = None, weights_q: object = None,
                 weights_k: object = None) -> Bracket:

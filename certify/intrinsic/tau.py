@@ -21,6 +21,7 @@ from flint import arb
 
 from ..numerics.arbutil import endpoints, from_fraction, precision
 from ..numerics.dyadic import to_int_matrix
+from ..numerics.fpenv import quiet_floats
 from ..numerics.rounding import U, dot_error_upper, down, up
 from ..numerics.tiers import may_attain_max, safe_max_upper
 from ..result import check_tier
@@ -43,6 +44,7 @@ class TauResult:
         return {"q": self.q.to_json(), "tau": self.tau.to_json()}
 
 
+@quiet_floats
 def tau_bracket(C: Interaction, X: object, Y: object, *, b: object = None,
                 cycle: object = None, cycle_rows: object = None, tier: str = "auto",
                 r: int | None = None) -> TauResult:
