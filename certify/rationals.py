@@ -52,7 +52,7 @@ def _to_rational(x: object, *, field: str = "value") -> Fraction:
     if isinstance(x, float | np.floating):
         if not math.isfinite(float(x)):
             raise InputError(f"must be finite, got {x!r}", field=field)
-        return Fraction(float(x)) if not isinstance(x, np.floating) else _np_float(x)
+        return Fraction(float(x)) if not isinstance(x, np.floating) else _np_float(x, field)
     if isinstance(x, Decimal):
         if not x.is_finite():
             raise InputError(f"must be finite, got {x!r}", field=field)
@@ -68,10 +68,10 @@ def _to_rational(x: object, *, field: str = "value") -> Fraction:
     raise InputError(f"not an exact rational: {x!r}", field=field)
 
 
-def _np_float(x: np.floating) -> Fraction:
+def _np_float(x: np.floating, field: str) -> Fraction:
     # float16/32/64 widen exactly to float64; longdouble may not, so refuse it.
     if x.dtype.itemsize > 8:
-        raise InputError(f"unsupported float type {x.dtype}", field=None)
+        raise InputError(f"unsupported float type {x.dtype}", field=field)
     return Fraction(float(x))
 
 
@@ -79,8 +79,10 @@ def _parse_string(s: str, field: str) -> Fraction:
     # Python's int() and Decimal() read any Unicode digits ("\u0663/\u0662\u0660" is 3/20)
     # and full-width ones; a tolerance must read the same to every reader and tool, so
     # only ASCII spellings are numbers here
-    if not s.isascii():
-        raise InputError(f"not a rational number (ASCII digits only): {s[:80]!r}", field=field)
+    if not s.isascii() or "_" in s:
+        # int() and Decimal() also read "1_0" as 10, which the replayer and C's strtod do not
+        raise InputError(f"not a rational number (ASCII digits only, no '_'): {s[:80]!r}",
+                         field=field)
     m = _RATIO.match(s)
     if m:
         # refuse before int(): a 60,000-digit string would hit Python's int-parsing limit,

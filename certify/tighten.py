@@ -79,15 +79,18 @@ def tighten(ends: Iterable[ProvedEnd], at: Iterable[Fraction | str] | None = Non
         if not isinstance(e.rank, int) or isinstance(e.rank, bool) or e.rank < 0:
             raise InputError(f"rank must be a non-negative integer, not {e.rank!r}",
                              field="rank")
-        parse_eps(e.eps)
-    points = sorted({parse_eps(x) for x in at} if at is not None else {e.eps for e in items})
+    # every comparison is on the exact value an end's eps denotes ("1/4", 0.25 and
+    # Fraction(1, 4) alike), never on the spelling it was given in
+    qs = [parse_eps(e.eps) for e in items]
+    points = sorted({parse_eps(x) for x in at} if at is not None else set(qs))
     # Among the ends that apply at eps, the preference (rank, then nearest tolerance, then
     # first given) does not depend on eps, so one sweep per side finds every choice: upper
     # ends in increasing eps, lower ends in decreasing eps (a scan of every end per tolerance
     # was quadratic: 8,000 tolerances of one operator took minutes).
-    ups = sorted((e.eps, e.rank, i, e) for i, e in enumerate(items) if e.side == "upper")
-    lows = sorted(((-e.eps, -e.rank, i, e) for i, e in enumerate(items) if e.side == "lower"),
-                  key=lambda x: x[:3])
+    ups = sorted(((q, e.rank, i, e) for i, (e, q) in enumerate(zip(items, qs, strict=True))
+                  if e.side == "upper"), key=lambda x: x[:3])
+    lows = sorted(((-q, -e.rank, i, e) for i, (e, q) in enumerate(zip(items, qs, strict=True))
+                   if e.side == "lower"), key=lambda x: x[:3])
     up_at = _sweep(points, ups, lambda x: (x[1], -x[0], x[2]), lambda eps, x: x[0] <= eps)
     low_at = _sweep(points[::-1], lows, lambda x: (x[1], -x[0], x[2]),
                     lambda eps, x: -x[0] >= eps)
