@@ -28,35 +28,33 @@ def _start(A: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     return U[:, :k] * s[:k], Vt[:k]
 
 
-def test_a_budget_below_one_step_runs_no_step():
-    A = _head()
-    k = 10
+def _run(A: np.ndarray, k: int, steps_allowed: float) -> tuple[float, tuple]:
+    """Runs alt_l1 from the rank-k SVD start with a budget of ``steps_allowed`` times one
+    step's cost; returns (work charged / one step's cost, the run's result)."""
     U0, V0 = _start(A, k)
     step = irls_cost(*A.shape, k)
     with budget_settings(mode="work"):
         before = work_done()
-        U, V, e = altl1.alt_l1(A, k, 1e-9, U0, V0, iters=50, deadline=clock() + 0.9 * step,
-                               patient=True)
-        spent = work_done() - before
-    assert spent < step  # only budget reads were charged
-    assert np.array_equal(U @ V, altl1._balance(U0, V0)[0] @ altl1._balance(U0, V0)[1])
+        out = altl1.alt_l1(A, k, 1e-9, U0, V0, iters=50,
+                           deadline=clock() + steps_allowed * step, patient=True)
+        return (work_done() - before) / step, out
+
+
+def test_a_budget_below_one_step_runs_no_step():
+    A = _head()
+    spent, (U, V, e) = _run(A, 10, 0.9)
+    assert spent < 1  # only budget reads were charged
+    U0, V0 = altl1._balance(*_start(A, 10))
+    assert np.array_equal(U @ V, U0 @ V0)
     assert e == float(np.abs(A - U @ V).sum(axis=1).max())
 
 
 def test_a_budget_of_a_few_steps_runs_that_many_and_never_more():
     A = _head()
-    k = 10
-    U0, V0 = _start(A, k)
-    step = irls_cost(*A.shape, k)
-    with budget_settings(mode="work"):
-        for n in (1, 3, 7):
-            before = work_done()
-            altl1.alt_l1(A, k, 1e-9, U0, V0, iters=50, deadline=clock() + (n + 0.5) * step,
-                         patient=True)
-            spent = work_done() - before
-            steps = round(spent / step)
-            assert steps == n, (n, spent / step)
-            assert spent <= (n + 0.5) * step  # the budget, not a step past it
+    for n in (1, 3, 7):
+        spent, _ = _run(A, 10, n + 0.5)
+        assert round(spent) == n, (n, spent)
+        assert spent <= n + 0.5  # the budget, not a step past it
 
 
 def test_row_refits_are_priced_before_their_lp():
