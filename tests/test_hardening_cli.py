@@ -371,6 +371,24 @@ def test_a_server_that_is_not_a_scheduler_is_an_input_error(tmp_path, capsys):
     assert code == 2 and "--scheduler" in err and "internal error" not in err, err
 
 
+@pytest.mark.parametrize("error", [AssertionError(), MemoryError(), KeyError("op")])
+def test_any_failure_to_build_the_client_is_the_addresses_fault(tmp_path, capsys, monkeypatch,
+                                                               error):
+    # a server that is not a scheduler fails distributed's frame reading however its bytes
+    # happen to arrive: an empty AssertionError (seen when the reply came in pieces) exited 3
+    distributed = pytest.importorskip("distributed")
+
+    class Refusing:
+        def __init__(self, *args, **kwargs):
+            raise error
+
+    monkeypatch.setattr(distributed, "Client", Refusing)
+    build_store(tmp_path / "s", n_ops=1)
+    code, _, err = _run(capsys, "check", tmp_path / "s", "--scheduler", "tcp://127.0.0.1:9")
+    assert code == 2 and "--scheduler" in err and "internal error" not in err, err
+    assert type(error).__name__ in err
+
+
 def test_an_unwritable_export_target_is_refused_before_the_run(tmp_path, capsys):
     build_store(tmp_path / "s", n_ops=1)
     (tmp_path / "afile").write_text("x")

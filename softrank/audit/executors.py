@@ -300,11 +300,14 @@ class DaskExecutor(_RecordsOfBatches):
         else:
             try:
                 self.client, self._owned = Client(address), True
-            # malformed or unreachable address; MemoryError: a server that is not a Dask
-            # scheduler answered, and its bytes read as a frame length of exabytes
-            except (ValueError, TypeError, OSError, MemoryError) as err:
+            # a malformed or unreachable address, or a server that is not a Dask scheduler:
+            # distributed reads its bytes as frames and fails however they happen to parse
+            # (MemoryError for a frame length of exabytes, and an empty AssertionError in its
+            # protocol code when the reply arrived in pieces), so any Exception building the
+            # client from the user's address is that address's fault, not an internal error
+            except Exception as err:
                 raise InputError(f"cannot use the Dask scheduler {str(address)[:200]!r}: "
-                                 f"{err}", field="--scheduler") from None
+                                 f"{type(err).__name__}: {err}", field="--scheduler") from None
         self.address = str(self.client.scheduler.address)
         self.workers = max(1, sum(self.client.nthreads().values()))
         self.batch = batch
