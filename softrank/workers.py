@@ -13,6 +13,16 @@ from typing import Any
 MAX_JOBS = 256
 
 
+def check_jobs(n: int) -> int:
+    """Returns ``n`` when it lies in 1 .. MAX_JOBS; raises InputError naming ``--jobs``."""
+    from softrank.certify.errors import InputError
+
+    if not 1 <= n <= MAX_JOBS:
+        raise InputError(f"must be from 1 to {MAX_JOBS} worker processes, got {n}",
+                         field="--jobs")
+    return n
+
+
 def jobs_count(text: str) -> int:
     """argparse ``type`` of ``--jobs``: returns the integer ``text`` spells when it lies in
     1 .. MAX_JOBS; raises ``argparse.ArgumentTypeError`` (a usage error, exit 2) otherwise."""

@@ -246,6 +246,8 @@ def decide_max_row_l1(A: np.ndarray, U: np.ndarray, V: np.ndarray, t: Fraction, 
         elif tier == "float64":
             return _finish("undecided", None, tiers_run, None, escalated)
 
+    pending_all = list(pending)  # every row not settled by the float tier
+
     def float_start(rows: list[int]) -> None:
         # the float64 bounds of rows a tier takes up, converted once that tier is priced
         if flo is not None and fhi is not None:
@@ -256,7 +258,6 @@ def decide_max_row_l1(A: np.ndarray, U: np.ndarray, V: np.ndarray, t: Fraction, 
     def enclosure() -> Enclosure | None:
         return _max_enclosure(settled, lo, hi, pending_all)
 
-    pending_all = list(pending)  # every row not settled by the float tier
     if tier in ("auto", "arb"):
         for prec in ARB_PRECISIONS:
             if not pending:
@@ -282,7 +283,6 @@ def decide_max_row_l1(A: np.ndarray, U: np.ndarray, V: np.ndarray, t: Fraction, 
     tiers_run.append("exact")
     escalated["exact"] = len(pending)
     _charge_exact(A[pending], U[pending], V)
-    float_start(pending_all)
     exact = exact_row_l1(A[pending], U[pending], V)
     for i, v in zip(pending, exact, strict=True):
         lo[i] = hi[i] = v

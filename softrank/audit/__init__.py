@@ -28,7 +28,7 @@ from softrank.witnesses import open_store
 from softrank.witnesses.store import stale_brackets
 
 from ..terminal import shown
-from ..workers import MAX_JOBS
+from ..workers import check_jobs
 from . import provenance
 from .batching import chunk_works
 from .executors import make_executor, plan_chunks
@@ -171,9 +171,7 @@ def run_audit(store: str | Path, out: str | Path, *, jobs: int = 1,
     budgets = sorted({int(k) for k in budgets})
     if not budgets or budgets[0] < 1:
         raise InputError("budgets must be positive ranks", field="--budgets")
-    if not 1 <= jobs <= MAX_JOBS:
-        raise InputError(f"must be from 1 to {MAX_JOBS} worker processes, got {jobs}",
-                         field="--jobs")
+    check_jobs(jobs)
     if int(bootstrap_resamples) < 1:
         raise InputError("the bootstrap needs at least one resample", field="--resamples")
     if figures:

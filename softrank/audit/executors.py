@@ -30,7 +30,7 @@ from softrank.certify.errors import InputError
 from softrank.witnesses import StoreReader, open_store
 
 from ..recheck import _OperatorCache, check_record, operator_chunks
-from ..workers import MAX_JOBS, init_worker
+from ..workers import check_jobs, init_worker
 from .batching import batches
 
 WINDOW_PER_WORKER = 4  # queued chunks per worker process (see ProcessExecutor.run)
@@ -378,7 +378,5 @@ def make_executor(jobs: int, scheduler: Any = None, batch: int | None = None) ->
     None: automatic), else a pool or serial one."""
     if scheduler is not None:
         return DaskExecutor(scheduler, batch)
-    if not 1 <= jobs <= MAX_JOBS:
-        raise InputError(f"must be from 1 to {MAX_JOBS} worker processes, got {jobs}",
-                         field="--jobs")
+    check_jobs(jobs)
     return ProcessExecutor(jobs) if jobs > 1 else SerialExecutor()

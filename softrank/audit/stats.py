@@ -98,7 +98,7 @@ def bootstrap(ps: Sequence[dict[str, Any]], rng: random.Random, resamples: int
     if n == 1:
         # every resample is the one pair, so every draw is the point value: the loop would
         # give the same interval, at 2,000 resamples per single-operator group (2,000 such
-        # groups took 66 s); the row's own stream is not shared with any other row
+        # groups took 45 CPU s); the row's own stream is not shared with any other row
         point = point_statistics(ps)
         return {name: [point[name], point[name]] for name in STATISTICS}
     resolved = [int(bool(p["resolved"])) for p in ps]
