@@ -182,18 +182,18 @@ def decide_max_row_l1(A: np.ndarray, U: np.ndarray, V: np.ndarray, t: Fraction, 
 
     Returns status ``"holds"`` (proved <= t), ``"fails"`` (proved > t) or ``"undecided"``
     (only possible when a tier is forced), with an exact enclosure of the maximum.  Raises
-    InputError if an array holds NaN or Inf, before any work is charged (a malformed record
-    is an input error under every work limit).  Raises ``workbound.WorkLimit`` before a tier
-    whose price would pass the current meter.  ``tier="auto"`` starts with float64 and
-    escalates the rows whose enclosures straddle t to arb and then to exact; ``"float64"``,
-    ``"arb"``, ``"exact"`` run that tier alone on every row.
+    InputError if an array holds NaN or Inf, also when the meter stops the first tier (a
+    malformed record is an input error under every work limit).  Raises
+    ``workbound.WorkLimit`` before a tier whose price would pass the current meter.
+    ``tier="auto"`` starts with float64 and escalates the rows whose enclosures straddle t to
+    arb and then to exact; ``"float64"``, ``"arb"``, ``"exact"`` run that tier alone on every
+    row.
 
     Only the rows a later tier takes up are held as exact rationals: the rows the float64
     tier decided stay two float maxima, so the work after that tier is priced by the tiers
     that run on the pending rows (converting every row of a 2,000,000-row record to
     Fractions cost 8 s where the float tier was priced at 0.1 s).
     """
-    require_all_finite(source, A=A, U=U, V=V)
     m = A.shape[0]
     # bounds of the rows still in play (exact rationals), and the float maxima of the rows
     # the float64 tier settled (None: no float tier ran, or it overflowed)
@@ -209,10 +209,18 @@ def decide_max_row_l1(A: np.ndarray, U: np.ndarray, V: np.ndarray, t: Fraction, 
 
     if tier in ("auto", "float64"):
         tiers_run.append("float64")
-        workbound.charge(workbound.float_product(m, U.shape[1], A.shape[1]),
-                         "the float64 tier")
+        try:
+            workbound.charge(workbound.float_product(m, U.shape[1], A.shape[1]),
+                             "the float64 tier")
+        except workbound.WorkLimit:
+            # the float tier finds NaN and Inf itself (at no extra pass when there are
+            # none); a record the meter stops before it must still be an input error
+            require_all_finite(source, A=A, U=U, V=V)
+            raise
         sums = float_row_sums(A, U, V)
-        if sums is not None:
+        if sums is None:
+            require_all_finite(source, A=A, U=U, V=V)
+        else:
             S, T = sums
             k, N = U.shape[1], A.shape[1]
             # cheap test first: one bound for all rows, one lower bound at the largest S
@@ -245,6 +253,8 @@ def decide_max_row_l1(A: np.ndarray, U: np.ndarray, V: np.ndarray, t: Fraction, 
                        safe_max_upper(np.where(open_rows, 0.0, fhi)))
         elif tier == "float64":
             return _finish("undecided", None, tiers_run, None, escalated)
+    else:
+        require_all_finite(source, A=A, U=U, V=V)
 
     pending_all = list(pending)  # every row not settled by the float tier
 
