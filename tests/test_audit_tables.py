@@ -280,3 +280,15 @@ def test_journal_lines_are_synced_before_append_returns(tmp_path):
             assert os.read(fd, 1 << 16).count(b"\n") == 2
         finally:
             os.close(fd)
+
+
+def test_a_store_string_inf_stays_text_in_latex():
+    # only numbers we formatted become infinity: a family, producer or layer named "inf"
+    # is text (as in Markdown), and the ratio column's "inf" is still the symbol
+    t = {"title": "t", "columns": ["Family", "eps", "Median U/L"], "left": 2,
+         "rows": [["inf", "0.25", "inf"]]}
+    row = [ln for ln in T.latex_tabular(t).splitlines() if "0.25" in ln][0]
+    assert row == r"inf & 0.25 & $\infty$ \\"
+    t = {"title": "t", "columns": ["End", "Producer", "Claims"], "left": 2,
+         "rows": [["upper", "inf", "3"]]}
+    assert r"upper & inf & 3 \\" in T.latex_tabular(t)

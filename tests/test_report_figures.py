@@ -78,3 +78,17 @@ def test_figures_are_one_column_wide_small_multiples_in_a_grid(n):
         assert sizes and min(sizes) >= F.FONT
     rows, cols = F.grid_shape(n)
     assert rows * cols >= n and cols <= 3 and (n < 4 or cols >= 2)
+
+
+def test_chi_legend_quotes_family_names():
+    # matplotlib drops a legend label starting with "_", and a family could be named like
+    # the merged group: families are quoted, the merged group is not
+    recs = [{"family": f, "operator": f"o{i}", "chi": "1/1000", "eps": "1/2"}
+            for i, f in enumerate(["_secret", "good", "9 other families"])]
+    legend = [t.get_text() for t in F.chi_figure(recs).axes[0].get_legend().get_texts()]
+    assert legend == ["\u20189 other families\u2019 (1)", "\u2018_secret\u2019 (1)",
+                      "\u2018good\u2019 (1)"]
+    many = [{"family": f"f{i:02d}", "operator": "o", "chi": "1/1000", "eps": "1/2"}
+            for i in range(F.MAX_LEGEND + 3)]
+    legend = [t.get_text() for t in F.chi_figure(many).axes[0].get_legend().get_texts()]
+    assert legend[-1] == "4 other families (4)" and legend[0] == "\u2018f00\u2019 (1)"

@@ -234,11 +234,15 @@ def chi_figure(records: list[dict[str, Any]]) -> Any:
     bins = _log_bins(pos)
     _log_x(ax)
     groups = chi_groups(chis, MAX_LEGEND)  # one histogram and legend entry each
-    for f, values in groups:
+    merged = len(chis) > MAX_LEGEND  # then the last group is chi_groups' merged one
+    for i, (f, values) in enumerate(groups):
         xs = [x for x in (_drawable_up(v) for v in values.values() if v > 0) if x is not None]
         zero = sum(v == 0 for v in values.values())
+        # a family's name is quoted: matplotlib drops a legend label that starts with "_",
+        # and a family named "9 other families" must not read as the merged group
+        name = f if merged and i == len(groups) - 1 else f"\u2018{svg_text(f)}\u2019"
         if xs:
-            ax.hist(xs, bins=bins, alpha=0.6, label=f"{svg_text(f)} ({len(xs)}" +
+            ax.hist(xs, bins=bins, alpha=0.6, label=f"{name} ({len(xs)}" +
                     (rf"; {zero} with $\chi = 0$)" if zero else ")"))
     ax.set_xlabel(r"$\chi = \Vert A_{\mathrm{record}} - A_{\mathrm{stored}}"
                   r"\Vert_{\mathrm{row}1}$ (upper end of its enclosure)", fontsize=FONT)

@@ -450,8 +450,10 @@ def tex_escape(s: str) -> str:
     return escape.tex(s)
 
 
-def _tex_cell(s: str, col: str) -> str:
-    if s == INF:
+def _tex_cell(s: str, col: str, numeric: bool = True) -> str:
+    # only a number we formatted is typeset as infinity: a store string "inf" (a family,
+    # producer or layer name) stays the text it is, as in Markdown
+    if numeric and s == INF:
         return r"$\infty$"
     if col == "Shape":
         return tex_escape(s).replace(" x ", r"$\times$")
@@ -486,7 +488,9 @@ def latex_tabular(table: dict[str, Any]) -> str:
         if prev is not None and row[group] != prev:
             lines.append(r"\addlinespace")
         prev = row[group]
-        shown = [_tex_cell(c, col) for c, col in zip(row, cols, strict=True)]
+        text = set(table.get("text_columns") or range(left))
+        shown = [_tex_cell(c, col, j not in text)
+                 for j, (c, col) in enumerate(zip(row, cols, strict=True))]
         if i in agg:
             shown[0] = rf"\textit{{{ALL_LABEL}}}"
         lines.append(" & ".join(shown) + r" \\")
