@@ -120,12 +120,7 @@ def _row_norms_exceed_one(D: np.ndarray) -> bool:
         return False
     # not charged: validation must not depend on the work limit, and this is linear in the
     # array (p <= MAX_RANK rows of integers of at most 53 + 2100 bits)
-    MD, e = dyadic.to_int_matrix(np.ascontiguousarray(D[near]))
-    cols = MD.ncols()
-    ent = [abs(int(v)) for v in MD.entries()]
-    # Dn = MD 2^e exactly: a row's l1 norm is at most 1 iff its integer sum is at most 2^-e
-    return any(Fraction(sum(ent[i * cols:(i + 1) * cols])) * dyadic.pow2(e) > 1
-               for i in range(MD.nrows()))
+    return dyadic.max_row_abs_sum(*dyadic.to_int_matrix(np.ascontiguousarray(D[near]))) > 1
 
 
 def check_rowset(A: np.ndarray, I: np.ndarray, Z: np.ndarray, t: Fraction, *,

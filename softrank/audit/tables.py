@@ -484,11 +484,11 @@ def latex_tabular(table: dict[str, Any]) -> str:
               + r" \\", r"\midrule"]
     prev = None
     agg = set(table.get("aggregate_rows") or [])
+    text = set(table.get("text_columns") or range(left))
     for i, row in enumerate(table["rows"]):
         if prev is not None and row[group] != prev:
             lines.append(r"\addlinespace")
         prev = row[group]
-        text = set(table.get("text_columns") or range(left))
         shown = [_tex_cell(c, col, j not in text)
                  for j, (c, col) in enumerate(zip(row, cols, strict=True))]
         if i in agg:
