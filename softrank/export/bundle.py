@@ -4,7 +4,8 @@ Layout (read by replay/replay.py; described in proofs_notes/replay.md):
 
 * ``manifest.json``: format, version, a description, and for every other member its byte
   length and sha256;
-* ``bundle.json``: the operators (stored A, logits or block, beta, the kernel's chi) and the
+* ``bundle.json``: the operators (stored A, logits or block, beta, the least chi the
+  kernel charged on the operator's records) and the
   ends (bracket, operator, eps, kind, rank, the kernel's status, the certificate's arrays);
 * ``arrays/<sha256>.bin``: raw little-endian arrays (``<f8``, ``<f4`` or ``<i8``), named by
   content, so an array shared by several ends is stored once.
@@ -102,6 +103,12 @@ def write_bundle(store: str | Path, records: Iterable[Mapping[str, Any]], out: s
     ops: dict[str, dict[str, Any]] = {}
     ends: list[dict[str, Any]] = []
     counts = {"ends": 0, "kernel_proved": 0, "kyfan_missing": 0}
+    # an operator's records may charge different chi (the cheap one, or arb's where it
+    # changed an outcome): each is a proved bound, so the least serves every end proved
+    chi: dict[str, Fraction] = {}
+    for r in recs:
+        c = Fraction(r["chi"])
+        chi[r["operator"]] = min(c, chi.get(r["operator"], c))
     current: tuple[str, dict[str, Any]] | None = None  # one operator's arrays at a time
     for r in sorted(recs, key=lambda r: (str(r["operator"]), str(r["bracket"]))):
         br = by_id.get(r["bracket"])
@@ -113,7 +120,8 @@ def write_bundle(store: str | Path, records: Iterable[Mapping[str, Any]], out: s
             current = (op.id, op.load())
             arrs = current[1]
             entry: dict[str, Any] = {"id": op.id, "shape": list(op.shape),
-                                     "A": mem.array(arrs["A"]), "chi": str(r["chi"])}
+                                     "A": mem.array(arrs["A"]),
+                                     "chi": str(chi[op.id])}
             for name in ("logits", "block"):
                 if name in arrs:
                     entry[name] = mem.array(arrs[name])
@@ -134,7 +142,7 @@ def write_bundle(store: str | Path, records: Iterable[Mapping[str, Any]], out: s
                 cert = None
                 if status == "holds" and frobenius:
                     cert = _kyfan(current[1]["A"], lower["rank"], br.eps,
-                                  Fraction(r["chi"]), mem, max_work)
+                                  chi[op.id], mem, max_work)
                 # without one the replayer cannot confirm the end, whatever the reason
                 counts["kyfan_missing"] += cert is None
             ends.append({**base, "end": "lower", "kind": lower["kind"], "rank": lower["rank"],
