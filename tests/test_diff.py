@@ -211,3 +211,32 @@ def test_the_same_operator_id_on_another_shape_is_a_change():
     res = compare(BASE, new, [4])
     assert {(c["operator"], c["eps"]): c["changes"] for c in res["changed"]} == {
         ("B", "1/4"): ["operator"], ("B", "3/8"): ["operator"]}
+
+
+def test_a_store_folder_with_a_report_in_it_is_refused(known_audit, tmp_path, capsys):
+    """Read as a report, a report.json planted in a store folder stood in for the recheck of
+    the store's brackets (a changed claim read as "0 changed", exit 0)."""
+    import shutil
+
+    store, out = known_audit
+    planted = tmp_path / "store"
+    shutil.copytree(store, planted)
+    shutil.copy(out / "report.json", planted / "report.json")
+    assert main(["diff", str(out), str(planted)]) == 2
+    err = capsys.readouterr().err
+    assert "both report.json and store.json" in err
+    # naming the file compares the report, and the text output says what each side was
+    assert main(["diff", str(out), str(planted / "report.json")]) == 0
+    assert "old is a report" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("mib", ["1000000", "99999999999999", "0", "-3"])
+def test_max_json_out_of_range_is_a_usage_error(known_audit, capsys, mib):
+    _, out = known_audit
+    assert main(["diff", str(out), str(out), "--max-json", mib]) == 2
+    assert "--max-json" in capsys.readouterr().err
+
+
+def test_a_large_max_json_reads_only_the_file(known_audit, capsys):
+    _, out = known_audit
+    assert main(["diff", str(out), str(out), "--max-json", "4096"]) == 0

@@ -40,6 +40,7 @@ HELP = ("name the (operator, eps) pairs whose validated brackets, verdicts or cl
 REPORT_NAME = "report.json"
 STORE_HEADER = "store.json"
 MAX_REPORT_MIB = 256  # about 60,000 records; parsing takes about ten times the file in memory
+MAX_JSON_MIB = 4096  # the largest --max-json: the per-file cap of stores
 
 EXAMPLES = (  # shown under --help
     'softrank-certify diff old_audit/report.json new_audit/report.json',
@@ -60,7 +61,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON document")
     p.add_argument("--max-json", type=int, default=MAX_REPORT_MIB, metavar="MIB",
                    help="largest report.json read, in MiB, checked before it is read "
-                        f"(default {MAX_REPORT_MIB})")
+                        f"(default {MAX_REPORT_MIB}, at most {MAX_JSON_MIB})")
 
 
 # ---------------------------------------------------------------------------- loading
@@ -80,7 +81,13 @@ def load_side(path: str | Path, *, tier: str = "auto", jobs: int = 1,
     id twice, or more than MAX_BUDGETS budgets.
     """
     p = Path(path)
-    if p.is_dir() and (p / REPORT_NAME).exists():
+    if p.is_dir() and os.path.lexists(p / REPORT_NAME):
+        if os.path.lexists(p / STORE_HEADER):
+            # read as a report, a store's own planted report.json would stand in for the
+            # recheck of its brackets
+            raise InputError(f"the folder holds both {REPORT_NAME} and {STORE_HEADER}: name "
+                             f"{p / REPORT_NAME} to compare the report, or a folder with "
+                             "the store alone to check it", source=str(p))
         p = p / REPORT_NAME
     if not p.is_dir():
         return "report", *_load_report(p, max_bytes)
@@ -97,7 +104,7 @@ def _load_report(p: Path, max_bytes: int) -> tuple[list[dict[str, Any]], list[in
         if size > max_bytes:
             raise InputError(f"{size} bytes, above the limit of {max_bytes} (--max-json)",
                              field="report.json", source=str(p))
-        raw = fh.read(max_bytes + 1)
+        raw = fh.read(size + 1)  # read() sizes its buffer by the request, not the file
     if len(raw) > max_bytes:  # grew since fstat
         raise InputError(f"above the limit of {max_bytes} bytes (--max-json)",
                          field="report.json", source=str(p))
@@ -278,9 +285,14 @@ def format_text(result: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _side_words(kind: str) -> str:
+    return ("a report (its records as written, not checked again)" if kind == "report"
+            else "a store (its brackets checked now)")
+
+
 def run(args: argparse.Namespace) -> int:
-    if args.max_json < 1:
-        raise InputError("--max-json must be >= 1", field="--max-json")
+    if not 1 <= args.max_json <= MAX_JSON_MIB:
+        raise InputError(f"must be from 1 to {MAX_JSON_MIB} (MiB)", field="--max-json")
     cap = args.max_json << 20
     kind_old, old, b_old = load_side(args.old, tier=args.tier, jobs=args.jobs, max_bytes=cap)
     kind_new, new, b_new = load_side(args.new, tier=args.tier, jobs=args.jobs, max_bytes=cap)
@@ -291,6 +303,9 @@ def run(args: argparse.Namespace) -> int:
     result = compare(old, new, budgets)
     result = {"old": {"path": str(args.old), "kind": kind_old},
               "new": {"path": str(args.new), "kind": kind_new}, **result}
+    if not args.json:
+        print(f"softrank-certify diff: old is {_side_words(kind_old)}, new is "
+              f"{_side_words(kind_new)}", file=sys.stderr)
     if args.json:
         print(jsonexact.dumps(result, indent=1))
     else:
