@@ -19,10 +19,16 @@ from fractions import Fraction
 import numpy as np
 
 from . import BaseProducer, Certificate
-from ._common import as_float64, eps_up
+from ._common import as_float64, budget_from_env, clock, eps_up, size_scale
 from .keyset import keyset_search
 
 DECODER_BUDGET = 1.0 - 1e-6
+# the key-set searches of ``submatrix`` and ``keyset``: work units (or CPU seconds) per call on
+# a 128 x 128 operator, times ``size_scale`` and ``--budget-scale``.  On 36 MiniLM heads of
+# 128 tokens a call took at most 26 units (3.6 CPU s); the budget bounds the p^4 growth of the
+# search on large operators of high rank
+KEYSET_BUDGET_ENV = "SOFTRANK_KEYSET_BUDGET"
+DEFAULT_KEYSET_BUDGET = 120.0
 
 
 def _inf(X: np.ndarray) -> float:
@@ -104,11 +110,17 @@ class PinvDecoder(BaseProducer):
         return best
 
 
-def _keysets(A: np.ndarray, eps: Fraction | float, *, singletons: bool
+def _keysets(A: np.ndarray, eps: Fraction | float, *, singletons: bool, stopped: dict
              ) -> tuple[list[int], list[np.ndarray], np.ndarray, float] | None:
-    """``keyset_search`` at eps rounded up, claiming only values within DECODER_BUDGET."""
+    """``keyset_search`` at eps rounded up, claiming only values within DECODER_BUDGET, within
+    the key-set budget (``stopped["deadline"]`` set when it ended the search)."""
+    budget = budget_from_env(KEYSET_BUDGET_ENV, DEFAULT_KEYSET_BUDGET) * size_scale(np.shape(A))
     return keyset_search(as_float64(A), eps_up(eps), singletons=singletons,
-                         budget=DECODER_BUDGET)
+                         budget=DECODER_BUDGET, deadline=clock() + budget, stopped=stopped)
+
+
+def _stop_claims(stopped: dict) -> dict[str, bool]:
+    return {"keyset_budget_ended": True} if stopped.get("deadline") else {}
 
 
 class SubmatrixSearch(BaseProducer):
@@ -118,7 +130,8 @@ class SubmatrixSearch(BaseProducer):
     role = "lower"
 
     def produce(self, A, eps, *, logits=None):
-        res = _keysets(A, eps, singletons=True)
+        stopped: dict = {}
+        res = _keysets(A, eps, singletons=True, stopped=stopped)
         if res is None:
             return None
         rows, sets, X, v = res
@@ -126,7 +139,8 @@ class SubmatrixSearch(BaseProducer):
         return Certificate(kind="submatrix", rank=len(rows),
                            arrays={"rows": np.asarray(rows, dtype=np.int64), "cols": cols,
                                    "X": X},
-                           claims={"lower_rank": len(rows), "decoder_value": v})
+                           claims={"lower_rank": len(rows), "decoder_value": v,
+                                   **_stop_claims(stopped)})
 
 
 class KeySetDecoder(BaseProducer):
@@ -136,7 +150,8 @@ class KeySetDecoder(BaseProducer):
     role = "lower"
 
     def produce(self, A, eps, *, logits=None):
-        res = _keysets(A, eps, singletons=False)
+        stopped: dict = {}
+        res = _keysets(A, eps, singletons=False, stopped=stopped)
         if res is None:
             return None
         rows, sets, X, v = res
@@ -148,4 +163,5 @@ class KeySetDecoder(BaseProducer):
         for t, S in enumerate(sets):
             W[S, t] = 1.0
         return Certificate(kind="decoder", rank=p, arrays={"D": D, "W": W, "X": X},
-                           claims={"lower_rank": p, "decoder_value": v})
+                           claims={"lower_rank": p, "decoder_value": v,
+                                   **_stop_claims(stopped)})
