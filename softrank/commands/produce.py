@@ -580,7 +580,7 @@ def _skipped_intact(reader: Any, root: Path, skip: list[tuple[Any, Fraction, str
 
 def _produce(args: argparse.Namespace, store: Store, root: Path, jobs: list[tuple[Any, ...]],
              new_ops: int, seen: set[str], ranks: Any) -> int:
-    written, failures = 0, []
+    written, failures, over = 0, [], []
     t0 = time.monotonic()
     bar = tqdm(total=len(jobs), unit="operator",
                disable=args.quiet or args.json or not sys.stderr.isatty(),
@@ -596,12 +596,14 @@ def _produce(args: argparse.Namespace, store: Store, root: Path, jobs: list[tupl
                                       claims=b.claims, id=b.id)
                     written += 1
             failures.extend(res.failures)
+            over.extend(getattr(res, "skipped", []))
             bar.update(1)
     finally:
         bar.close()
         store.close()
     summary = {"store": str(root), "operators_added": new_ops, "operators_processed":
                len(jobs), "brackets_written": written, "producer_failures": failures,
+               "producers_over_budget": over,
                # the run's wall time: kept out of the records in work mode (byte identity)
                "budget_mode": args.budgets.mode, "seconds": round(time.monotonic() - t0, 3)}
     if ranks:
@@ -619,6 +621,9 @@ def _produce(args: argparse.Namespace, store: Store, root: Path, jobs: list[tupl
                         "written"))
         for f in failures[:20]:
             print(f"  producer failure: {shown(f)}", file=sys.stderr)
+        if over:
+            print(shown(f"{root}: {len(over)} producer calls not started, priced above their "
+                        f"budget; first: {over[0]}"), file=sys.stderr)
     return 1 if failures else 0
 
 

@@ -39,6 +39,7 @@ import numpy as np
 from . import Certificate, Witness, get_producer
 from ._common import budget_mode, budget_scale, fresh_count, row_l1, target, work_done
 from .keyset import shared_scores
+from .prices import over_budget
 
 ANCHOR = "alt_l1"
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -88,6 +89,9 @@ class BracketPlan:
 class OperatorResult:
     brackets: list[BracketPlan] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)  # producer errors (messages)
+    # calls not started because their price was above their budget (``prices``), once per
+    # operator and producer: a run with a small budget scale, not an error
+    skipped: list[str] = field(default_factory=list)
     # the numerics software of the process that produced these brackets (set by the caller
     # that ran them, ``softrank.software.numerics_environment``; None when not recorded)
     software: dict[str, Any] | None = None
@@ -174,6 +178,8 @@ def _produce_operator(op_id: str, A: np.ndarray, eps_list: list[Fraction], upper
     for eps in sorted(set(eps_list)):
         plans: list[BracketPlan] = by_eps.setdefault(eps, [])
         for up in uppers:
+            if _skip_priced(up, op_id, A.shape, res):
+                continue
             given = up_hints.setdefault(up, {})
             seeded_from = up_from.get(up) if given else None
             before = dict(given)
@@ -236,10 +242,14 @@ def _attach_lower(plan: BracketPlan, op_id: str, A: np.ndarray, eps: Fraction,
     best_name, best_secs = None, 0.0
     seconds: dict[str, float] = {}
     skipped: list[str] = []
+    over: list[str] = []  # priced above their budget (``prices``): not started
     sources: dict[str, Fraction] = {}  # producer -> the eps its hints came from
     for lo in lowers:
         if best is not None and least_upper is not None and best.rank >= least_upper:
             skipped.append(lo)  # the claimed bracket is closed: nothing left to find
+            continue
+        if _skip_priced(lo, op_id, A.shape, res):
+            over.append(lo)
             continue
         given = None if hints is None else hints.setdefault(lo, {})
         if given and hints_from is not None and lo in hints_from:
@@ -263,6 +273,8 @@ def _attach_lower(plan: BracketPlan, op_id: str, A: np.ndarray, eps: Fraction,
         plan.claims[f"lower_producer_{_cost_key()}"] = seconds
     if skipped:
         plan.claims["lower_producers_skipped"] = skipped
+    if over:
+        plan.claims["lower_producers_over_budget"] = over
     if best is None:
         return
     assert isinstance(best, Certificate)
@@ -275,6 +287,18 @@ def _attach_lower(plan: BracketPlan, op_id: str, A: np.ndarray, eps: Fraction,
     if best_name in sources:
         claims["lower_hints_from"] = str(sources[best_name])
     plan.claims.update(_jsonable(claims))
+
+
+def _skip_priced(name: str, op_id: str, shape: tuple[int, ...], res: OperatorResult) -> bool:
+    """Whether built-in producer ``name`` is priced above its budget on ``shape``
+    (``prices.over_budget``); the reason goes to ``res.skipped`` once per operator."""
+    why = over_budget(name, shape)
+    if why is None:
+        return False
+    note = f"{op_id}: {why}"
+    if note not in res.skipped:
+        res.skipped.append(note)
+    return True
 
 
 def _changed(before: dict, after: dict) -> bool:
