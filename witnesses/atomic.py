@@ -245,7 +245,22 @@ def open_regular(path: str | os.PathLike, *, field: str = "file") -> IO[bytes]:
     return os.fdopen(fd, "rb")
 
 
-def read_regular(path: str | os.PathLike, *, field: str = "file") -> bytes:
-    """Returns the bytes of ``path`` opened by :func:`open_regular` (same refusals)."""
+# record files (store.json, operators.jsonl, brackets.jsonl, intrinsic.jsonl) are read whole;
+# the reader's caps of 10^6 operators and brackets need far less
+MAX_RECORD_FILE = 4 << 30
+
+
+def read_regular(path: str | os.PathLike, *, field: str = "file",
+                 max_bytes: int = MAX_RECORD_FILE) -> bytes:
+    """Returns the bytes of ``path`` opened by :func:`open_regular` (same refusals).  Raises
+    InputError, before reading, when the file is larger than ``max_bytes`` (a sparse file of
+    100 GB was read into memory: MemoryError, exit 3), and when it grew past it while read."""
     with open_regular(path, field=field) as fh:
-        return fh.read()
+        size = os.fstat(fh.fileno()).st_size
+        if size > max_bytes:
+            raise InputError(f"{size} bytes, above the limit of {max_bytes} for a record file",
+                             field=field, source=str(path))
+        raw = fh.read(size + 1)
+    if len(raw) > size:  # grew since fstat: what was read is not the file that was sized
+        raise InputError("the file grew while it was read", field=field, source=str(path))
+    return raw

@@ -15,6 +15,7 @@ so a refused record leaves nothing behind.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -82,7 +83,7 @@ class IntrinsicRecord:
     def load(self, d: int | None = None) -> dict[str, np.ndarray]:
         """Returns the record's arrays after checking checksum, names, dtypes, shapes and
         finiteness; errors name the file and the field ``<id>.<array>``."""
-        arrs = load_npz(self.path, self.sha256, expect=self._expect(d))
+        arrs = load_npz(self.path, self.sha256, expect=self._expect(d), root=self.root)
         src = str(self.path)
         if set(arrs) != set(self.arrays):
             raise InputError(f"file holds arrays {sorted(arrs)}, record lists "
@@ -254,7 +255,7 @@ def read_intrinsic(reader: StoreReader) -> list[IntrinsicRecord]:
     dangling records.
     """
     path = reader.root / INTRINSIC_FILE
-    if not path.exists():
+    if not os.path.lexists(path):  # a dangling link is not "no file": open_regular refuses it
         return []
     shapes = {o.id: o.shape for o in reader.operators}
     recs = [_parse(r, str(path), n, reader.root, shapes) for n, r in _read_jsonl(path)]

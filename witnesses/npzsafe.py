@@ -28,6 +28,7 @@ import io
 import math
 import os
 import re
+import stat
 import zipfile
 import zlib
 from collections.abc import Callable
@@ -103,25 +104,69 @@ class MemberHeader:
 Expect = Callable[[str, np.dtype, tuple[int, ...]], str | None]
 
 
+def _below(path: Path, folder: Path) -> bool:
+    return path != folder and path.is_relative_to(folder)
+
+
+def _open_array_file(path: Path, field_name: str, inside: Path | None) -> tuple[int, int]:
+    """Returns (descriptor, size) of ``path`` opened for reading, checked on the descriptor:
+    a regular file and, when ``inside`` (a folder) is given, one whose real path lies below
+    it.
+
+    A store's path checks run before the open; a link or FIFO swapped in between would
+    otherwise be followed (a file outside the store read) or block the open.  ``O_NONBLOCK``
+    keeps a FIFO from stalling, and the descriptor's own path (``/proc/self/fd``) is what is
+    compared with ``inside``."""
+    src = str(path)
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)
+                     | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        raise InputError("array file is missing", field=field_name, source=src) from None
+    except OSError as err:
+        raise InputError(f"cannot read: {err.strerror or err}", field=field_name,
+                         source=src) from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise InputError("array file is not a regular file", field=field_name, source=src)
+        if inside is not None:
+            try:
+                real = Path(os.readlink(f"/proc/self/fd/{fd}"))
+            except OSError:  # no procfs: the path as resolved now (a narrower window)
+                real = path.resolve()
+            # real has no links, so lying lexically below the absolute folder puts it inside;
+            # only a root reached through a link needs the (slower) resolve
+            if not (_below(real, Path(os.path.abspath(inside)))
+                    or _below(real, inside.resolve())):
+                raise InputError("array file resolves outside the store's arrays/ folder",
+                                 field=field_name, source=src)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, st.st_size
+
+
 def read_npz(path: Path, expected_sha: str | None, *, expect: Expect | None = None,
-             field_name: str = "file", cap: int | None = None) -> dict[str, np.ndarray]:
+             field_name: str = "file", cap: int | None = None,
+             inside: Path | None = None) -> dict[str, np.ndarray]:
     """Returns the arrays of the .npz file ``path`` after the checks of this module's doc.
 
     ``expected_sha`` (hex) is compared with the file's sha256 when given.  ``expect`` vets
     each member's name, dtype and shape before allocation.  ``cap`` bounds the file size and
-    the total declared array bytes (default :func:`max_bytes`).
+    the total declared array bytes (default :func:`max_bytes`).  ``inside`` (a
+    folder): the file opened must lie below it, checked on the open descriptor.
     """
     src = str(path)
     cap = max_bytes() if cap is None else cap
-    if not path.is_file():
-        raise InputError("array file is missing", field=field_name, source=src)
-    size = path.stat().st_size
+    fd, size = _open_array_file(path, field_name, inside)
     if size > cap:
+        os.close(fd)
         raise InputError(f"file of {size} bytes exceeds the cap of {cap} bytes "
                          "(SOFTRANK_MAX_ARRAY_BYTES)", field=field_name, source=src)
     try:
-        with open(path, "rb") as fh:
-            parts = [fh.read(size)]  # what stat promised, in one allocation of its size
+        with os.fdopen(fd, "rb") as fh:
+            parts = [fh.read(size)]  # what fstat promised, in one allocation of its size
             total = len(parts[0])
             # st_size can lie (procfs reports 0 for files of any length): the rest is read
             # a MiB at a time and stops past the cap

@@ -70,15 +70,18 @@ def sha256_file(path: Path) -> str:
 
 
 def load_npz(path: Path, expected_sha: str | None, *, field_name: str = "file",
-             expect: Any = None) -> dict[str, np.ndarray]:
+             expect: Any = None, root: Path | None = None) -> dict[str, np.ndarray]:
     """Returns the arrays of an .npz file after checking its sha256; never unpickles.
 
     Raises InputError naming ``path`` for a missing file, a checksum mismatch, a file that is
     not an npz archive (a pickle, a truncated zip), an object (pickled) array inside it, or
     declared sizes, dtypes or shapes refused before allocation (``witnesses.npzsafe``;
-    ``expect(name, dtype, shape)`` returns a reason to refuse a member, or None).
+    ``expect(name, dtype, shape)`` returns a reason to refuse a member, or None).  With
+    ``root``, the file opened must lie in the store's ``arrays/`` folder, checked on the open
+    descriptor (a link swapped in after ``safe_member_path`` is refused).
     """
-    return read_npz(path, expected_sha, expect=expect, field_name=field_name)
+    inside = None if root is None else root / "arrays"
+    return read_npz(path, expected_sha, expect=expect, field_name=field_name, inside=inside)
 
 
 def _refuse_bad_rel(rel: Any, fld: str, src: str) -> str:
@@ -237,7 +240,7 @@ class OperatorRecord:
         shapes: dict[str, tuple[int | None, ...]] = {name: self.shape for name in self.arrays}
         if "Q" in shapes:  # m x d and N x d: d is not in the record, only capped
             shapes["Q"], shapes["K"] = (m, None), (N, None)
-        arrs = load_npz(path, self.sha256, expect=_operator_expect(shapes))
+        arrs = load_npz(path, self.sha256, expect=_operator_expect(shapes), root=self.root)
         src = str(self.path)
         for name in self.arrays:
             if name not in arrs:
@@ -299,7 +302,8 @@ class BracketRecord:
         Checks that the file holds exactly the arrays the kinds need.
         """
         path = safe_member_path(self.root, self.file, "bracket.file", str(self.root))
-        arrs = load_npz(path, self.sha256, expect=_expect_shapes(self.expected_shapes(), "fiu"))
+        arrs = load_npz(path, self.sha256, expect=_expect_shapes(self.expected_shapes(), "fiu"),
+                        root=self.root)
         src = str(self.path)
         ends: list[dict[str, Any] | None] = []
         for prefix, end, table in (("upper", self.upper, UPPER_ARRAYS),
