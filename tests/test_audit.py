@@ -777,3 +777,36 @@ def test_the_producing_environments_are_shown_counted_and_escaped(known):
     assert producing_environments(alone)["other_than_budgets"]
     assert producing_environments({"provenance": {"producing_software": "x"}})["count"] == 0
     assert producing_environments(None)["count"] == 0
+
+
+def test_an_interrupted_run_leaves_no_earlier_report(known, plain_ref, tmp_path):
+    """A finished report, then a run that restarts and is killed before writing its own: the
+    folder must not keep the earlier report (it would read as this run's verdict)."""
+    import shutil
+
+    store, _, _, _ = known
+    out = tmp_path / "out"
+    shutil.copytree(plain_ref, out)
+    assert (out / "report.json").exists() and (out / "report.md").exists()
+    calls = []
+
+    def boom(rec):
+        calls.append(rec)
+        raise Boom
+
+    with pytest.raises(Boom):
+        run_audit(store, out, budgets=BUDGETS, on_record=boom, figures=False, restart=True)
+    assert calls and not any((out / n).exists() for n in ("report.json", "report.md",
+                                                            "report.tex"))
+
+
+def test_a_folder_in_place_of_a_report_fails_before_any_check(known, tmp_path):
+    from softrank.certify.errors import InputError
+
+    store, _, _, _ = known
+    out = tmp_path / "out"
+    (out / "report.md").mkdir(parents=True)
+    seen = []
+    with pytest.raises(InputError, match="is a folder"):
+        run_audit(store, out, budgets=BUDGETS, figures=False, on_record=seen.append)
+    assert not seen and not (out / "tables").exists()

@@ -32,7 +32,7 @@ from ..workers import check_jobs
 from . import provenance
 from .batching import chunk_works
 from .executors import make_executor, plan_chunks
-from .files import check_out_folder, write_public
+from .files import RESULT_FILES, check_out_folder, clear_results, write_public
 from .journal import JOURNAL_NAME, Journal, journal_key, normalize
 from .report import (
     FIGURES_TEX,
@@ -184,8 +184,10 @@ def run_audit(store: str | Path, out: str | Path, *, jobs: int = 1,
     store_ref = (key["store"], key["store_sha256"])
     executor_name, workers = "none", 0
     seed = secrets.randbits(64) if recheck_seed is None else int(recheck_seed)
-    check_out_folder(out)  # a planted link fails the run now, not after the checks
+    # a planted link or a folder in place of a report fails the run now, not after the checks
+    check_out_folder(out, results=RESULT_FILES)
     with Journal.open(out, key, restart=restart or recheck, known_ids=ids) as journal:
+        clear_results(out)  # the journal is this run's: an earlier report is not
         if journal.key_note is not None:
             print(shown(f"softrank-certify: {journal.key_note}"), file=sys.stderr)
         if journal.trust.startswith("untrusted"):

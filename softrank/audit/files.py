@@ -14,6 +14,9 @@ from softrank.witnesses.atomic import LINK_REFUSED, open_dirs, write_atomic
 PUBLIC_MODE = 0o644
 OUT_OPTION = "--out"
 SUBFOLDERS = ("tables", "figures")
+# the files that state a run's result: removed when a run starts, so a run killed before it
+# writes them leaves none of an earlier run (over a store since changed) to be read as its own
+RESULT_FILES = ("report.json", "report.md", "report.tex", "intrinsic.json", "intrinsic.md")
 
 
 def write_public(out_dir: str | os.PathLike, rel: str, data: bytes | str) -> None:
@@ -29,10 +32,11 @@ def write_public(out_dir: str | os.PathLike, rel: str, data: bytes | str) -> Non
                  mode=PUBLIC_MODE, field=OUT_OPTION)
 
 
-def check_out_folder(out_dir: str | os.PathLike, subfolders: tuple[str, ...] = SUBFOLDERS
-                     ) -> None:
+def check_out_folder(out_dir: str | os.PathLike, subfolders: tuple[str, ...] = SUBFOLDERS,
+                     results: tuple[str, ...] = ()) -> None:
     """Raises InputError (field ``--out``) unless ``out_dir`` is a folder or can be created,
-    and each of ``subfolders`` already in it is a real folder (not a symbolic link).
+    each of ``subfolders`` already in it is a real folder (not a symbolic link), and none of
+    ``results`` is a folder (the report could not be written there).
 
     Run before the checks so that a planted link fails the run at once, not after hours of
     checking; every write checks again (the folder may change meanwhile).
@@ -40,6 +44,14 @@ def check_out_folder(out_dir: str | os.PathLike, subfolders: tuple[str, ...] = S
     fd = open_dirs(out_dir, [], field=OUT_OPTION)
     assert fd is not None
     try:
+        for name in results:
+            try:
+                st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            except FileNotFoundError:
+                continue
+            if stat.S_ISDIR(st.st_mode):
+                raise InputError("is a folder: the report cannot be written there",
+                                 field=OUT_OPTION, source=str(Path(out_dir) / name))
         for name in subfolders:
             try:
                 st = os.stat(name, dir_fd=fd, follow_symlinks=False)
@@ -51,5 +63,24 @@ def check_out_folder(out_dir: str | os.PathLike, subfolders: tuple[str, ...] = S
             if not stat.S_ISDIR(st.st_mode):
                 raise InputError("is not a folder", field=OUT_OPTION,
                                  source=str(Path(out_dir) / name))
+    finally:
+        os.close(fd)
+
+
+def clear_results(out_dir: str | os.PathLike, names: tuple[str, ...] = RESULT_FILES) -> None:
+    """Removes the files (or links) ``names`` from ``out_dir``: called when a run starts
+    checking, so that a run killed before it writes its own leaves no earlier result behind
+    (the folder's journal may already hold records of a store that has since changed)."""
+    fd = open_dirs(out_dir, [], field=OUT_OPTION)
+    assert fd is not None
+    try:
+        for name in names:
+            try:
+                os.unlink(name, dir_fd=fd)
+            except FileNotFoundError:
+                continue
+            except IsADirectoryError:
+                raise InputError("is a folder: the report cannot be written there",
+                                 field=OUT_OPTION, source=str(Path(out_dir) / name)) from None
     finally:
         os.close(fd)
