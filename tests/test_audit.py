@@ -810,3 +810,12 @@ def test_a_folder_in_place_of_a_report_fails_before_any_check(known, tmp_path):
     with pytest.raises(InputError, match="is a folder"):
         run_audit(store, out, budgets=BUDGETS, figures=False, on_record=seen.append)
     assert not seen and not (out / "tables").exists()
+
+
+@pytest.mark.parametrize("r", ["0", "100001", "99999999999999999999"])
+def test_resamples_out_of_range_exit_2_before_any_check(known, tmp_path, capsys, r):
+    """The bootstrap runs resamples x pairs after every check: an unbounded count ran on."""
+    out = tmp_path / "o"
+    assert main(["audit", str(known[0]), "--out", str(out), "--no-figures", "--resamples",
+                 r]) == 2
+    assert "--resamples" in capsys.readouterr().err and not out.exists()

@@ -49,7 +49,7 @@ from .report import (
     report_latex_tables,
     report_markdown,
 )
-from .stats import DEFAULT_RESAMPLES, DEFAULT_SEED, layer_of
+from .stats import DEFAULT_RESAMPLES, DEFAULT_SEED, MAX_RESAMPLES, layer_of
 from .tables import csv_text, group_pairs, latex_tabular
 
 DEFAULT_BUDGETS = (8, 16, 32)
@@ -172,8 +172,9 @@ def run_audit(store: str | Path, out: str | Path, *, jobs: int = 1,
     if not budgets or budgets[0] < 1:
         raise InputError("budgets must be positive ranks", field="--budgets")
     check_jobs(jobs)
-    if int(bootstrap_resamples) < 1:
-        raise InputError("the bootstrap needs at least one resample", field="--resamples")
+    if not 1 <= int(bootstrap_resamples) <= MAX_RESAMPLES:
+        # the bootstrap's work is resamples x pairs, spent after every check has run
+        raise InputError(f"must be from 1 to {MAX_RESAMPLES}", field="--resamples")
     if figures:
         require_figures()
     reader = open_store(store)

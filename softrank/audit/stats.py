@@ -34,6 +34,7 @@ from .tables import ALL_FAMILIES, _family_eps_keys, _q, eps_key, median, ok
 
 DEFAULT_SEED = 20240601
 DEFAULT_RESAMPLES = 2000
+MAX_RESAMPLES = 100_000  # 50 times the default; intervals settle long before
 LEVEL = Fraction(95, 100)
 STATISTICS = ("resolved_share", "closed_share", "median_lower", "median_upper", "median_ratio")
 

@@ -59,7 +59,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=DEFAULT_SEED, metavar="S",
                    help=f"seed of the bootstrap intervals (default {DEFAULT_SEED})")
     p.add_argument("--resamples", type=int, default=DEFAULT_RESAMPLES, metavar="R",
-                   help=f"bootstrap resamples per family and eps (default {DEFAULT_RESAMPLES})")
+                   help=f"bootstrap resamples per family and eps (default {DEFAULT_RESAMPLES}, "
+                        "at most 100000)")
     p.add_argument("--no-progress", action="store_true",
                    help=argparse.SUPPRESS)  # older spelling of --quiet, kept working
     p.add_argument("--json", action="store_true",
