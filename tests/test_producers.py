@@ -453,6 +453,7 @@ def test_budget_scale_multiplies_defaults_and_variables(monkeypatch):
 @pytest.mark.parametrize("var, value", [
     (SCALE_ENV, "fast"), (rowset.BUDGET_ENV, "0"), (rowset.BUDGET_ENV, "-5"),
     ("SOFTRANK_BERNSTEIN_BUDGET", "inf"), (altl1.DESCENT_ENV, "nan"), (altl1.DESCENT_ENV, "-1"),
+    ("SOFTRANK_KEYSET_BUDGET", "0"), ("SOFTRANK_CHEAP_BUDGET", "lots"),
 ])
 def test_produce_refuses_unreadable_budget_variables(tmp_path, capsys, monkeypatch, var, value):
     monkeypatch.setenv(var, value)

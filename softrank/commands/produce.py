@@ -114,10 +114,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "decoder_lp, which never beat bernstein on the heads measured)")
     p.add_argument("--budget-scale", type=float, default=None, metavar="F",
                    help="multiply the producers' search budgets (alt_l1's descent and "
-                        "near-miss steps, bernstein, rowset, decoder_lp: their defaults or "
-                        "SOFTRANK_*_BUDGET / SOFTRANK_ALT_L1_DESCENT / SOFTRANK_ALT_L1_VSTEP) "
-                        "by F in (0, 1000]; below 1, fewer seconds and looser brackets "
-                        "(default 1)")
+                        "near-miss steps, bernstein, rowset, decoder_lp, the key-set search "
+                        "of keyset and submatrix, and the price limit of the producers "
+                        "without a search budget: their defaults or SOFTRANK_*_BUDGET / "
+                        "SOFTRANK_ALT_L1_DESCENT / SOFTRANK_ALT_L1_VSTEP) by F in (0, 1000]; "
+                        "below 1, fewer seconds and looser brackets (default 1)")
     p.add_argument("--budget-mode", choices=list(MODES), default="work",
                    help="work (default): every search budget counts work units (IRLS steps, "
                         "LP sizes and simplex iterations), so the same command writes "
@@ -375,11 +376,20 @@ def _split_producers(names: list[str]) -> tuple[list[str], list[str]]:
 def _budget_variables() -> list[tuple[str, bool]]:
     """The environment variables the built-in producers read their budgets from, each with
     whether 0 is allowed (it turns alt_l1's descent or its near-miss steps off)."""
-    from softrank.witnesses.producers import altl1, bernstein, decoder_lp, nerve, rowset
+    from softrank.witnesses.producers import (
+        altl1,
+        bernstein,
+        decoder_lp,
+        lower,
+        nerve,
+        prices,
+        rowset,
+    )
 
     return [(SCALE_ENV, False), (bernstein.BUDGET_ENV, False), (rowset.BUDGET_ENV, False),
             (decoder_lp.BUDGET_ENV, False), (nerve.BUDGET_ENV, False), (altl1.DESCENT_ENV, True),
-            (altl1.VSTEP_ENV, True)]
+            (altl1.VSTEP_ENV, True), (lower.KEYSET_BUDGET_ENV, False),
+            (prices.CHEAP_BUDGET_ENV, False)]
 
 
 def _check_budget_variables() -> None:
