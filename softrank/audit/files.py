@@ -44,25 +44,21 @@ def check_out_folder(out_dir: str | os.PathLike, subfolders: tuple[str, ...] = S
     fd = open_dirs(out_dir, [], field=OUT_OPTION)
     assert fd is not None
     try:
-        for name in results:
+        for name in (*results, *subfolders):
             try:
-                st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+                mode = os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode
             except FileNotFoundError:
                 continue
-            if stat.S_ISDIR(st.st_mode):
-                raise InputError("is a folder: the report cannot be written there",
-                                 field=OUT_OPTION, source=str(Path(out_dir) / name))
-        for name in subfolders:
-            try:
-                st = os.stat(name, dir_fd=fd, follow_symlinks=False)
-            except FileNotFoundError:
-                continue
-            if stat.S_ISLNK(st.st_mode):
-                raise InputError(LINK_REFUSED, field=OUT_OPTION,
-                                 source=str(Path(out_dir) / name))
-            if not stat.S_ISDIR(st.st_mode):
-                raise InputError("is not a folder", field=OUT_OPTION,
-                                 source=str(Path(out_dir) / name))
+            why = None
+            if name in results:
+                why = "is a folder: the report cannot be written there" if stat.S_ISDIR(mode) \
+                    else None
+            elif stat.S_ISLNK(mode):
+                why = LINK_REFUSED
+            elif not stat.S_ISDIR(mode):
+                why = "is not a folder"
+            if why is not None:
+                raise InputError(why, field=OUT_OPTION, source=str(Path(out_dir) / name))
     finally:
         os.close(fd)
 
