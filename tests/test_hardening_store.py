@@ -530,3 +530,27 @@ def test_a_file_whose_size_lies_is_read_only_up_to_the_cap():
     with pytest.raises(InputError, match="cannot read") as e:  # reading it is an I/O error
         npzsafe.read_npz(Path("/proc/self/mem"), None)
     assert e.value.source == "/proc/self/mem"
+
+
+@pytest.mark.parametrize("beta", ["0", "-3/2"])
+def test_a_beta_not_positive_is_refused_naming_the_record(tmp_path, beta):
+    """It used to pass the reader and fail at each load, named against the array file."""
+    from .helpers import factors_nonzero_store
+
+    factors_nonzero_store(tmp_path / "s", n_ops=1, size=4, seed=0)
+    p = tmp_path / "s" / "operators.jsonl"
+    recs = _lines(p)
+    recs[0]["beta"] = beta
+    _write(p, recs)
+    with pytest.raises(InputError) as e:
+        open_store(tmp_path / "s")
+    assert e.value.source.endswith("operators.jsonl") and e.value.field == "line 1.beta"
+    assert "positive" in e.value.reason
+
+
+def test_the_writer_refuses_a_beta_not_positive(tmp_path):
+    from softrank.witnesses import Store
+
+    L = np.zeros((3, 3))
+    with Store.create(tmp_path / "w") as st, pytest.raises(InputError, match="positive"):
+        st.add_operator(np.full((3, 3), 1 / 3), family="f", logits=L, beta="0")

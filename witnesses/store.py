@@ -408,6 +408,9 @@ def _parse_operator(rec: Any, src: str, line: int, root: Path) -> OperatorRecord
             raise err.at(source=src) from None
         if "logits" not in arrays:
             raise InputError("beta needs logits", field=f"{where}.beta", source=src)
+        if beta <= 0:  # refused here, naming the record, not later against its array file
+            raise InputError(f"must be a positive rational, got {beta}", field=f"{where}.beta",
+                             source=src)
     meta = rec.get("meta", {})
     if not isinstance(meta, dict):
         raise InputError("meta must be an object", field=f"{where}.meta", source=src)
@@ -846,6 +849,8 @@ class Store:
             _check_factors(arrays["Q"], arrays["K"], A.shape, None)
         if beta is not None and logits is None:
             raise InputError("beta needs logits", field="beta")
+        if beta is not None and not to_rational(beta, field="beta") > 0:
+            raise InputError(f"must be a positive rational, got {beta}", field="beta")
         rel, sha = self._write_arrays(oid, arrays)
         rec: dict[str, Any] = {"id": oid, "family": family, "shape": list(A.shape), "file": rel,
                                "sha256": sha, "arrays": list(arrays)}
