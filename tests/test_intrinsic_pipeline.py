@@ -241,3 +241,7 @@ def test_an_intrinsic_input_error_is_in_the_audit_reports_not_only_its_exit_code
                   if ln.startswith("**Result:**"))
     assert "intrinsic record" in result and "could not be checked" in result
     assert "Input errors" in (rep / "intrinsic.md").read_text()
+    # and on stderr, naming the file and field, not only in intrinsic.md
+    err = capsys.readouterr().err
+    named = "intrinsic.jsonl" if damage == "unreadable" else ".intrinsic.npz: X"
+    assert "intrinsic input error" in err and named in err

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import json
 import shlex
 import sys
+from pathlib import Path
 
+from softrank.certify.errors import InputError
 from softrank.certify.numerics import workbound
 from softrank.witnesses import jsonexact
+from softrank.witnesses.atomic import read_regular
 
 from ..audit import DEFAULT_RESAMPLES, DEFAULT_SEED, parse_budgets, run_audit
 from ..audit.report import internal_error_text
@@ -67,6 +71,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="print the report's summary as JSON instead of text")
 
 
+SHOWN_ERRORS = 20  # intrinsic input errors printed on stderr; intrinsic.md lists them all
+
+
+def _intrinsic_errors(out: str) -> list[str]:
+    """Returns the error texts of ``out``/intrinsic.json, just written by this run (the
+    stderr lines name the file and field, as intrinsic.md does); [] when it cannot be read."""
+    try:
+        # floats in it are the report's own medians: plain json, only the texts are used
+        doc = json.loads(read_regular(Path(out) / "intrinsic.json").decode("utf-8"))
+        return [f"{e['id']}: {e['error']}" for e in doc["errors"]]
+    except (InputError, ValueError, KeyError, TypeError):
+        return []
+
+
 def _command_line(args: argparse.Namespace, budgets: list[int]) -> str:
     """Returns the canonical command line of this run (every option spelled out)."""
     argv = ["softrank-certify", "audit", str(args.store), "--out", str(args.out)]
@@ -117,6 +135,9 @@ def run(args: argparse.Namespace) -> int:
                         f"({intrinsic['errors']} input errors): {args.out}/intrinsic.md"))
     for e in report["errors"]:
         print(f"softrank-certify: input error: {shown(e['error'])}", file=sys.stderr)
+    if intrinsic is not None and intrinsic.get("errors"):
+        for e in _intrinsic_errors(args.out)[:SHOWN_ERRORS]:
+            print(f"softrank-certify: intrinsic input error: {shown(e)}", file=sys.stderr)
     for x in s["internal_errors"]:
         print(shown(f"softrank-certify: internal error: {internal_error_text(x, str)}"),
               file=sys.stderr)
