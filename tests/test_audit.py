@@ -819,3 +819,19 @@ def test_resamples_out_of_range_exit_2_before_any_check(known, tmp_path, capsys,
     assert main(["audit", str(known[0]), "--out", str(out), "--no-figures", "--resamples",
                  r]) == 2
     assert "--resamples" in capsys.readouterr().err and not out.exists()
+
+
+def test_the_default_work_limit_spelled_out_resumes_the_same_journal(known, tmp_path, capsys):
+    from softrank.certify.numerics.workbound import DEFAULT_MAX_WORK
+
+    store = known[0]
+    out = tmp_path / "o"
+    assert main(["audit", str(store), "--out", str(out), "--no-figures",
+                 "--no-progress"]) == 1
+    capsys.readouterr()
+    assert main(["audit", str(store), "--out", str(out), "--no-figures", "--no-progress",
+                 "--max-work", str(DEFAULT_MAX_WORK)]) == 1
+    assert "resuming" in capsys.readouterr().err
+    # another limit is another run
+    assert main(["audit", str(store), "--out", str(out), "--no-figures", "--no-progress",
+                 "--max-work", str(DEFAULT_MAX_WORK // 2)]) == 2

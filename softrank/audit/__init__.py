@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from softrank.certify.errors import InputError
+from softrank.certify.numerics.workbound import DEFAULT_MAX_WORK
 from softrank.certify.upper import check_tier
 from softrank.witnesses import open_store
 from softrank.witnesses.store import stale_brackets
@@ -179,8 +180,10 @@ def run_audit(store: str | Path, out: str | Path, *, jobs: int = 1,
         require_figures()
     reader = open_store(store)
     ids = [b.id for b in reader.brackets]
-    # a journal written under another work limit holds other verdicts: a different key
-    key = journal_key(store, tier if max_work is None else f"{tier}; max_work={int(max_work)}",
+    # a journal written under another work limit holds other verdicts: a different key (the
+    # default limit spelled out is the default: the same key as leaving it out)
+    limit = None if max_work is None or int(max_work) == DEFAULT_MAX_WORK else int(max_work)
+    key = journal_key(store, tier if limit is None else f"{tier}; max_work={limit}",
                       provenance.this_version(), reader.digest)
     store_ref = (key["store"], key["store_sha256"])
     executor_name, workers = "none", 0
