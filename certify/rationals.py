@@ -50,12 +50,12 @@ def _to_rational(x: object, *, field: str = "value") -> Fraction:
     if isinstance(x, numbers.Integral):
         return Fraction(int(x))
     if isinstance(x, float | np.floating):
-        if not math.isfinite(float(x)):
-            raise InputError(f"must be finite, got {x!r}", field=field)
+        if not math.isfinite(float(x)):  # "nan", not "np.float64(nan)"
+            raise InputError(f"must be finite, got {float(x)}", field=field)
         return Fraction(float(x)) if not isinstance(x, np.floating) else _np_float(x, field)
     if isinstance(x, Decimal):
         if not x.is_finite():
-            raise InputError(f"must be finite, got {x!r}", field=field)
+            raise InputError(f"must be finite, got {x}", field=field)
         return _decimal_fraction(x, field)
     if isinstance(x, str):
         return _parse_string(x, field)
@@ -65,7 +65,9 @@ def _to_rational(x: object, *, field: str = "value") -> Fraction:
     num, den = getattr(x, "numerator", None), getattr(x, "denominator", None)
     if isinstance(num, numbers.Integral) and isinstance(den, numbers.Integral) and den != 0:
         return Fraction(int(num), int(den))
-    raise InputError(f"not an exact rational: {x!r}", field=field)
+    shown = repr(x)  # a store's value: a list of a million numbers is shown by its start
+    raise InputError(f"not an exact rational: {shown[:80]}{'...' if len(shown) > 80 else ''}",
+                     field=field)
 
 
 def _np_float(x: np.floating, field: str) -> Fraction:

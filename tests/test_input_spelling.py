@@ -102,3 +102,18 @@ def test_produce_widens_float16_exactly(tmp_path):
     (op_id,) = {b.operator for b in reader.brackets}
     stored = reader.operator(op_id).load()["A"]
     assert stored.dtype == np.float64 and np.array_equal(stored, A.astype(np.float64))
+
+
+@pytest.mark.parametrize("value, shown", [(np.float64("nan"), "got nan"),
+                                          (np.float32("-inf"), "got -inf"),
+                                          (float("inf"), "got inf")])
+def test_a_non_finite_number_is_named_plainly(value, shown):
+    with pytest.raises(InputError) as e:
+        to_rational(value, field="eps")
+    assert shown in str(e.value) and "np." not in str(e.value)
+
+
+def test_a_huge_non_number_is_shown_by_its_start():
+    with pytest.raises(InputError) as e:
+        to_rational(list(range(100_000)), field="eps")
+    assert len(str(e.value)) < 200 and str(e.value).rstrip().endswith("...")
