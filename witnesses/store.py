@@ -448,7 +448,8 @@ def _check_rank_fits(end: EndRecord | None, shape: tuple[int, int], fld: str, sr
     of that shape has rank at most min(m, N), so such a claim is malformed input."""
     if end is not None and end.rank > min(shape):
         raise InputError(f"rank {end.rank} exceeds min(m, N) = {min(shape)} of the operator's "
-                         f"{shape[0]} x {shape[1]} matrix", field=fld, source=src)
+                         f"{shape[0]} x {shape[1]} matrix (its shape as operators.jsonl "
+                         "declares it)", field=fld, source=src)
 
 
 def _parse_bracket(rec: Any, src: str, line: int, root: Path) -> BracketRecord:
