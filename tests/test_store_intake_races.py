@@ -74,3 +74,22 @@ def test_a_dangling_intrinsic_link_is_refused_not_ignored(one_op, tmp_path, caps
     os.symlink(tmp_path / "nowhere.jsonl", one_op / "intrinsic.jsonl")
     assert main(["check", str(one_op)]) == 2
     assert "intrinsic.jsonl" in capsys.readouterr().err
+
+
+def test_a_link_inside_arrays_is_not_a_changed_file_but_one_outside_is(one_op, tmp_path):
+    """The format allows a link that stays inside arrays/; the resume's staleness test read
+    it with O_NOFOLLOW and called every such bracket changed."""
+    from softrank.witnesses.store import stale_brackets
+
+    reader = open_store(one_op)
+    b = reader.brackets[0]
+    target = b.path.with_name("moved_" + b.path.name)
+    os.replace(b.path, target)
+    os.symlink(target.name, b.path)  # relative, inside arrays/
+    reader = open_store(one_op)
+    assert stale_brackets(reader, reader.brackets) == []
+    outside = tmp_path / "elsewhere.npz"
+    shutil.copy(target, outside)
+    os.unlink(b.path)
+    os.symlink(outside, b.path)
+    assert stale_brackets(reader, reader.brackets) == [b.id]

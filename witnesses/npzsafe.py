@@ -108,7 +108,7 @@ def _below(path: Path, folder: Path) -> bool:
     return path != folder and path.is_relative_to(folder)
 
 
-def _open_array_file(path: Path, field_name: str, inside: Path | None) -> tuple[int, int]:
+def open_array_file(path: Path, field_name: str, inside: Path | None) -> tuple[int, int]:
     """Returns (descriptor, size) of ``path`` opened for reading, checked on the descriptor:
     a regular file and, when ``inside`` (a folder) is given, one whose real path lies below
     it.
@@ -159,7 +159,7 @@ def read_npz(path: Path, expected_sha: str | None, *, expect: Expect | None = No
     """
     src = str(path)
     cap = max_bytes() if cap is None else cap
-    fd, size = _open_array_file(path, field_name, inside)
+    fd, size = open_array_file(path, field_name, inside)
     if size > cap:
         os.close(fd)
         raise InputError(f"file of {size} bytes exceeds the cap of {cap} bytes "

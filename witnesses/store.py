@@ -37,8 +37,8 @@ from softrank.certify.lower.rowset import MAX_RANK as ROWSET_MAX_RANK  # = polyt
 from softrank.certify.rationals import parse_eps, to_rational
 
 from . import jsonexact
-from .atomic import open_regular, read_regular, write_atomic, write_text_atomic
-from .npzsafe import read_npz
+from .atomic import read_regular, write_atomic, write_text_atomic
+from .npzsafe import open_array_file, read_npz
 
 FORMAT_NAME = "softrank-brackets"
 FORMAT_VERSION = 1
@@ -551,7 +551,9 @@ def stale_brackets(reader: StoreReader, brackets: list[BracketRecord]) -> list[s
         if (rel, sha) not in seen:
             try:
                 path = safe_member_path(reader.root, rel, fld, str(reader.root))
-                with open_regular(path, field=fld) as fh:
+                # opened as the loads open it: a link inside arrays/ is the format's, not a change
+                fd, _ = open_array_file(path, fld, reader.root / "arrays")
+                with os.fdopen(fd, "rb") as fh:
                     h = hashlib.sha256()
                     for chunk in iter(lambda: fh.read(1 << 20), b""):
                         h.update(chunk)
