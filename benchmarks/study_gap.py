@@ -74,7 +74,7 @@ def lower_at(A: np.ndarray, p: int, eps: float, hop: float) -> tuple[float, floa
     Vt = np.linalg.svd(A, full_matrices=False)[2]
     F, W = np.inf, None
     for _, make in bern._descent_starts(A, p, Vt, eps):
-        F2, W2 = bern.descend(A, make(), goal, clock() + 20)
+        F2, W2 = bern.descend(A, make(clock() + 20), goal, clock() + 20)
         if F2 < F:
             F, W = F2, W2
     if W is None:

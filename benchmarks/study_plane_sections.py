@@ -93,10 +93,10 @@ def subspace_at(A: np.ndarray, p: int, eps: float, hop: float) -> np.ndarray:
     path = bern.keyset_path(A, eps, singletons=False, extra=2, deadline=clock() + 30)
     makers = [m for _, m in bern._descent_starts(A, p, np.linalg.svd(A)[2], eps)]
     if p in path:
-        makers.append(lambda: path[p][1])
+        makers.append(lambda until: path[p][1])
     F, W = np.inf, None
     for make in makers:
-        F2, W2 = bern.descend(A, make(), goal, clock() + 20)
+        F2, W2 = bern.descend(A, make(clock() + 20), goal, clock() + 20)
         if F2 < F:
             F, W = F2, W2
     saved, bern.HOP_PATIENCE = bern.HOP_PATIENCE, 10**9

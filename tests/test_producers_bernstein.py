@@ -203,7 +203,7 @@ def test_descent_starts_are_the_l1fit_and_svd_subspaces():
     Vt = np.linalg.svd(A)[2]
     starts = bn._descent_starts(A, 3, Vt, 0.25)
     assert [t for t, _ in starts] == ["descent_l1fit", "descent_svd"]
-    W0 = [make() for _, make in starts]
+    W0 = [make(clock() + 30) for _, make in starts]
     assert all(W.shape == (16, 3) for W in W0)
     assert np.allclose(W0[1], Vt[:3].T)
     assert np.linalg.matrix_rank(W0[0]) == 3
@@ -235,7 +235,7 @@ def test_race_continues_the_best_start():
         return real(A_, W0, goal, deadline, steps=steps, radius=radius)
 
     W0s = [rng.standard_normal((16, 6)) for _ in range(3)]
-    starts = [(f"s{i}", (lambda W=W: W)) for i, W in enumerate(W0s)]
+    starts = [(f"s{i}", (lambda until, W=W: W)) for i, W in enumerate(W0s)]
     orig = bn.descend
     try:
         bn.descend = spy
@@ -556,3 +556,17 @@ def test_the_hops_start_where_the_last_phase_ran_out(monkeypatch):
     assert found[0] >= grown[1]
     v = exact_value(A, found[1], found[2], found[3], EPS)
     assert v is not None and v < 1
+
+
+def test_the_l1fit_start_keeps_to_the_phase_deadline():
+    """The start was made by a 300-step alternating-l1 fit with no deadline: at rank 60 of a
+    256 x 256 softmax and --budget-scale 0.001 (phases of 0.04 - 0.16 units) the search
+    charged 17.8 work units (15 CPU s); each step is now priced against the phase."""
+    from softrank.witnesses.producers._common import work_done
+
+    A = attention(256, 256, 3.0, 0)
+    with budget_settings(mode="work", scale=0.001):
+        w0 = work_done()
+        bn.Bernstein().produce(A, Fraction(1, 4), floor=63)
+        spent = work_done() - w0
+    assert spent < 3.0
