@@ -86,3 +86,4 @@ def test_produce_reports_skipped_calls_and_exits_0(tmp_path, capsys):
     assert len(summary["producers_over_budget"]) == 1
     assert "rw_svd skipped" in summary["producers_over_budget"][0]
     assert {b.producer["upper"] for b in open_store(out).brackets} == {"tsvd"}
+

@@ -679,3 +679,18 @@ def test_a_tiny_eps_writes_every_bracket(tmp_path, capsys):
     assert main(["produce", str(tmp_path / "st"), "--npz", src, "--eps", "1e-400", "1/4",
                  "--producers", "tsvd", "rw_svd", "--quiet"]) == 0
     assert "4 brackets written" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("shape", [(256, 16), (64, 4)])
+def test_rep_rows_on_a_tall_operator_gives_a_witness_within_min_m_n(shape):
+    """kmax was m: on a tall operator at a small eps the witness had rank m > N, a producer
+    failure and exit 1 on valid input."""
+    from softrank.certify import check_upper
+    from softrank.witnesses.producers import get_producer
+
+    from .helpers import softmax_rows
+
+    A = softmax_rows(np.random.default_rng(3).standard_normal(shape) * 3)
+    w = get_producer("rep_rows").produce(A, Fraction(1, 20))
+    assert w is not None and w.rank <= min(shape)
+    assert check_upper(A, w.U, w.V, Fraction(1, 20)).status == "holds"

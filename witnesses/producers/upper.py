@@ -174,11 +174,15 @@ class RepresentativeRows(BaseProducer):
             return U, R
 
         t = target(eps)
-        kmax = m  # rank m reproduces A exactly
+        N = A.shape[1]
+        # m representatives reproduce A exactly, but a rank above min(m, N) is no witness (a
+        # tall operator failed at every small eps): past N, A I is the exact rank-N witness
+        kmax = min(m, N)
 
         def attempt(k: int):
             U, V = factors(k)
             return bool(row_l1(A, U, V).max() <= t), (U, V)
 
         _, (U, V) = least_rank(attempt, kmax)
-        return _witness(self.name, A, U, V, t)
+        w = _witness(self.name, A, U, V, t)
+        return w if w is not None else _witness(self.name, A, A.copy(), np.eye(N), t)
