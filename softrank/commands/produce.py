@@ -113,8 +113,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "'softrank.producers' (default: every built-in except "
                         "decoder_lp, which never beat bernstein on the heads measured)")
     p.add_argument("--budget-scale", type=float, default=None, metavar="F",
-                   help="multiply the producers' search budgets (alt_l1's descent and "
-                        "near-miss steps, bernstein, rowset, decoder_lp, the key-set search "
+                   help="multiply the producers' search budgets (alt_l1's chain, descent "
+                        "and near-miss steps, bernstein, rowset, decoder_lp, the key-set search "
                         "of keyset and submatrix, and the price limit of the producers "
                         "without a search budget: their defaults or SOFTRANK_*_BUDGET / "
                         "SOFTRANK_ALT_L1_DESCENT / SOFTRANK_ALT_L1_VSTEP) by F in (0, 1000]; "
