@@ -694,3 +694,27 @@ def test_rep_rows_on_a_tall_operator_gives_a_witness_within_min_m_n(shape):
     w = get_producer("rep_rows").produce(A, Fraction(1, 20))
     assert w is not None and w.rank <= min(shape)
     assert check_upper(A, w.U, w.V, Fraction(1, 20)).status == "holds"
+
+
+@pytest.mark.parametrize("edit, why", [(lambda A: A.__setitem__((0, 0), -0.01),
+                                        "negative entries"),
+                                       (lambda A: A.__imul__(1.5), "does not sum to 1")])
+def test_auto_kind_says_when_it_reads_an_array_as_logits(tmp_path, capsys, edit, why):
+    """A probability matrix with one bad entry was silently stored as softmax(input): the
+    run and the store now say what the array was read as."""
+    from softrank.witnesses import open_store
+
+    A = np.full((4, 4), 0.25)
+    edit(A)
+    src = _npz(tmp_path, probs=A)
+    assert main(["produce", str(tmp_path / "st"), "--npz", src, "--producers", "tsvd",
+                 "--eps", "0.25"]) == 0
+    err = capsys.readouterr().err
+    assert "probs: logits" in err and why in err
+    (op,) = open_store(tmp_path / "st").operators
+    assert why in op.meta["read_as"]
+    # named logits, or asked for: no note
+    src2 = _npz(tmp_path, logits=A)
+    assert main(["produce", str(tmp_path / "st2"), "--npz", src2, "--producers", "tsvd",
+                 "--eps", "0.25"]) == 0
+    assert "logits, A =" not in capsys.readouterr().err

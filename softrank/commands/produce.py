@@ -25,7 +25,7 @@ import re
 import shutil
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -151,19 +151,26 @@ class OperatorInput:
     K: np.ndarray | None = None
 
 
-def _is_logits(name: str, X: np.ndarray, kind: str) -> bool:
+def _logits_reason(name: str, X: np.ndarray, kind: str) -> str | None:
+    """Returns why array ``name`` is read as logits ("" when ``--npz-kind logits`` says so),
+    or None when it is read as probabilities."""
     if kind != "auto":
-        return kind == "logits"
+        return "" if kind == "logits" else None
     if name.lower().startswith("logit"):
-        return True
+        return ""
     finite = X[np.isfinite(X)]
     if finite.size and finite.min() < 0:
-        return True
-    return bool(np.any(np.abs(X.sum(axis=-1) - 1.0) > 1e-3))
+        return "it has negative entries"
+    if np.any(np.abs(X.sum(axis=-1) - 1.0) > 1e-3):
+        return "a row does not sum to 1"
+    return None
 
 
-def iter_npz(paths: list[str], kind: str, family: str | None) -> Iterator[OperatorInput]:
-    """Yields one operator per 2-D array (or per slice of a 3-D array) of the files."""
+def iter_npz(paths: list[str], kind: str, family: str | None,
+             note: Callable[[str], None] | None = None) -> Iterator[OperatorInput]:
+    """Yields one operator per 2-D array (or per slice of a 3-D array) of the files;
+    ``note`` is told of each array that ``--npz-kind auto`` reads as logits from its values
+    (its operator's meta says so too)."""
     for path in paths:
         p = Path(path)
         if not p.is_file():
@@ -182,8 +189,12 @@ def iter_npz(paths: list[str], kind: str, family: str | None) -> Iterator[Operat
                 raise InputError(f"must be 2-D or 3-D, got shape {X.shape}", field=key,
                                  source=path)
             for name, M in zip(names, stack, strict=True):
-                yield _npz_operator(p, name, np.asarray(M, dtype=np.float64), kind,
-                                    family or p.stem)
+                op = _npz_operator(p, name, np.asarray(M, dtype=np.float64), kind,
+                                   family or p.stem)
+                if note is not None and "read_as" in op.meta:
+                    note(f"{path}: {name}: {op.meta['read_as']} (--npz-kind probs or "
+                         "logits says which it is)")
+                yield op
 
 
 def _npz_expect(name: str, dtype: np.dtype, shape: tuple[int, ...]) -> str | None:
@@ -207,9 +218,12 @@ def _npz_operator(p: Path, name: str, M: np.ndarray, kind: str, family: str) -> 
         raise InputError("NaN or +Inf entries", field=name, source=src)
     oid = _SAFE.sub("_", f"{p.stem}.{name}").strip("._-")[:100] or "op"
     meta = {"source": p.name, "array": name}
-    if _is_logits(name, M, kind):
+    why = _logits_reason(name, M, kind)
+    if why is not None:
         if np.isneginf(M).all(axis=1).any():
             raise InputError("a row of logits is entirely -inf", field=name, source=src)
+        if why:  # read from the values, not asked for: the store and the run say so
+            meta["read_as"] = f"logits, A = softmax of its rows ({why})"
         return OperatorInput(oid, family, softmax64(M), M, meta)
     if np.isinf(M).any() or M.min() < 0:
         raise InputError("probabilities must be finite and nonnegative", field=name, source=src)
@@ -470,7 +484,12 @@ def _run(args: argparse.Namespace) -> int:
                          "need --model", field="model")
     root = Path(args.store)
     provenance: dict[str, Any] = {}
-    source = (iter_npz(args.npz, args.npz_kind, args.family) if args.npz
+
+    def note(text: str) -> None:
+        if not args.quiet:
+            print(shown(f"softrank-certify produce: {text}"), file=sys.stderr)
+
+    source = (iter_npz(args.npz, args.npz_kind, args.family, note) if args.npz
               else iter_model(args, provenance))
     # read the first operator before touching the output: bad input leaves no empty store
     first = next(source, None)
