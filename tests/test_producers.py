@@ -718,3 +718,15 @@ def test_auto_kind_says_when_it_reads_an_array_as_logits(tmp_path, capsys, edit,
     assert main(["produce", str(tmp_path / "st2"), "--npz", src2, "--producers", "tsvd",
                  "--eps", "0.25"]) == 0
     assert "logits, A =" not in capsys.readouterr().err
+
+
+def test_two_inputs_with_one_operator_id_are_named_plainly(tmp_path, capsys):
+    A = np.full((3, 3), 1 / 3)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    one, two = _npz(tmp_path / "a", A=A), _npz(tmp_path / "b", A=A)
+    assert main(["produce", str(tmp_path / "st"), "--npz", one, two, "--producers",
+                 "tsvd"]) == 2
+    err = capsys.readouterr().err
+    assert "map to operator id" in err and "source heads.npz, array A" in err
+    assert "{'source'" not in err

@@ -543,8 +543,10 @@ def _add_operators(store: Store, root: Path, source: Iterator[Any], eps_list: li
     seen: set[str] = set()
     for op in source:
         if op.id in seen:
+            where = ", ".join(f"{k} {v}" for k, v in op.meta.items()
+                              if k in ("source", "array", "text", "layer", "head"))
             raise InputError(f"two inputs map to operator id {op.id!r} (same file stem and "
-                             "array name?); rename one", field="npz", source=str(op.meta))
+                             f"array name?); rename one (the second: {where})", field="npz")
         seen.add(op.id)
         if op.id in existing:
             # resume: the stored arrays are the operator of record, never a recomputation
