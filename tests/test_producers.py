@@ -242,7 +242,14 @@ def test_plugin_end_to_end(tmp_path, plugins, capsys):
     capsys.readouterr()
     assert main(["produce", str(store), "--npz", src, "--eps", "0.25", "0.35", "--producers",
                  "dummy_mean", "keyset", "nonzero", "--quiet", "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["brackets_written"] == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["brackets_written"] == 0 and summary["operators_already_complete"] == 2
+    budgets = len(reader.header["provenance"]["produce_budgets"])
+    # another lower producer and scale on a complete store: said so, and no budget recorded
+    assert main(["produce", str(store), "--npz", src, "--eps", "0.25", "0.35", "--producers",
+                 "dummy_mean", "rowset", "--budget-scale", "0.5"]) == 0
+    assert "2 operators already had every bracket" in capsys.readouterr().err
+    assert len(open_store(store).header["provenance"]["produce_budgets"]) == budgets
     _check_command_if_available(store, capsys, expect_refuted=False)
 
 

@@ -512,8 +512,10 @@ def _run(args: argparse.Namespace) -> int:
         jobs, new_ops, seen = _add_operators(store, root, source, eps_list, uppers, lowers,
                                              args.budgets)
         # the budgets brackets were searched under (a resumed run with other budgets adds its
-        # own entry; each work-mode bracket also says budget_mode in its claims)
-        provenance["produce_budgets"] = [args.budgets.provenance()]
+        # own entry, when it searches anything; each work-mode bracket also says budget_mode
+        # in its claims)
+        if jobs:
+            provenance["produce_budgets"] = [args.budgets.provenance()]
         if provenance:
             # the model files' sha256 and the token ids of every text read, in store.json
             store.add_provenance(provenance)
@@ -632,8 +634,10 @@ def _produce(args: argparse.Namespace, store: Store, root: Path, jobs: list[tupl
     finally:
         bar.close()
         store.close()
+    complete = len(seen) - len(jobs)
     summary = {"store": str(root), "operators_added": new_ops, "operators_processed":
-               len(jobs), "brackets_written": written, "producer_failures": failures,
+               len(jobs), "operators_already_complete": complete,
+               "brackets_written": written, "producer_failures": failures,
                "producers_over_budget": over,
                # the run's wall time: kept out of the records in work mode (byte identity)
                "budget_mode": args.budgets.mode, "seconds": round(time.monotonic() - t0, 3)}
@@ -652,6 +656,11 @@ def _produce(args: argparse.Namespace, store: Store, root: Path, jobs: list[tupl
                         "written"))
         for f in failures[:20]:
             print(f"  producer failure: {shown(f)}", file=sys.stderr)
+        if complete:
+            print(shown(f"{root}: {complete} operators already had every bracket asked for "
+                        "and were not searched again: other lower producers, --budget-scale "
+                        "or --budget-mode do not apply to their stored brackets (produce "
+                        "into a new store for that)"), file=sys.stderr)
         if over:
             print(shown(f"{root}: {len(over)} producer calls not started, priced above their "
                         f"budget; first: {over[0]}"), file=sys.stderr)
