@@ -65,9 +65,7 @@ def _to_rational(x: object, *, field: str = "value") -> Fraction:
     num, den = getattr(x, "numerator", None), getattr(x, "denominator", None)
     if isinstance(num, numbers.Integral) and isinstance(den, numbers.Integral) and den != 0:
         return Fraction(int(num), int(den))
-    shown = repr(x)  # a store's value: a list of a million numbers is shown by its start
-    raise InputError(f"not an exact rational: {shown[:80]}{'...' if len(shown) > 80 else ''}",
-                     field=field)
+    raise InputError(f"not an exact rational: {x!r}", field=field)  # shown() cuts a long one
 
 
 def _np_float(x: np.floating, field: str) -> Fraction:
