@@ -251,14 +251,15 @@ MAX_RECORD_FILE = 4 << 30
 
 
 def read_regular(path: str | os.PathLike, *, field: str = "file",
-                 max_bytes: int = MAX_RECORD_FILE) -> bytes:
+                 max_bytes: int = MAX_RECORD_FILE, limit: str = "for a record file") -> bytes:
     """Returns the bytes of ``path`` opened by :func:`open_regular` (same refusals).  Raises
-    InputError, before reading, when the file is larger than ``max_bytes`` (a sparse file of
-    100 GB was read into memory: MemoryError, exit 3), and when it grew past it while read."""
+    InputError, before reading, when the file is larger than ``max_bytes`` (the message ends
+    with ``limit``, what sets it; a sparse file of 100 GB was read into memory: MemoryError,
+    exit 3), and when it grew past it while read."""
     with open_regular(path, field=field) as fh:
         size = os.fstat(fh.fileno()).st_size
         if size > max_bytes:
-            raise InputError(f"{size} bytes, above the limit of {max_bytes} for a record file",
+            raise InputError(f"{size} bytes, above the limit of {max_bytes} {limit}",
                              field=field, source=str(path))
         raw = fh.read(size + 1)
     if len(raw) > size:  # grew since fstat: what was read is not the file that was sized

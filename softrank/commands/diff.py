@@ -21,7 +21,7 @@ from typing import Any
 from softrank.certify.errors import InputError
 from softrank.certify.rationals import qstr, to_rational
 from softrank.witnesses import jsonexact
-from softrank.witnesses.atomic import open_regular
+from softrank.witnesses.atomic import read_regular
 from softrank.witnesses.store import _ID as ID_RULE  # a report's ids are a store's
 
 from ..audit import DEFAULT_BUDGETS, MAX_BUDGETS, parse_budgets
@@ -99,15 +99,7 @@ def load_side(path: str | Path, *, tier: str = "auto", jobs: int = 1,
 
 
 def _load_report(p: Path, max_bytes: int) -> tuple[list[dict[str, Any]], list[int] | None]:
-    with open_regular(p, field="report.json") as fh:
-        size = os.fstat(fh.fileno()).st_size
-        if size > max_bytes:
-            raise InputError(f"{size} bytes, above the limit of {max_bytes} (--max-json)",
-                             field="report.json", source=str(p))
-        raw = fh.read(size + 1)  # read() sizes its buffer by the request, not the file
-    if len(raw) > max_bytes:  # grew since fstat
-        raise InputError(f"above the limit of {max_bytes} bytes (--max-json)",
-                         field="report.json", source=str(p))
+    raw = read_regular(p, field="report.json", max_bytes=max_bytes, limit="(--max-json)")
     try:
         doc = jsonexact.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as err:
