@@ -41,7 +41,23 @@ def test_prices_grow_with_the_operator_and_stay_within_budget_at_the_default_sca
         assert all(a < b for a, b in zip(ps, ps[1:], strict=False))
         with budget_settings(mode="work", scale=1.0):
             assert prices.over_budget(name, (4096, 4096)) is None
-    assert prices.price("alt_l1", (128, 128)) is None  # budgeted searches price themselves
+    # a budgeted search is priced by its longest step without a budget check
+    assert prices.price("alt_l1", (128, 128)) == prices.price("tsvd", (128, 128))
+    assert prices.price("bernstein", (128, 128)) < prices.price("nerve", (128, 128))
+    assert prices.price("keyset", (128, 128)) is None  # every step under its own budget
+    assert prices.price("my_plugin", (128, 128)) is None
+
+
+def test_alt_l1_start_is_not_run_above_its_price():
+    """At a scale where tsvd's work is above the budget, alt_l1 (whose start is that work,
+    before its own budget is first read) is skipped with a note, not run."""
+    A = softmax_rows(np.random.default_rng(2).standard_normal((200, 200)) * 3)
+    scale = _scale_between("frobenius_tail", "tsvd", A.shape)
+    with budget_settings(mode="work", scale=scale):
+        assert prices.over_budget("alt_l1", A.shape) is not None
+        res = produce_operator("op", A, [Fraction(1, 4)], ["alt_l1", "tsvd"], ["nonzero"])
+    assert not res.brackets and not res.failures
+    assert sum("alt_l1 skipped" in s for s in res.skipped) == 1
 
 
 def _scale_between(cheap: str, dear: str, shape: tuple[int, int]) -> float:
