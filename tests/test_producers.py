@@ -12,6 +12,7 @@ import pytest
 
 from softrank import certify
 from softrank.certify import check_upper
+from softrank.certify.errors import InputError
 from softrank.cli import main
 from softrank.witnesses import open_store
 from softrank.witnesses.models import softmax64
@@ -121,6 +122,24 @@ def _npz(tmp_path, name: str = "heads.npz", **arrays) -> str:
     path = tmp_path / name
     np.savez(path, **arrays)
     return str(path)
+
+
+def test_a_plugin_under_a_builtin_name_is_refused_not_run(monkeypatch, tmp_path, capsys):
+    """A plug-in registered as ``tsvd`` would be run, priced and reported as the built-in:
+    asking for that name is an input error (exit 2), and the other producers still load."""
+    shadow = EntryPoint(name="tsvd", value=f"{__name__}:DummyMeanRow", group=ENTRY_POINT_GROUP)
+    monkeypatch.setattr("softrank.witnesses.producers._entry_points",
+                        lambda: [*real_entry_points(), shadow])
+    with pytest.raises(InputError, match="built-in name") as err:
+        get_producer("tsvd")
+    assert err.value.field == "producers"
+    assert get_producer("rw_svd").role == "upper"
+    assert available_producers()["tsvd"] == "broken"
+    A = softmax64(np.random.default_rng(0).standard_normal((6, 6)))
+    code = main(["produce", str(tmp_path / "s"), "--npz", _npz(tmp_path, A=A), "--eps", "0.25",
+                 "--producers", "tsvd", "nonzero", "-q"])
+    assert code == 2 and "built-in name" in capsys.readouterr().err
+    assert not (tmp_path / "s").exists()
 
 
 def test_builtins_registered():

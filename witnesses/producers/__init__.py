@@ -13,7 +13,10 @@ plug in with, in their ``pyproject.toml``::
     [project.entry-points."softrank.producers"]
     my_svd = "my_pkg.producers:MySVD"
 
-The built-ins are registered the same way by this project's ``pyproject.toml``.
+The built-ins are registered the same way by this project's ``pyproject.toml``.  A plug-in
+under a built-in's name with another target is refused (an input error naming the plug-in)
+when that name is asked for: it would otherwise run, be priced and be reported as the
+built-in.
 """
 
 from __future__ import annotations
@@ -139,8 +142,22 @@ def _registry() -> dict[str, Callable[[], Any]]:
     for name, target in BUILTINS.items():
         loaders[name] = (lambda t=target: _load_target(t))
     for ep in _entry_points():
-        loaders[ep.name] = ep.load
+        if ep.name in BUILTINS and ep.value.replace(" ", "") != BUILTINS[ep.name]:
+            # a plug-in under a built-in's name would be run, priced and reported as the
+            # built-in (``prices``, the defaults): refused when asked for, never run
+            loaders[ep.name] = _conflict(ep.name, ep.value)
+        elif ep.name not in loaders or ep.name not in BUILTINS:
+            loaders[ep.name] = ep.load
     return loaders
+
+
+def _conflict(name: str, value: str) -> Callable[[], Any]:
+    def load() -> Any:
+        raise InputError(f"producer {name!r} is a built-in name, and an installed plug-in "
+                         f"registers it too ({value[:200]!r}, not {BUILTINS[name]!r}); "
+                         "uninstall that plug-in or register it under another name",
+                         field="producers")
+    return load
 
 
 def available_producers() -> dict[str, str]:
@@ -170,6 +187,8 @@ def get_producer(name: str) -> Producer:
     try:
         target = loaders[name]()
         prod = target() if isinstance(target, type) or not hasattr(target, "produce") else target
+    except InputError:
+        raise
     except Exception as err:  # a plug-in's import error must not crash the CLI
         raise InputError(f"producer {name!r} failed to load: {err}", field="producers") from None
     role = getattr(prod, "role", None)
