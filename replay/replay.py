@@ -26,12 +26,14 @@ bundles.  Members must be stored or deflated, and operator and bracket ids are a
 writes them ([A-Za-z0-9][A-Za-z0-9._-]*, at most 128 characters).  Verdicts are printed
 once every end has replayed.
 
-Exit codes: 0 the bundle has ends, every end the kernel proved replays as holds and no
-verdict disagrees with the kernel's (ends the kernel did not prove are replayed for agreement
-only, not as proofs: 0 does not say every claim holds; the summary counts them); 1 otherwise,
-or no ends; 2 a malformed, oversized or tampered bundle (the message names the member or
-field; no verdict is printed); 3 an internal error of the replayer (never a verdict); 141 the
-reader of standard output closed the pipe (as for any command cut short by SIGPIPE).
+Exit codes: 0 the kernel proved at least one end of the bundle, every end it proved replays
+as holds and no verdict disagrees with the kernel's (ends the kernel did not prove are
+replayed for agreement only, not as proofs: 0 does not say every claim holds; the summary
+counts them); 1 otherwise: no ends, no end the kernel proved (nothing was confirmed), a
+proved end that does not replay, or a disagreement; 2 a malformed, oversized or tampered
+bundle (the message names the member or field; no verdict is printed); 3 an internal error of
+the replayer (never a verdict); 141 the reader of standard output closed the pipe (as for any
+command cut short by SIGPIPE).
 """
 
 from __future__ import annotations
@@ -1053,6 +1055,9 @@ def main(argv: list[str] | None = None) -> int:
         return 3
     if not s["ends"]:
         print("replay: the bundle has no ends: nothing was replayed", file=sys.stderr)
+    elif not s["kernel_proved"]:
+        print("replay: the kernel proved no end of the bundle: nothing was confirmed",
+              file=sys.stderr)
     if as_json:
         print(json.dumps(s, indent=1))  # ASCII only: every string is escaped by json
     else:  # the last line, made of counts and the manifest's digest alone
@@ -1062,7 +1067,7 @@ def main(argv: list[str] | None = None) -> int:
               f"confirmed on {s['chi_confirmed']} of {s['operators']} operators; "
               f"{s['ends'] - s['kernel_proved']} ends not proved by the kernel, replayed for "
               "agreement only, not as proofs")
-    if not s["ends"]:
+    if not s["kernel_proved"]:  # nothing to confirm is not a confirmation
         return 1
     return 0 if s["replayed_proved"] == s["kernel_proved"] and not s["disagreements"] else 1
 

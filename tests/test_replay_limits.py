@@ -343,6 +343,20 @@ def test_a_bundle_with_no_ends_is_exit_1(bundle, tmp_path, capsys):
     assert code == 1 and "no ends: nothing was replayed" in out
 
 
+def test_a_bundle_of_ends_the_kernel_did_not_prove_is_exit_1(bundle, tmp_path, capsys):
+    """Every end agrees with the kernel, but the kernel proved none: nothing was confirmed,
+    so the exit is not the one that says every proved end replays (it was 0)."""
+    doc = _doc(bundle)
+    doc["ends"] = [e for e in doc["ends"] if e["kernel"] != "holds"]
+    assert doc["ends"]
+    bad = _rewrite(bundle, tmp_path / "unproved.zip", json.dumps(doc).encode())
+    s = rp.replay(str(bad))
+    assert s["kernel_proved"] == 0 and s["disagreements"] == 0 and s["ends"] == len(doc["ends"])
+    code, out = _main(bad, capsys)
+    assert code == 1 and "the kernel proved no end" in out
+    assert _main(bundle, capsys)[0] == 0  # the bundle it was cut from confirms its proofs
+
+
 def test_the_summary_counts_the_ends_the_kernel_did_not_prove(bundle, capsys):
     s = rp.replay(str(bundle))
     capsys.readouterr()
