@@ -390,6 +390,28 @@ def test_a_bad_input_on_resume_keeps_the_store(tmp_path, capsys):
     assert (out / "brackets.jsonl").read_text() == before
 
 
+def test_a_bad_later_input_on_an_existing_store_adds_no_operator(tmp_path, capsys):
+    """An existing store keeps exactly its records and array files when a later input file
+    is bad: the operators read before it are withdrawn, not left stored without brackets."""
+    src = _npz(tmp_path, a=np.full((3, 3), 1 / 3))
+    out = tmp_path / "st"
+    assert main(["produce", str(out), "--npz", src, "--quiet", "--npz-kind", "probs",
+                 "--producers", "tsvd"]) == 0
+    files = {f.name: f.read_bytes() for f in (out / "arrays").iterdir()}
+    records = {n: (out / n).read_text() for n in ("operators.jsonl", "brackets.jsonl")}
+    bad = np.full((3, 3), 1 / 3)
+    bad[1, 1] = np.nan
+    new = _npz(tmp_path, "new.npz", c=np.full((3, 3), 1 / 3), d=np.full((4, 4), 1 / 4))
+    worse = _npz(tmp_path, "worse.npz", b=bad)
+    assert main(["produce", str(out), "--npz", new, worse, "--quiet", "--npz-kind", "probs",
+                 "--producers", "tsvd"]) == 2
+    assert "NaN" in capsys.readouterr().err
+    assert {n: (out / n).read_text() for n in records} == records
+    assert {f.name: f.read_bytes() for f in (out / "arrays").iterdir()} == files
+    assert len(open_store(out).operators) == 1
+    assert main(["check", str(out), "--quiet"]) == 0
+
+
 def test_produce_duplicate_operator_ids(tmp_path, capsys):
     (tmp_path / "b").mkdir()
     a = _npz(tmp_path, "h.npz", x=np.full((2, 2), 0.5))

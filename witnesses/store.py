@@ -37,7 +37,7 @@ from softrank.certify.lower.rowset import MAX_RANK as ROWSET_MAX_RANK  # = polyt
 from softrank.certify.rationals import parse_eps, to_rational
 
 from . import jsonexact
-from .atomic import read_regular, write_atomic, write_text_atomic
+from .atomic import open_dirs, read_regular, write_atomic, write_text_atomic
 from .npzsafe import open_array_file, read_npz
 
 FORMAT_NAME = "softrank-brackets"
@@ -723,6 +723,7 @@ class Store:
         self._flushed_at = time.monotonic()
         self._held = 0
         self._lock: int | None = None  # descriptor of the root holding this writer's flock
+        self._added: list[str] = []  # operator ids this writer added (``withdraw_added``)
 
     @classmethod
     def create(cls, path: str | Path, *, description: str = "", **header: Any) -> Store:
@@ -863,8 +864,34 @@ class Store:
             rec["meta"] = dict(meta)
         self._operators.append(rec)
         self._op_shapes[oid] = A.shape
+        self._added.append(oid)
         self._touch()
         return oid
+
+    def withdraw_added(self) -> list[str]:
+        """Removes every operator this writer added that no bracket names yet (its record and
+        its array file) and returns their ids; the caller flushes.  Why: a run whose later
+        input is bad stops before producing, and must not leave the earlier inputs stored
+        without brackets in an existing store (a store it created is removed whole)."""
+        named = {b["operator"] for b in self._brackets}
+        gone = [o for o in self._added if o not in named]
+        files = {o["id"]: o["file"] for o in self._operators if o["id"] in gone}
+        self._operators = [o for o in self._operators if o["id"] not in files]
+        fd = open_dirs(self.root, ["arrays"], field="store", create=False)
+        try:
+            for oid in gone:
+                del self._op_shapes[oid]
+                if fd is not None:  # through the folder: a link in a path is never followed
+                    try:
+                        os.unlink(files[oid].rpartition("/")[2], dir_fd=fd)
+                    except FileNotFoundError:
+                        pass
+        finally:
+            if fd is not None:
+                os.close(fd)
+        self._added = [o for o in self._added if o not in files]
+        self._dirty += bool(gone)
+        return gone
 
     def add_bracket(self, operator: str, eps: object, upper: Mapping[str, Any],
                     lower: Mapping[str, Any] | None = None, *, producer: Mapping[str, Any] | None

@@ -521,7 +521,10 @@ def _run(args: argparse.Namespace) -> int:
             store.add_provenance(provenance)
     except InputError:
         # a later input is bad: nothing was produced yet, so a store this run created goes
-        # (Store.create refused a non-empty folder, so only this run's files are removed)
+        # (Store.create refused a non-empty folder, so only this run's files are removed),
+        # and an existing one loses the operators this run added before the bad one
+        if not fresh:
+            store.withdraw_added()
         store.close()
         if fresh:
             shutil.rmtree(root, ignore_errors=True)
