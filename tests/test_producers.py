@@ -412,6 +412,15 @@ def test_a_bad_later_input_on_an_existing_store_adds_no_operator(tmp_path, capsy
     assert main(["check", str(out), "--quiet"]) == 0
 
 
+def test_an_empty_stack_is_an_input_error_not_skipped(tmp_path, capsys):
+    src = _npz(tmp_path, a=np.full((3, 3), 1 / 3), heads=np.zeros((0, 3, 3)))
+    assert main(["produce", str(tmp_path / "st"), "--npz", src, "--quiet", "--npz-kind",
+                 "probs", "--producers", "tsvd"]) == 2
+    err = capsys.readouterr().err
+    assert "heads" in err and "no matrices" in err and "heads.npz" in err
+    assert not (tmp_path / "st").exists()
+
+
 def test_produce_duplicate_operator_ids(tmp_path, capsys):
     (tmp_path / "b").mkdir()
     a = _npz(tmp_path, "h.npz", x=np.full((2, 2), 0.5))

@@ -184,6 +184,9 @@ def iter_npz(paths: list[str], kind: str, family: str | None,
             if X.ndim == 2:
                 stack, names = X[None], [key]
             elif X.ndim == 3:
+                if X.shape[0] == 0:  # was skipped without a word beside other inputs
+                    raise InputError(f"a stack of no matrices (shape {X.shape})", field=key,
+                                     source=path)
                 stack, names = X, [f"{key}.{i}" for i in range(X.shape[0])]
             else:
                 raise InputError(f"must be 2-D or 3-D, got shape {X.shape}", field=key,
