@@ -421,6 +421,23 @@ def test_an_empty_stack_is_an_input_error_not_skipped(tmp_path, capsys):
     assert not (tmp_path / "st").exists()
 
 
+def test_extreme_logits_and_factors_raise_no_numpy_warning():
+    """Logits whose differences overflow and factors past float32's range are valid input:
+    the softmax is exact there (exp of an overflowed difference is 0 either way) and such a
+    witness stays float64, so neither prints a RuntimeWarning."""
+    import warnings
+
+    from softrank.witnesses.producers.pipeline import compact_witness
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        A = softmax64(np.array([[1e308, -1e308, 0.0], [1.0, 2.0, 3.0]]))
+        w = Witness(rank=2, U=np.array([[1e300, 0.0], [0.0, 1.0]]),
+                    V=np.array([[1e-300, 0.0, 0.0], [0.0, 1.0, 0.0]]))
+        kept = compact_witness(np.eye(2, 3), w, Fraction(1, 4))
+    assert A[0].tolist() == [1.0, 0.0, 0.0] and kept.U.dtype == np.float64
+
+
 def test_produce_duplicate_operator_ids(tmp_path, capsys):
     (tmp_path / "b").mkdir()
     a = _npz(tmp_path, "h.npz", x=np.full((2, 2), 0.5))

@@ -106,7 +106,10 @@ def causal_block(head: Head, width: int) -> tuple[np.ndarray, np.ndarray]:
 def softmax64(logits: np.ndarray) -> np.ndarray:
     """Returns the float64 row softmax of ``logits`` (rows with max subtracted; -inf -> 0)."""
     S = np.asarray(logits, dtype=np.float64)
-    Z = np.exp(S - S.max(axis=1, keepdims=True))
+    # a difference that overflows is below -1.7e308, whose exp is 0 in float64 either way:
+    # the warning would be noise on valid (if extreme) logits
+    with np.errstate(over="ignore"):
+        Z = np.exp(S - S.max(axis=1, keepdims=True))
     return Z / Z.sum(axis=1, keepdims=True)
 
 

@@ -356,7 +356,8 @@ def compact_witness(A: np.ndarray, w: Witness, eps: Fraction) -> Witness:
     float64 budget (halves the store; the kernel checks whatever values are stored)."""
     if w.U.dtype == np.float32 and w.V.dtype == np.float32:
         return w
-    U32, V32 = w.U.astype(np.float32), w.V.astype(np.float32)
+    with np.errstate(over="ignore"):  # a factor past float32's range stays float64 (below)
+        U32, V32 = w.U.astype(np.float32), w.V.astype(np.float32)
     if not (np.all(np.isfinite(U32)) and np.all(np.isfinite(V32))):
         return w
     err = float(row_l1(A, U32.astype(np.float64), V32.astype(np.float64)).max())
