@@ -438,6 +438,29 @@ def test_extreme_logits_and_factors_raise_no_numpy_warning():
     assert A[0].tolist() == [1.0, 0.0, 0.0] and kept.U.dtype == np.float64
 
 
+def test_a_resume_says_it_kept_brackets_unchecked_and_check_refuses_an_edited_one(
+        tmp_path, capsys):
+    """A resumed run compares ids, operators, eps, producers and digests of the brackets it
+    keeps, not their ends: it says so, and ``check`` refuses the hand-edited rank."""
+    src = _npz(tmp_path, a=np.full((3, 3), 1 / 3))
+    out = tmp_path / "st"
+    args = ["produce", str(out), "--npz", src, "--npz-kind", "probs", "--producers", "tsvd",
+            "--eps", "0.25"]
+    assert main([*args, "--quiet"]) == 0
+    lines = (out / "brackets.jsonl").read_text().splitlines()
+    rec = json.loads(lines[0])
+    rec["upper"]["rank"] += 1
+    (out / "brackets.jsonl").write_text("\n".join([json.dumps(rec), *lines[1:]]) + "\n")
+    capsys.readouterr()
+    assert main(args) == 0
+    err = capsys.readouterr().err
+    assert "1 stored brackets kept as recorded" in err and "not rechecked" in err
+    assert main([*args, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["brackets_kept"] == 1
+    assert main(["check", str(out), "--quiet"]) == 2
+    assert "upper.U: shape (3, 1) differs from the record" in capsys.readouterr().err
+
+
 def test_produce_duplicate_operator_ids(tmp_path, capsys):
     (tmp_path / "b").mkdir()
     a = _npz(tmp_path, "h.npz", x=np.full((2, 2), 0.5))

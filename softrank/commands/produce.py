@@ -512,8 +512,8 @@ def _run(args: argparse.Namespace) -> int:
     store = Store.open(root) if not fresh else Store.create(
         root, description=args.description or "brackets from softrank-certify produce")
     try:
-        jobs, new_ops, seen = _add_operators(store, root, source, eps_list, uppers, lowers,
-                                             args.budgets)
+        jobs, new_ops, seen, kept = _add_operators(store, root, source, eps_list, uppers,
+                                                   lowers, args.budgets)
         # the budgets brackets were searched under (a resumed run with other budgets adds its
         # own entry, when it searches anything; each work-mode bracket also says budget_mode
         # in its claims)
@@ -534,20 +534,21 @@ def _run(args: argparse.Namespace) -> int:
             if root_existed:
                 root.mkdir(exist_ok=True)
         raise
-    return _produce(args, store, root, jobs, new_ops, seen, ranks)
+    return _produce(args, store, root, jobs, new_ops, seen, ranks, kept)
 
 
 def _add_operators(store: Store, root: Path, source: Iterator[Any], eps_list: list[Fraction],
                    uppers: list[str], lowers: list[str], budgets: Budgets
-                   ) -> tuple[list[tuple[Any, ...]], int, set[str]]:
+                   ) -> tuple[list[tuple[Any, ...]], int, set[str], int]:
     """Adds the new operators to ``store``; returns the producing jobs, the number of
-    operators added and the ids seen (raises InputError on a bad input)."""
+    operators added, the ids seen and the number of stored brackets kept (raises InputError
+    on a bad input)."""
     existing = set(store.operator_ids)
     have = store.bracket_ids
     reader = open_store(root) if existing else None
     by_id = {b.id: b for b in reader.brackets} if reader is not None else {}
     jobs: list[tuple[Any, ...]] = []
-    new_ops = 0
+    new_ops = kept = 0
     seen: set[str] = set()
     for op in source:
         if op.id in seen:
@@ -572,10 +573,11 @@ def _add_operators(store: Store, root: Path, source: Iterator[Any], eps_list: li
         if skip:
             _skipped_intact(reader, root, [(by_id[i], *wanted[i]) for i in sorted(skip)],
                             op.id)
+            kept += len(skip)
         if len(skip) < len(eps_list) * len(uppers):
             jobs.append((op.id, A, logits, eps_list, uppers, lowers, skip, budgets))
     store.flush()
-    return jobs, new_ops, seen
+    return jobs, new_ops, seen, kept
 
 
 #: Largest entrywise difference between a stored operator and the input a resumed run reads
@@ -618,7 +620,7 @@ def _skipped_intact(reader: Any, root: Path, skip: list[tuple[Any, Fraction, str
 
 
 def _produce(args: argparse.Namespace, store: Store, root: Path, jobs: list[tuple[Any, ...]],
-             new_ops: int, seen: set[str], ranks: Any) -> int:
+             new_ops: int, seen: set[str], ranks: Any, kept: int = 0) -> int:
     written, failures, over = 0, [], []
     t0 = time.monotonic()
     bar = tqdm(total=len(jobs), unit="operator",
@@ -643,7 +645,8 @@ def _produce(args: argparse.Namespace, store: Store, root: Path, jobs: list[tupl
     complete = len(seen) - len(jobs)
     summary = {"store": str(root), "operators_added": new_ops, "operators_processed":
                len(jobs), "operators_already_complete": complete,
-               "brackets_written": written, "producer_failures": failures,
+               "brackets_written": written, "brackets_kept": kept,
+               "producer_failures": failures,
                "producers_over_budget": over,
                # the run's wall time: kept out of the records in work mode (byte identity)
                "budget_mode": args.budgets.mode, "seconds": round(time.monotonic() - t0, 3)}
@@ -667,6 +670,11 @@ def _produce(args: argparse.Namespace, store: Store, root: Path, jobs: list[tupl
                         "and were not searched again: other lower producers, --budget-scale "
                         "or --budget-mode do not apply to their stored brackets (produce "
                         "into a new store for that)"), file=sys.stderr)
+        if kept:
+            print(shown(f"{root}: {kept} stored brackets kept as recorded: their ids, "
+                        "operators, eps, producers and array sha256 were compared, their ends "
+                        "were not rechecked here (softrank-certify check proves or refuses "
+                        "every record)"), file=sys.stderr)
         if over:
             print(shown(f"{root}: {len(over)} producer calls not started, priced above their "
                         f"budget; first: {over[0]}"), file=sys.stderr)
