@@ -570,3 +570,22 @@ def test_the_l1fit_start_keeps_to_the_phase_deadline():
         bn.Bernstein().produce(A, Fraction(1, 4), floor=63)
         spent = work_done() - w0
     assert spent < 3.0
+
+
+@pytest.mark.parametrize("scale", [1.0, 0.001])
+def test_the_claim_step_gets_a_scaled_extra_unit(monkeypatch, scale):
+    """``_claimable`` gives the certificate step half a phase's budget plus one unit times
+    the budget scale: at --budget-scale 0.001 the extra is 0.001 units, not a whole unit
+    (25 times a phase's budget there)."""
+    given: list[float] = []
+
+    def spy(A, W, eps, deadline=None):
+        given.append(deadline - clock())
+        return None
+
+    monkeypatch.setattr(bn, "certify_subspace", spy)
+    A = softmax64(np.random.default_rng(0).standard_normal((8, 8)))
+    with budget_settings(mode="work", scale=scale):
+        assert bn._claimable(A, np.eye(8, 2), 0.5, 0.25, 0.04 * scale) is None
+    assert len(given) == 1
+    assert 0.02 * scale + 0.9 * scale < given[0] <= 0.02 * scale + scale

@@ -80,7 +80,17 @@ import numpy as np
 from scipy.linalg import qr
 
 from . import polytope
-from ._common import IRLS_UNIT, as_float64, charge, clock, linprog, search_claim, target, time_limit
+from ._common import (
+    IRLS_UNIT,
+    as_float64,
+    budget_scale,
+    charge,
+    clock,
+    linprog,
+    search_claim,
+    target,
+    time_limit,
+)
 from ._highs import lp_model, optimal, run
 from .altl1 import alt_l1
 from .decoder_lp import CLAIM_BUDGET, BudgetedLower, Reached, keyset_path
@@ -680,8 +690,10 @@ def _claimable(A: np.ndarray, W: np.ndarray, F: float, eps: float, budget: float
     None otherwise."""
     if not F * eps <= CLAIM_BUDGET:
         return None
-    # the certificate of a subspace found in time may take a little longer to write
-    c = certify_subspace(A, W, eps, clock() + 0.5 * budget + 1.0)
+    # the certificate of a subspace found in time may take a little longer to write; the
+    # extra unit follows --budget-scale like every budget (unscaled, it was 25 times a
+    # phase's budget at --budget-scale 0.001)
+    c = certify_subspace(A, W, eps, clock() + 0.5 * budget + budget_scale())
     return c if c is not None and c[0] <= CLAIM_BUDGET else None
 
 
