@@ -324,11 +324,11 @@ def per_bracket(path: Path, top: int = 5) -> None:
     operator's arrays and chi are loaded before the clocks start; both times include loading
     the bracket's file) and prints the slowest checks, and per lower kind the count, the
     total plain and validated seconds, their ratio and the slowest check."""
-    from softrank.recheck import _OperatorCache, check_record
+    from softrank.recheck import OperatorCache, check_record
     from softrank.witnesses import open_store
 
     reader = open_store(path)
-    cache = _OperatorCache(reader)
+    cache = OperatorCache(reader)
     times = []
     t_chi = 0.0
     A, op = None, None

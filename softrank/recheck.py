@@ -52,7 +52,7 @@ def operator_chi(reader: StoreReader, op_id: str, arrays: dict[str, Any], *,
         raise err.at(source=str(reader.operator(op_id).path), field_prefix="operator") from None
 
 
-class _OperatorCache:
+class OperatorCache:
     """Keeps the last operator's arrays and chi: brackets of one operator are adjacent.
 
     ``get`` returns the cheap charged chi; ``tighten`` the arb chi, computed at most once per
@@ -102,7 +102,7 @@ class _OperatorCache:
         return self.tight
 
 
-def check_record(reader: StoreReader, br: BracketRecord, cache: _OperatorCache, *,
+def check_record(reader: StoreReader, br: BracketRecord, cache: OperatorCache, *,
                  tier: str = "auto", max_work: int | None = None) -> dict[str, Any]:
     """Returns the JSON-safe record of checking one bracket (or of its input error).
 

@@ -14,7 +14,7 @@ from typing import Any
 from softrank.certify.errors import InputError
 from softrank.witnesses import open_store
 
-from .recheck import _OperatorCache, check_record, operator_chi, operator_chunks
+from .recheck import OperatorCache, check_record, operator_chi, operator_chunks
 
 __all__ = ["check_record", "default_jobs", "iter_checks", "operator_chi", "operator_chunks"]
 
@@ -41,7 +41,7 @@ def iter_checks(store_path: str | Path, ids: Iterable[str] | None = None, *, job
     wanted = [b for b in reader.brackets if id_set is None or b.id in id_set]
     wanted.sort(key=lambda b: (b.operator, b.id))
     if jobs <= 1 and scheduler is None:
-        cache = _OperatorCache(reader)
+        cache = OperatorCache(reader)
         for br in wanted:
             yield check_record(reader, br, cache, tier=tier, max_work=max_work)
         return

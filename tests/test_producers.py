@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import shutil
 from fractions import Fraction
 from importlib.metadata import EntryPoint
 
@@ -459,6 +461,41 @@ def test_a_resume_says_it_kept_brackets_unchecked_and_check_refuses_an_edited_on
     assert json.loads(capsys.readouterr().out)["brackets_kept"] == 1
     assert main(["check", str(out), "--quiet"]) == 2
     assert "upper.U: shape (3, 1) differs from the record" in capsys.readouterr().err
+
+
+def test_producers_checks_the_operator_of_record_as_check_does(tmp_path, capsys):
+    """``producers`` validates each witness as ``check`` does: for a logits operator whose
+    beta makes the operator of record far from the stored A it reports the witnesses not
+    proved (it reported every one proved, exit 0), and a record with an input error is
+    named and exit 2 (it was exit 0)."""
+    rng = np.random.default_rng(0)
+    src = _npz(tmp_path, logits=rng.normal(size=(5, 7)))
+    out = tmp_path / "st"
+    assert main(["produce", str(out), "--npz", src, "--npz-kind", "logits", "--eps", "0.25",
+                 "0.5", "--producers", "tsvd", "nonzero", "-q"]) == 0
+    assert main(["producers", str(out), "-q"]) == 0
+    for change, code in (("beta", 1), ("logits", 2)):
+        bad = tmp_path / change
+        shutil.copytree(out, bad)
+        ops = [json.loads(x) for x in (bad / "operators.jsonl").read_text().splitlines()]
+        if change == "beta":
+            ops[0]["beta"] = "100000000000000000000"
+        else:
+            path = bad / ops[0]["file"]
+            arrays = dict(np.load(path))
+            arrays["logits"][0, 0] = np.inf
+            np.savez_compressed(path, **arrays)
+            ops[0]["sha256"] = hashlib.sha256(path.read_bytes()).hexdigest()
+        (bad / "operators.jsonl").write_text("".join(json.dumps(o) + "\n" for o in ops))
+        capsys.readouterr()
+        assert main(["check", str(bad), "-q"]) == code
+        capsys.readouterr()
+        assert main(["producers", str(bad), "--json"]) == code
+        doc = json.loads(capsys.readouterr().out)
+        if code == 1:
+            assert doc["witnesses_not_proved"] == 2 and not doc["input_errors"]
+        else:
+            assert len(doc["input_errors"]) == 2 and "logits" in doc["input_errors"][0]
 
 
 def test_produce_duplicate_operator_ids(tmp_path, capsys):

@@ -29,7 +29,7 @@ from typing import Any, Protocol
 from softrank.certify.errors import InputError
 from softrank.witnesses import StoreReader, open_store
 
-from ..recheck import _OperatorCache, check_record, operator_chunks
+from ..recheck import OperatorCache, check_record, operator_chunks
 from ..workers import check_jobs, init_worker
 from .batching import batches
 
@@ -71,7 +71,7 @@ def check_chunk(store: StoreRef, ids: Sequence[str], tier: str,
     """
     with _CHECK_LOCK:
         reader, by_id = _reader(store)
-        cache = _OperatorCache(reader)
+        cache = OperatorCache(reader)
         return [check_record(reader, by_id[i], cache, tier=tier, max_work=max_work)
                 for i in ids]
 

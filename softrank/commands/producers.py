@@ -1,16 +1,20 @@
 """``softrank-certify producers STORE``: compare upper producers by the rank they need.
 
-For every (operator, eps) the rank of each upper producer's witness is *validated* with
-``certify.check_upper`` against the stored A (a witness that does not hold counts as full
-rank min(m, N)); the table gives, per producer, the median of its validated rank divided by
+For every (operator, eps) the rank of each upper producer's witness is *validated* by the
+same check as ``check`` (``recheck.check_record``: the operator of record, with its slack chi
+when A is stored beside logits or a block; a witness that is not proved counts as full rank
+min(m, N)); the table gives, per producer, the median of its validated rank divided by
 the alternating-l1 validated rank, like the literature's comparison table.
 
 The lower producers are shown side by side below it: a store keeps, per (operator, eps), the
 best lower certificate found (the one with the largest claimed rank), so each row counts the
-brackets a lower producer won, how many of its certificates ``certify.check_lower`` proves
-(one it does not prove counts as rank 0), their median validated rank, and how many of them
-close the bracket (validated L equal to the least validated upper rank of that operator and
-eps).  Like the upper table, these checks take the stored A as the operator (no slack chi).
+brackets a lower producer won, how many of its certificates the same check proves (one it
+does not prove counts as rank 0), their median validated rank, and how many of them close the
+bracket (validated L equal to the least validated upper rank of that operator and eps).  A
+record with an input error is left out of the tables and named on stderr (exit 2), as by
+``check``.  (The tables took the stored A as the operator before, without the slack chi or the
+checks of the logits: a store whose witnesses do not hold for its operator of record was
+reported with every claim proved.)
 
 Last, the open brackets (validated L < U per operator and eps) with the best float64 values
 the producers claim to have found next to each end (``softrank.audit.loose``): the least
@@ -32,8 +36,8 @@ from tqdm import tqdm
 
 from softrank.audit import loose
 from softrank.audit.tables import agree_cell, fmt_eps
-from softrank.certify import check_lower, check_upper
 from softrank.numfmt import sci, sig
+from softrank.recheck import OperatorCache, check_record
 from softrank.terminal import shown
 from softrank.witnesses import jsonexact, open_store
 
@@ -55,30 +59,44 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON document")
 
 
-def validated_ranks(store: str, *, progress: bool = False) -> list[dict[str, Any]]:
-    """Returns one row per bracket: operator, eps, producer, claimed and validated rank."""
+def checked_records(store: str, *, progress: bool = False) -> list[dict[str, Any]]:
+    """Returns the record of checking each bracket of ``store`` exactly as ``check`` does
+    (``recheck.check_record``: the operator of record with its slack chi, input errors as
+    records with an ``error``), in the store's bracket order."""
     reader = open_store(store)
-    rows: list[dict[str, Any]] = []
-    by_op: dict[str, list[Any]] = defaultdict(list)
-    for br in reader.brackets:
-        by_op[br.operator].append(br)
-    bar = tqdm(total=len(reader.brackets), unit="witness", disable=not progress,
-               file=sys.stderr, desc="validate")
-    for op_id, brs in by_op.items():
-        op = reader.operator(op_id)
-        A = op.load()["A"]
-        full = min(op.shape)
-        for br in brs:
-            upper, _ = br.load()
-            chk = check_upper(A, upper["U"], upper["V"], br.eps, rank=upper["rank"],
-                              source=str(br.path))
-            rows.append({"operator": op_id, "eps": br.eps,
-                         "producer": str(br.producer.get("upper", "?")),
-                         "claimed": br.upper.rank, "status": chk.status,
-                         "validated": br.upper.rank if chk.holds else full, "full": full,
-                         "seconds": claimed_seconds(_claimed_cost(br.claims, "upper"))})
-            bar.update(1)
+    order = sorted(reader.brackets, key=lambda b: b.operator)  # one operator's arrays at once
+    cache = OperatorCache(reader)
+    bar = tqdm(total=len(order), unit="bracket", disable=not progress, file=sys.stderr,
+               desc="validate")
+    out: dict[str, dict[str, Any]] = {}
+    for br in order:
+        out[br.id] = {**check_record(reader, br, cache), "_record": br}
+        bar.update(1)
     bar.close()
+    return [out[b.id] for b in reader.brackets]
+
+
+def _status(rec: dict[str, Any], end: str) -> str:
+    chk = rec.get(f"{end}_check")
+    return "error" if "error" in rec or chk is None else str(chk["status"])
+
+
+def validated_ranks(checked: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Returns one row per bracket of ``checked`` (``checked_records``) without an input
+    error: operator, eps, producer, claimed and validated rank (full rank min(m, N) when
+    the witness is not proved for the operator of record)."""
+    rows: list[dict[str, Any]] = []
+    for rec in checked:
+        if "error" in rec:
+            continue
+        br = rec["_record"]
+        full = min(rec["shape"])
+        status = _status(rec, "upper")
+        rows.append({"operator": br.operator, "eps": br.eps,
+                     "producer": str(br.producer.get("upper", "?")),
+                     "claimed": br.upper.rank, "status": status,
+                     "validated": br.upper.rank if status == "holds" else full, "full": full,
+                     "seconds": claimed_seconds(_claimed_cost(br.claims, "upper"))})
     return rows
 
 
@@ -133,29 +151,20 @@ def lower_times(store: str) -> dict[str, dict[str, Any]]:
     return out
 
 
-def validated_lowers(store: str, *, progress: bool = False) -> list[dict[str, Any]]:
-    """Returns one row per bracket holding a lower certificate: operator, eps, producer, kind,
-    claimed and validated rank (0 when ``check_lower`` does not prove it)."""
-    reader = open_store(store)
-    by_op: dict[str, list[Any]] = defaultdict(list)
-    for br in reader.brackets:
-        if br.lower is not None:
-            by_op[br.operator].append(br)
+def validated_lowers(checked: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Returns one row per bracket of ``checked`` holding a lower certificate, without an
+    input error: operator, eps, producer, kind, claimed and validated rank (0 when the
+    certificate is not proved for the operator of record)."""
     rows: list[dict[str, Any]] = []
-    bar = tqdm(total=sum(len(v) for v in by_op.values()), unit="certificate",
-               disable=not progress, file=sys.stderr, desc="validate lower")
-    for op_id, brs in by_op.items():
-        A = reader.operator(op_id).load()["A"]
-        for br in brs:
-            _, lower = br.load()
-            chk = check_lower(A, lower, br.eps, source=str(br.path))
-            rows.append({"operator": op_id, "eps": br.eps,
-                         "producer": str(br.producer.get("lower", "?")),
-                         "kind": br.lower.kind, "claimed": br.lower.rank,
-                         "status": chk.status,
-                         "validated": br.lower.rank if chk.holds else 0})
-            bar.update(1)
-    bar.close()
+    for rec in checked:
+        br = rec["_record"]
+        if "error" in rec or br.lower is None:
+            continue
+        status = _status(rec, "lower")
+        rows.append({"operator": br.operator, "eps": br.eps,
+                     "producer": str(br.producer.get("lower", "?")),
+                     "kind": br.lower.kind, "claimed": br.lower.rank, "status": status,
+                     "validated": br.lower.rank if status == "holds" else 0})
     return rows
 
 
@@ -323,10 +332,12 @@ def format_table(table: dict[str, Any], reference: str, unit: str = "s") -> str:
 
 def run(args: argparse.Namespace) -> int:
     progress = not (args.quiet or args.json) and sys.stderr.isatty()
-    rows = validated_ranks(args.store, progress=progress)
+    checked = checked_records(args.store, progress=progress)
+    errors = [str(r["error"]) for r in checked if "error" in r]
+    rows = validated_ranks(checked)
     table = compare(rows, args.reference)
     failed = sum(r["status"] != "holds" for r in rows)
-    lowers = validated_lowers(args.store, progress=progress)
+    lowers = validated_lowers(checked)
     lower_table = compare_lowers(lowers, rows, lower_times(args.store))
     lower_failed = sum(r["status"] != "holds" for r in lowers)
     opened = open_brackets(rows, lowers, pair_claims(args.store))
@@ -339,6 +350,7 @@ def run(args: argparse.Namespace) -> int:
                                "lower_table": lower_table,
                                "certificates_not_proved": lower_failed,
                                "open_brackets": opened,
+                               "input_errors": errors,
                                "open_brackets_note": "best float64 values the producers "
                                "claim next to each end (upper_next_ratio at rank U - 1, "
                                "lower_next_value at rank L + 1; below 1 would move the end): "
@@ -347,18 +359,24 @@ def run(args: argparse.Namespace) -> int:
         if args.reference not in table:
             print(f"(no {shown(args.reference)} brackets in the store: ratios unavailable)")
         print(format_table(table, args.reference, unit))
-        print(f"{len(rows)} witnesses rechecked by certify.check_upper; {failed} not proved "
-              "(counted as full rank)")
+        print(f"{len(rows)} witnesses rechecked as by check (the operator of record, its slack "
+              f"chi); {failed} not proved (counted as full rank)")
         if lower_table:
             print()
             print(format_lower_table(lower_table, unit))
-            print(f"{len(lowers)} certificates (the best per operator and eps) rechecked by "
-                  f"certify.check_lower; {lower_failed} not proved (counted as rank 0)")
+            print(f"{len(lowers)} certificates (the best per operator and eps) rechecked as "
+                  f"by check; {lower_failed} not proved (counted as rank 0)")
         print(f"claimed {unit}: the producers' own costs summed from the store (unchecked "
               "claims; s: CPU seconds of --budget-mode cpu, work: the work units of "
               "--budget-mode work)")
         if opened:
             print()
             print(format_open_table(opened, pairs))
+    for e in errors[:20]:
+        print(f"softrank-certify producers: input error: {shown(e)}", file=sys.stderr)
+    if errors:
+        print(f"softrank-certify producers: {len(errors)} records are input errors, left out "
+              "of the tables (exit 2)", file=sys.stderr)
+        return 2
     # the table is the product; the exit code still says whether every claim was proved
     return 0 if not failed and not lower_failed else 1
