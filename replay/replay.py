@@ -115,10 +115,22 @@ def _no_float(text: str) -> None:
                       f"integers have at most {MAX_INT_DIGITS} digits")
 
 
+def _unique_keys(pairs: list[tuple[str, object]]) -> dict:
+    # a repeated key would be read as its last value here and as its first by another
+    # reader (the store's refuses it too): a bundle the export could not have written
+    out: dict = {}
+    for k, v in pairs:
+        if k in out:
+            raise BundleError(f"key {k!r:.60} appears twice in one object")
+        out[k] = v
+    return out
+
+
 def _json(raw: bytes, name: str) -> object:
     try:
         return json.loads(raw.decode("utf-8"), parse_float=_no_float, parse_constant=_no_float,
-                          parse_int=lambda s: _no_float(s) if len(s) > MAX_INT_DIGITS else int(s))
+                          parse_int=lambda s: _no_float(s) if len(s) > MAX_INT_DIGITS else int(s),
+                          object_pairs_hook=_unique_keys)
     except (ValueError, RecursionError) as err:  # UnicodeDecodeError, JSONDecodeError
         raise BundleError(f"{name}: not JSON: {err}") from None
     except BundleError as err:
@@ -195,8 +207,10 @@ def read_bundle(path: str, max_json: int = LIMITS["json"]
                 raise BundleError("bundle.json: missing")
             blobs = {"bundle.json": read("bundle.json")}
             doc = _json(blobs["bundle.json"], "bundle.json")
-            if not isinstance(doc, dict) or not isinstance(doc.get("operators"), list) \
-                    or not isinstance(doc.get("ends"), list):
+            if not isinstance(doc, dict) or doc.get("format") != FORMAT \
+                    or doc.get("version") != VERSION:
+                raise BundleError(f"bundle.json: not a {FORMAT} version {VERSION} document")
+            if not isinstance(doc.get("operators"), list) or not isinstance(doc.get("ends"), list):
                 raise BundleError("bundle.json: needs lists 'operators' and 'ends'")
             recs = [r for r in doc["operators"] + doc["ends"] if isinstance(r, dict)]
             recs += [r["certificate"] for r in recs if isinstance(r.get("certificate"), dict)]

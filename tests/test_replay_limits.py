@@ -332,6 +332,33 @@ def test_kyfan_arrays_of_the_wrong_shape_are_exit_2_naming_the_field(bundle, tmp
     assert f"ends[{i}].certificate.{name}: shape [{rows}, {n}] where" in out
 
 
+@pytest.mark.parametrize("edit", ["repeated eps", "repeated kernel", "repeated top key",
+                                  "format", "version"])
+def test_a_bundle_json_the_export_could_not_have_written_is_refused(bundle, tmp_path, capsys,
+                                                                      edit):
+    """Repeated keys (read here as their last value, by another reader as their first) and
+    another format or version in bundle.json are exit 2, not replayed (they were read)."""
+    doc = _doc(bundle)
+    text = json.dumps(doc)
+    end = doc["ends"][0]
+    if edit == "repeated eps":
+        old = f'"eps": "{end["eps"]}"'
+        text = text.replace(old, '"eps": "1/100", ' + old, 1)
+    elif edit == "repeated kernel":
+        text = text.replace('"kernel": "holds"', '"kernel": "fails", "kernel": "holds"', 1)
+    elif edit == "repeated top key":
+        text = '{"ends": [], ' + text[1:]
+    elif edit == "format":
+        text = text.replace('"format": "softrank-replay-bundle"', '"format": "not-a-bundle"')
+    else:
+        text = text.replace('"version": 1', '"version": 99', 1)
+    assert text != json.dumps(doc)
+    bad = _rewrite(bundle, tmp_path / "bad.zip", text.encode())
+    code, out = _main(bad, capsys)
+    assert code == 2, out
+    assert ("appears twice" in out) if edit.startswith("repeated") else ("version 1" in out)
+
+
 # --- 5: exit codes ----------------------------------------------------------------------
 
 def test_a_bundle_with_no_ends_is_exit_1(bundle, tmp_path, capsys):
