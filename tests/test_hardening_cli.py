@@ -6,9 +6,11 @@ from __future__ import annotations
 import json
 import os
 import signal
+import stat
 import subprocess
 import sys
 import time
+import zipfile
 from fractions import Fraction
 from pathlib import Path
 
@@ -398,6 +400,28 @@ def test_an_unwritable_export_target_is_refused_before_the_run(tmp_path, capsys)
         assert "exit 0" not in out and "checked" not in out  # refused before any check
     code, _, err = _run(capsys, "export", tmp_path / "s", "--out", tmp_path / "afile" / "b.zip")
     assert code == 2 and "--out" in err
+
+
+def test_an_existing_export_target_is_replaced_only_when_regular_and_forced(tmp_path, capsys):
+    """The atomic write replaces whatever is at the bundle's name: an existing file is kept
+    unless --force (it was overwritten, exit 0), and a FIFO, a device or a link never is
+    (/dev/null, run as root, became a regular file)."""
+    build_store(tmp_path / "s", n_ops=1)
+    kept = tmp_path / "notes.txt"
+    kept.write_text("mine")
+    os.mkfifo(tmp_path / "fifo")
+    (tmp_path / "link").symlink_to(kept)
+    for cmd, opt in (("export", "--out"), ("check", "--export")):
+        code, out, err = _run(capsys, cmd, tmp_path / "s", opt, kept)
+        assert code == 2 and "exists (use --force" in err and "checked" not in out
+        assert kept.read_text() == "mine"
+        for other in (tmp_path / "fifo", tmp_path / "link"):
+            code, _, err = _run(capsys, cmd, tmp_path / "s", opt, other, "--force")
+            assert code == 2 and "not a regular file" in err
+        assert stat.S_ISFIFO(os.lstat(tmp_path / "fifo").st_mode)
+        assert (tmp_path / "link").is_symlink() and kept.read_text() == "mine"
+    code, _, _ = _run(capsys, "export", tmp_path / "s", "--out", kept, "--force")
+    assert code == 1 and zipfile.is_zipfile(kept)  # the store holds one false claim
 
 
 def test_export_exit_code_is_checks(tmp_path, capsys):

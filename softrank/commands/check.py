@@ -52,7 +52,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "6e10, about 60 s); a record over it ends undecided "
                         "('work limit')")
     p.add_argument("--export", metavar="BUNDLE", default=None,
-                   help="also write a replay bundle (see the export command) from this run")
+                   help="also write a replay bundle (see the export command) from this run "
+                   "(refused if it exists, unless --force)")
+    p.add_argument("--force", action="store_true",
+                   help="replace the --export BUNDLE if it is an existing regular file")
     where.add_argument("--scheduler", metavar="ADDRESS", default=None,
                        help="run on a Dask cluster (extra [dask]); workers must see STORE at the "
                             "same path (start them with --nthreads 1)")
@@ -166,7 +169,8 @@ def _q(s: str) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     if args.export:
-        check_bundle_target(args.export, "--export")  # before the run, not after it
+        # before the run, not after it
+        check_bundle_target(args.export, "--export", args.force)
     max_work = None if args.max_work is None else workbound.parse_max_work(args.max_work)
     batch = _batch.value(args)
     reader = open_store(args.store)  # validates records before any work starts

@@ -28,7 +28,10 @@ EXAMPLES = (  # shown under --help
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("store", help="store directory (format softrank-brackets v1)")
-    p.add_argument("--out", required=True, metavar="BUNDLE", help="bundle file to write (.zip)")
+    p.add_argument("--out", required=True, metavar="BUNDLE",
+                   help="bundle file to write (.zip; refused if it exists, unless --force)")
+    p.add_argument("--force", action="store_true",
+                   help="replace BUNDLE if it is an existing regular file")
     p.add_argument("--jobs", type=jobs_count, default=1, metavar="N", help="worker processes")
     p.add_argument("--no-kyfan", action="store_true",
                    help="skip the Ky Fan certificate search for frobenius_tail ends")
@@ -56,7 +59,7 @@ def export_records(store: str, records: list[dict[str, Any]], out: str, *,
 
 
 def run(args: argparse.Namespace) -> int:
-    check_bundle_target(args.out, "--out")
+    check_bundle_target(args.out, "--out", args.force)
     max_work = None if args.max_work is None else workbound.parse_max_work(args.max_work)
     digest = open_store(args.store).digest  # validates the records before any work
     records = list(iter_checks(args.store, jobs=args.jobs, max_work=max_work, digest=digest))

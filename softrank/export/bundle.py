@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import stat
 import zipfile
 import zlib
 from collections.abc import Iterable, Mapping
@@ -214,12 +216,24 @@ def _kyfan(A: np.ndarray, L: int, eps: Fraction, chi: Fraction, mem: _Members,
     return out
 
 
-def check_bundle_target(path: str, field: str) -> None:
+def check_bundle_target(path: str, field: str, force: bool = False) -> None:
     """Raises InputError naming ``field`` when a bundle cannot be written at ``path``: its
-    folder is missing or not a folder, or the path itself is a folder."""
+    folder is missing or not a folder, the path itself is a folder, anything but a regular
+    file (a device, a FIFO, a socket or a link: the atomic write would replace it with the
+    bundle, and /dev/null run as root became a regular file), or a regular file and not
+    ``force``."""
     p = Path(path)
     parent = p.parent if str(p.parent) else Path(".")
     if p.is_dir():
         raise InputError(f"{path} is a folder, not a bundle file", field=field)
     if not parent.is_dir():
         raise InputError(f"{parent} is not an existing folder", field=field)
+    try:
+        mode = os.lstat(p).st_mode
+    except FileNotFoundError:
+        mode = None
+    if mode is not None and not stat.S_ISREG(mode):
+        raise InputError(f"{path} exists and is not a regular file (a device, FIFO, socket "
+                         "or link): it is never replaced", field=field)
+    if mode is not None and not force:
+        raise InputError(f"{path} exists (use --force to replace it)", field=field)
