@@ -4,6 +4,7 @@ input."""
 from __future__ import annotations
 
 import json
+import shutil
 from fractions import Fraction
 
 import pytest
@@ -105,6 +106,25 @@ def test_bad_inputs_exit_2(known_audit, tmp_path, capsys):
     assert main(["diff", str(garbage), str(out)]) == 2
     err = capsys.readouterr().err
     assert "input error" in err and "records" in err
+
+
+def test_records_that_are_input_errors_are_exit_2_even_when_unchanged(known_audit, tmp_path,
+                                                                      capsys):
+    """A store whose every bracket file lost its digest gave "0 of N pairs changed", exit 0,
+    against itself: an unchanged input error is still an input error (exit 2, named)."""
+    store, _ = known_audit
+    bad = tmp_path / "bad"
+    shutil.copytree(store, bad)
+    recs = [json.loads(x) for x in (bad / "brackets.jsonl").read_text().splitlines()]
+    for r in recs:
+        r["sha256"] = "0" * 64
+    (bad / "brackets.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    capsys.readouterr()
+    assert main(["diff", str(bad), str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert "input error" in err and "sha256" in err and "exit 2" in err
+    assert main(["diff", str(store), str(bad)]) == 2
+    assert main(["diff", str(store), str(store)]) == 0
 
 
 @pytest.mark.parametrize("eps", ["1e999999999", "1/" + "9" * 5000, "1/0"])

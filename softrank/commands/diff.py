@@ -35,7 +35,8 @@ from ..workers import jobs_count
 
 NAME = "diff"
 HELP = ("name the (operator, eps) pairs whose validated brackets, verdicts or claim outcomes "
-        "changed between two audit reports (report.json) or two stores (exit 0 none, 1 some)")
+        "changed between two audit reports (report.json) or two stores (exit 0 none, 1 some, "
+        "2 input errors: records that are input errors are compared, named, and exit 2)")
 
 REPORT_NAME = "report.json"
 STORE_HEADER = "store.json"
@@ -304,7 +305,12 @@ def run(args: argparse.Namespace) -> int:
         for line in format_text(result):
             print(line)
     errors = [r for r in (*old, *new) if not ok(r)]
+    for r in errors[:20]:
+        print(f"softrank-certify diff: input error: {shown(str(r.get('error')))}",
+              file=sys.stderr)
     if errors:
+        # an unchanged error is still an error: no "0 changed" verdict on unreadable records
         print(f"softrank-certify diff: {len(errors)} records are input errors (compared as "
-              "outcome 'error')", file=sys.stderr)
+              "outcome 'error'; exit 2)", file=sys.stderr)
+        return 2
     return 1 if result["changed"] else 0
