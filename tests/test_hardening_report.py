@@ -203,3 +203,16 @@ def test_latex_text_is_ascii_whatever_the_store_holds():
     assert out == (r"Z\textbackslash{}u00fcrich \textbackslash{}u4e2d\textbackslash{}u6587 "
                    r"\textbackslash{}u00de \textbackslash{}U0001f600 a\_b "
                    r"\textbackslash{}u202e")
+
+
+def test_figure_text_from_a_store_is_cut_and_long_names_stay_apart():
+    """A 2,000,000-character family went whole into a matplotlib title (gigabytes, minutes,
+    then exit 3): figure text is cut to SVG_TEXT_MAX characters, with a digest that keeps
+    two long names sharing their first 60 characters apart; short text is unchanged."""
+    from softrank.audit.escape import SVG_TEXT_MAX, svg_text
+
+    a, b = "f" * 2_000_000, "f" * 1_999_999 + "g"
+    assert len(svg_text(a)) <= SVG_TEXT_MAX and svg_text(a) != svg_text(b)
+    assert svg_text(a).startswith("f" * 60) and svg_text("fam$x") == r"fam\$x"
+    assert svg_text("x" * SVG_TEXT_MAX) == "x" * SVG_TEXT_MAX
+    assert "$" not in svg_text("$" * 1000).replace(r"\$", "")

@@ -8,6 +8,7 @@ never start a line of the output, then neutralises the markup of the target form
 
 from __future__ import annotations
 
+import hashlib
 import re
 
 from ..terminal import shown
@@ -82,11 +83,22 @@ def tex_comment(s: object) -> str:
     return visible(s)
 
 
+#: figure text from a store is cut to this many characters: matplotlib lays a title out
+#: character by character, and a 2,000,000-character family took gigabytes and minutes
+SVG_TEXT_MAX = 80
+
+
 def svg_text(s: object) -> str:
     """Returns ``s`` safe as matplotlib text (titles, labels, legends in SVG/PNG figures):
-    hidden characters made visible and ``$`` escaped so no mathtext is parsed from it.
-    (The SVG writer itself escapes XML.)"""
-    return visible(s).replace("$", r"\$")
+    hidden characters made visible, cut to ``SVG_TEXT_MAX`` characters when longer (the
+    first 60, an ellipsis and the first 8 hex digits of the sha256 of the visible text, so
+    two long names that share their start stay apart), and ``$`` escaped so no mathtext is
+    parsed from it.  (The SVG writer itself escapes XML.)"""
+    v = visible(s)
+    if len(v) > SVG_TEXT_MAX:
+        tag = hashlib.sha256(v.encode("utf-8", "backslashreplace")).hexdigest()[:8]
+        v = f"{v[:60]}\u2026[{tag}]"
+    return v.replace("$", r"\$")
 
 
 # a spreadsheet reads a cell starting with one of these as a formula (CSV injection); the tab
