@@ -16,7 +16,7 @@ import pytest
 
 from softrank.certify import InputError
 from softrank.cli import main
-from softrank.witnesses import jsonexact, npzsafe, open_store
+from softrank.witnesses import Store, jsonexact, npzsafe, open_store
 
 from .storefactory import build_store
 
@@ -554,3 +554,18 @@ def test_the_writer_refuses_a_beta_not_positive(tmp_path):
     L = np.zeros((3, 3))
     with Store.create(tmp_path / "w") as st, pytest.raises(InputError, match="positive"):
         st.add_operator(np.full((3, 3), 1 / 3), family="f", logits=L, beta="0")
+
+
+def test_an_array_that_deflates_like_a_bomb_is_stored_readable(tmp_path):
+    """A constant matrix past RATIO_FLOOR deflates about 1000:1, which the reader refuses as
+    a decompression bomb: the writer stores it uncompressed, so the store reads back (the
+    writer made stores its own reader refused)."""
+    A = np.full((3000, 3000), 1 / 3000)  # 72 MB, above RATIO_FLOOR
+    assert A.nbytes > npzsafe.RATIO_FLOOR
+    with Store.create(tmp_path / "s") as st:
+        st.add_operator(A, family="flat", id="flat")
+    reader = open_store(tmp_path / "s")
+    op = reader.operator("flat")
+    with zipfile.ZipFile(op.path) as z:
+        assert not any(npzsafe.looks_like_bomb(i) for i in z.infolist())
+    assert np.array_equal(op.load()["A"], A)

@@ -233,12 +233,19 @@ def _vet_directory(zf: zipfile.ZipFile, src: str, field_name: str, cap: int
         if total > cap:
             raise InputError(f"declared array data exceeds the cap of {cap} bytes "
                              "(SOFTRANK_MAX_ARRAY_BYTES)", field=field_name, source=src)
-        if info.file_size > RATIO_FLOOR and info.file_size > MAX_RATIO * max(
-                1, info.compress_size):
+        if looks_like_bomb(info):
             raise InputError(f"member {name[:80]!r} inflates {info.compress_size} bytes to "
                              f"{info.file_size} (ratio above {MAX_RATIO}: refused as a "
                              "decompression bomb)", field=field_name, source=src)
     return infos
+
+
+def looks_like_bomb(info: zipfile.ZipInfo) -> bool:
+    """True when a member declares more than RATIO_FLOOR bytes and more than MAX_RATIO times
+    its compressed size: refused by the reader (the writer stores such arrays uncompressed,
+    so every store it writes can be read back)."""
+    return info.file_size > RATIO_FLOOR and info.file_size > MAX_RATIO * max(
+        1, info.compress_size)
 
 
 _CHUNK = 16 << 20

@@ -21,6 +21,7 @@ import os
 import re
 import stat
 import time
+import zipfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -38,7 +39,7 @@ from softrank.certify.rationals import parse_eps, to_rational
 
 from . import jsonexact
 from .atomic import open_dirs, read_regular, write_atomic, write_text_atomic
-from .npzsafe import open_array_file, read_npz
+from .npzsafe import looks_like_bomb, open_array_file, read_npz
 
 FORMAT_NAME = "softrank-brackets"
 FORMAT_VERSION = 1
@@ -820,6 +821,11 @@ class Store:
         # written below the store's folder without following links; the digest is of the
         # bytes written, not of whatever the name points at afterwards
         sha = write_atomic(self.root / rel, writer, root=self.root, field="store")
+        if _inflates_like_a_bomb(self.root / rel):
+            # a constant 12,000 x 12,000 float32 deflates about 1000:1, which the reader
+            # refuses as a bomb: stored uncompressed, the store stays readable
+            sha = write_atomic(self.root / rel, lambda fh: np.savez(fh, **arrays),
+                               root=self.root, field="store")
         return rel, sha
 
     def add_operator(self, A: np.ndarray, *, family: str, id: str | None = None,
@@ -1016,6 +1022,13 @@ class Store:
             if self._lock is not None:
                 os.close(self._lock)  # releases the flock
                 self._lock = None
+
+
+def _inflates_like_a_bomb(path: Path) -> bool:
+    """True when a member of the npz just written at ``path`` would be refused by the reader
+    as a decompression bomb (``npzsafe.looks_like_bomb``)."""
+    with zipfile.ZipFile(path) as z:
+        return any(looks_like_bomb(i) for i in z.infolist())
 
 
 #: Names ``witnesses.atomic.write_atomic`` gives its temporary files.
