@@ -21,6 +21,7 @@ from softrank import certify
 from softrank.certify import check_lower, check_upper
 from softrank.cli import main
 from softrank.numfmt import sci
+from softrank.witnesses import Store
 
 from .storefactory import build_store
 
@@ -513,3 +514,13 @@ def test_an_oracle_cell_that_is_not_a_regular_file_is_refused_without_blocking(t
     for path in (fifo, tmp_path):
         code, _, err = _run(capsys, "oracle", path, "--budget", "1")
         assert code == 2 and "not a regular file" in err and str(path) in err
+
+
+def test_export_of_a_store_without_brackets_writes_nothing_and_exits_1(tmp_path, capsys):
+    """check says "nothing was checked" (exit 1) on a store without brackets; export wrote
+    a bundle of no ends and exited 0."""
+    with Store.create(tmp_path / "s") as st:
+        st.add_operator(np.full((2, 2), 0.5), family="f", id="op0")
+    code, _, err = _run(capsys, "export", tmp_path / "s", "--out", tmp_path / "b.zip")
+    assert code == 1 and "no brackets" in err and not (tmp_path / "b.zip").exists()
+    assert _run(capsys, "check", tmp_path / "s")[0] == 1

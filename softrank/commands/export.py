@@ -63,6 +63,10 @@ def run(args: argparse.Namespace) -> int:
     max_work = None if args.max_work is None else workbound.parse_max_work(args.max_work)
     digest = open_store(args.store).digest  # validates the records before any work
     records = list(iter_checks(args.store, jobs=args.jobs, max_work=max_work, digest=digest))
+    if not records:  # a bundle of no ends replays as exit 1: none is written, and 0 is not due
+        print("softrank-certify export: the store holds no brackets: nothing to export, no "
+              "bundle written (exit 1)", file=sys.stderr)
+        return 1
     export_records(args.store, records, args.out, kyfan=not args.no_kyfan, as_json=args.json,
                    digest=digest, max_work=max_work)
     # the bundle holds every end, proved or not: the exit code is check's
