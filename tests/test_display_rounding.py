@@ -272,3 +272,14 @@ def test_bracket_json_ratio_beyond_the_float_range():
     line = format_result({"id": "r", "kind": "rank", "rank": 1, "tau": b, "kappa": b,
                           "profiles": []})
     assert "kappa in [1e-620, 1e-300]" in line
+
+
+def test_a_store_of_intrinsic_records_only_does_not_say_every_claim_proved(tmp_path, capsys):
+    """With no bracket, "every claim proved" was vacuous and read as if the intrinsic
+    records' float claims (never verdicts) had been proved; the result line says what was
+    done instead, with the same exit 0."""
+    root = _big_store(tmp_path, 1.0)
+    assert main(["check", str(root)]) == 0
+    out = capsys.readouterr().out
+    assert "every claim proved" not in out
+    assert "no bracket claims; every intrinsic record enclosed" in out

@@ -298,6 +298,9 @@ def _summary_text(s: dict[str, Any], records: list[dict[str, Any]],
         *(f"  INTERNAL ERROR: {line}" for line in internal),
         "result: " + ("nothing was checked: no brackets and no intrinsic records (exit 1)"
                       if nothing and not errors else
+                      "no bracket claims; every intrinsic record enclosed (its float "
+                      "claims are the producer's, not checked) (exit 0)"
+                      if proved and not records else
                       "every claim proved (exit 0)" if proved else
                       f"internal error: {len(internal)} pairs with proved ends that contradict "
                       "(exit 3); report this as a bug" if internal else
