@@ -70,6 +70,26 @@ def test_a_huge_sparse_record_file_is_refused_before_reading(one_op, capsys, nam
     assert name in err and "above the limit" in err
 
 
+def test_the_record_file_cap_is_1_gib_and_set_by_its_variable(one_op, capsys, monkeypatch):
+    """A sparse 1.5 GB brackets.jsonl (44 KB on disk) was read whole under the 4 GiB cap
+    (3.2 GB of memory for 1 GB); the cap is 1 GiB, SOFTRANK_MAX_RECORD_BYTES sets it, and a
+    value that is not a positive integer is an input error naming the variable."""
+    size = (one_op / "brackets.jsonl").stat().st_size
+    monkeypatch.setenv("SOFTRANK_MAX_RECORD_BYTES", str(size - 1))
+    assert main(["check", str(one_op)]) == 2
+    assert "SOFTRANK_MAX_RECORD_BYTES" in capsys.readouterr().err
+    monkeypatch.setenv("SOFTRANK_MAX_RECORD_BYTES", "1e9")
+    assert main(["check", str(one_op)]) == 2
+    assert "is not a positive integer" in capsys.readouterr().err
+    monkeypatch.delenv("SOFTRANK_MAX_RECORD_BYTES")
+    assert main(["check", str(one_op), "-q"]) in (0, 1)
+    with open(one_op / "brackets.jsonl", "r+b") as fh:
+        fh.truncate(3 << 29)
+    assert main(["check", str(one_op)]) == 2
+    err = capsys.readouterr().err
+    assert f"above the limit of {1 << 30}" in err
+
+
 def test_a_dangling_intrinsic_link_is_refused_not_ignored(one_op, tmp_path, capsys):
     os.symlink(tmp_path / "nowhere.jsonl", one_op / "intrinsic.jsonl")
     assert main(["check", str(one_op)]) == 2

@@ -245,17 +245,37 @@ def open_regular(path: str | os.PathLike, *, field: str = "file") -> IO[bytes]:
     return os.fdopen(fd, "rb")
 
 
-# record files (store.json, operators.jsonl, brackets.jsonl, intrinsic.jsonl) are read whole;
-# the reader's caps of 10^6 operators and brackets need far less
-MAX_RECORD_FILE = 4 << 30
+# record files (store.json, operators.jsonl, brackets.jsonl, intrinsic.jsonl) are read whole,
+# and parsing takes about three times their size in memory: 1 GiB holds some 500,000 bracket
+# records of a few claims each (a sparse 1 GB brackets.jsonl, 44 KB on disk, took 3.2 GB)
+MAX_RECORD_FILE = 1 << 30
+MAX_RECORD_ENV = "SOFTRANK_MAX_RECORD_BYTES"
+
+
+def max_record_bytes() -> int:
+    """Returns the cap on the size of one record file: ``SOFTRANK_MAX_RECORD_BYTES`` if set
+    (a positive integer), else 1 GiB.  Raises InputError naming the variable when it is set
+    to anything else (a typo must not fall back to the default silently)."""
+    raw = os.environ.get(MAX_RECORD_ENV)
+    if raw is None or raw.strip() == "":
+        return MAX_RECORD_FILE
+    text = raw.strip().replace("_", "")
+    v = int(text) if text.isascii() and text.isdigit() and len(text) <= 30 else 0
+    if v <= 0:
+        raise InputError(f"environment variable {MAX_RECORD_ENV}={raw[:40]!r} is not a "
+                         "positive integer (bytes of one record file)", field=MAX_RECORD_ENV)
+    return v
 
 
 def read_regular(path: str | os.PathLike, *, field: str = "file",
-                 max_bytes: int = MAX_RECORD_FILE, limit: str = "for a record file") -> bytes:
+                 max_bytes: int | None = None,
+                 limit: str = f"for a record file ({MAX_RECORD_ENV})") -> bytes:
     """Returns the bytes of ``path`` opened by :func:`open_regular` (same refusals).  Raises
-    InputError, before reading, when the file is larger than ``max_bytes`` (the message ends
-    with ``limit``, what sets it; a sparse file of 100 GB was read into memory: MemoryError,
-    exit 3), and when it grew past it while read."""
+    InputError, before reading, when the file is larger than ``max_bytes`` (default
+    :func:`max_record_bytes`; the message ends with ``limit``, what sets it; a sparse file of
+    100 GB was read into memory: MemoryError, exit 3), and when it grew past it while read."""
+    if max_bytes is None:
+        max_bytes = max_record_bytes()
     with open_regular(path, field=field) as fh:
         size = os.fstat(fh.fileno()).st_size
         if size > max_bytes:
