@@ -569,3 +569,26 @@ def test_an_array_that_deflates_like_a_bomb_is_stored_readable(tmp_path):
     with zipfile.ZipFile(op.path) as z:
         assert not any(npzsafe.looks_like_bomb(i) for i in z.infolist())
     assert np.array_equal(op.load()["A"], A)
+
+
+def test_withdrawn_operators_leave_the_records_before_their_files(tmp_path, monkeypatch):
+    """``withdraw_added`` rewrites the records before it unlinks an array file: a record
+    flushed earlier (a 30 s flush during a slow read of inputs) must not outlive its file
+    if the run stops in between (it unlinked first and flushed on close)."""
+    with Store.create(tmp_path / "s") as st:
+        st.add_operator(np.full((2, 2), 0.5), family="f", id="kept")
+    st = Store.open(tmp_path / "s")
+    st.flush_seconds = 0.0  # every addition flushed at once, as after a slow read
+    st.add_operator(np.full((3, 3), 1 / 3), family="f", id="new")
+    assert "new" in (tmp_path / "s" / "operators.jsonl").read_text()
+    real_unlink, seen = os.unlink, []
+
+    def spy(name, *args, **kwargs):
+        seen.append((name, (tmp_path / "s" / "operators.jsonl").read_text()))
+        return real_unlink(name, *args, **kwargs)
+
+    monkeypatch.setattr("softrank.witnesses.store.os.unlink", spy)
+    assert st.withdraw_added() == ["new"]
+    assert seen and all('"new"' not in text for _, text in seen)
+    st.close()
+    assert [o.id for o in open_store(tmp_path / "s").operators] == ["kept"]

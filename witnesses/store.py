@@ -875,14 +875,17 @@ class Store:
         return oid
 
     def withdraw_added(self) -> list[str]:
-        """Removes every operator this writer added that no bracket names yet (its record and
-        its array file) and returns their ids; the caller flushes.  Why: a run whose later
-        input is bad stops before producing, and must not leave the earlier inputs stored
-        without brackets in an existing store (a store it created is removed whole)."""
+        """Removes every operator this writer added that no bracket names yet (its record,
+        then its array file) and returns their ids.  Why: a run whose later input is bad
+        stops before producing, and must not leave the earlier inputs stored without
+        brackets in an existing store (a store it created is removed whole).  The records
+        are rewritten first: a record flushed earlier never outlives its array file."""
         named = {b["operator"] for b in self._brackets}
         gone = [o for o in self._added if o not in named]
         files = {o["id"]: o["file"] for o in self._operators if o["id"] in gone}
         self._operators = [o for o in self._operators if o["id"] not in files]
+        if gone:
+            self.flush()
         fd = open_dirs(self.root, ["arrays"], field="store", create=False)
         try:
             for oid in gone:
@@ -896,7 +899,6 @@ class Store:
             if fd is not None:
                 os.close(fd)
         self._added = [o for o in self._added if o not in files]
-        self._dirty += bool(gone)
         return gone
 
     def add_bracket(self, operator: str, eps: object, upper: Mapping[str, Any],
