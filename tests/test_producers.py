@@ -144,6 +144,25 @@ def test_a_plugin_under_a_builtin_name_is_refused_not_run(monkeypatch, tmp_path,
     assert not (tmp_path / "s").exists()
 
 
+class RaisesInputErrorOnInit(BaseProducer):
+    name, role = "needs_env", "upper"
+
+    def __init__(self):
+        raise InputError("must be set", field="MY_ENV")
+
+
+def test_a_plugin_failing_with_an_input_error_is_named(monkeypatch):
+    """Only the name conflict passes through unwrapped: a plug-in's own InputError is still
+    reported with the producer's name (the conflict's re-raise had let every one through)."""
+    ep = EntryPoint(name="needs_env", value=f"{__name__}:RaisesInputErrorOnInit",
+                    group=ENTRY_POINT_GROUP)
+    monkeypatch.setattr("softrank.witnesses.producers._entry_points",
+                        lambda: [*real_entry_points(), ep])
+    with pytest.raises(InputError, match="producer 'needs_env' failed to load") as err:
+        get_producer("needs_env")
+    assert "MY_ENV" in str(err.value) and err.value.field == "producers"
+
+
 def test_builtins_registered():
     avail = available_producers()
     for n in UPPERS:

@@ -151,9 +151,13 @@ def _registry() -> dict[str, Callable[[], Any]]:
     return loaders
 
 
+class NameConflict(InputError):
+    """A plug-in registered under a built-in producer's name with another target."""
+
+
 def _conflict(name: str, value: str) -> Callable[[], Any]:
     def load() -> Any:
-        raise InputError(f"producer {name!r} is a built-in name, and an installed plug-in "
+        raise NameConflict(f"producer {name!r} is a built-in name, and an installed plug-in "
                          f"registers it too ({value[:200]!r}, not {BUILTINS[name]!r}); "
                          "uninstall that plug-in or register it under another name",
                          field="producers")
@@ -187,8 +191,8 @@ def get_producer(name: str) -> Producer:
     try:
         target = loaders[name]()
         prod = target() if isinstance(target, type) or not hasattr(target, "produce") else target
-    except InputError:
-        raise
+    except NameConflict:
+        raise  # its message names the plug-in; any other error is wrapped with the name below
     except Exception as err:  # a plug-in's import error must not crash the CLI
         raise InputError(f"producer {name!r} failed to load: {err}", field="producers") from None
     role = getattr(prod, "role", None)
