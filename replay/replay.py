@@ -126,6 +126,10 @@ def _unique_keys(pairs: list[tuple[str, object]]) -> dict:
     return out
 
 
+def _is_version(v: object) -> bool:
+    return type(v) is int and v == VERSION  # true == 1 in Python; the export writes 1
+
+
 def _json(raw: bytes, name: str) -> object:
     try:
         return json.loads(raw.decode("utf-8"), parse_float=_no_float, parse_constant=_no_float,
@@ -192,7 +196,8 @@ def read_bundle(path: str, max_json: int = LIMITS["json"]
                 raise BundleError("manifest.json: missing")
             man = _json(raw := read("manifest.json"), "manifest.json")
             if not isinstance(man, dict) or man.get("format") != FORMAT \
-                    or man.get("version") != VERSION or not isinstance(man.get("files"), dict):
+                    or not _is_version(man.get("version")) \
+                    or not isinstance(man.get("files"), dict):
                 raise BundleError(f"manifest.json: not a {FORMAT} version {VERSION} manifest")
             files = man["files"]
             extra = set(info) - set(files) - {"manifest.json"}
@@ -208,7 +213,7 @@ def read_bundle(path: str, max_json: int = LIMITS["json"]
             blobs = {"bundle.json": read("bundle.json")}
             doc = _json(blobs["bundle.json"], "bundle.json")
             if not isinstance(doc, dict) or doc.get("format") != FORMAT \
-                    or doc.get("version") != VERSION:
+                    or not _is_version(doc.get("version")):
                 raise BundleError(f"bundle.json: not a {FORMAT} version {VERSION} document")
             if not isinstance(doc.get("operators"), list) or not isinstance(doc.get("ends"), list):
                 raise BundleError("bundle.json: needs lists 'operators' and 'ends'")

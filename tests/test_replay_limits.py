@@ -333,7 +333,7 @@ def test_kyfan_arrays_of_the_wrong_shape_are_exit_2_naming_the_field(bundle, tmp
 
 
 @pytest.mark.parametrize("edit", ["repeated eps", "repeated kernel", "repeated top key",
-                                  "format", "version"])
+                                  "format", "version", "version true"])
 def test_a_bundle_json_the_export_could_not_have_written_is_refused(bundle, tmp_path, capsys,
                                                                       edit):
     """Repeated keys (read here as their last value, by another reader as their first) and
@@ -350,8 +350,9 @@ def test_a_bundle_json_the_export_could_not_have_written_is_refused(bundle, tmp_
         text = '{"ends": [], ' + text[1:]
     elif edit == "format":
         text = text.replace('"format": "softrank-replay-bundle"', '"format": "not-a-bundle"')
-    else:
-        text = text.replace('"version": 1', '"version": 99', 1)
+    else:  # JSON true equals 1 in Python: the export writes the integer
+        text = text.replace('"version": 1', '"version": 99' if edit == "version" else
+                            '"version": true', 1)
     assert text != json.dumps(doc)
     bad = _rewrite(bundle, tmp_path / "bad.zip", text.encode())
     code, out = _main(bad, capsys)
