@@ -524,3 +524,43 @@ def test_export_of_a_store_without_brackets_writes_nothing_and_exits_1(tmp_path,
     code, _, err = _run(capsys, "export", tmp_path / "s", "--out", tmp_path / "b.zip")
     assert code == 1 and "no brackets" in err and not (tmp_path / "b.zip").exists()
     assert _run(capsys, "check", tmp_path / "s")[0] == 1
+
+
+@pytest.mark.parametrize("planted", ["file", "fifo"])
+def test_a_target_that_appears_during_the_run_is_not_replaced(tmp_path, capsys, monkeypatch,
+                                                             planted):
+    """The target was checked before the checks only, and the rename at the end replaced a
+    FIFO or a file made meanwhile: now the write itself never replaces one without --force
+    (a hard link, which fails on an existing name), and a FIFO not even with it."""
+    import softrank.commands.export as ex
+
+    build_store(tmp_path / "s", n_ops=1)
+    target = tmp_path / "b.zip"
+    real = ex.iter_checks
+
+    def planting(*args, **kwargs):
+        yield from real(*args, **kwargs)
+        if planted == "fifo":
+            os.mkfifo(target)
+        else:
+            target.write_text("mine")
+
+    monkeypatch.setattr(ex, "iter_checks", planting)
+    for force in ([], ["--force"]):
+        if target.exists() or target.is_symlink():
+            target.unlink()
+        code, _, err = _run(capsys, "export", tmp_path / "s", "--out", target, *force)
+        if planted == "file" and force:
+            assert code == 1 and zipfile.is_zipfile(target)  # a regular file, and --force
+            continue
+        assert code == 2 and "--out" in err
+        assert (stat.S_ISFIFO(os.lstat(target).st_mode) if planted == "fifo"
+                else target.read_text() == "mine")
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_check_export_of_a_store_without_brackets_writes_no_bundle(tmp_path, capsys):
+    with Store.create(tmp_path / "s") as st:
+        st.add_operator(np.full((2, 2), 0.5), family="f", id="op0")
+    code, _, err = _run(capsys, "check", tmp_path / "s", "--export", tmp_path / "b.zip")
+    assert code == 1 and "no bundle written" in err and not (tmp_path / "b.zip").exists()

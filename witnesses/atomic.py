@@ -130,9 +130,25 @@ def split_under(path: str | os.PathLike, root: str | os.PathLike | None
     return root, parts[:-1], parts[-1]
 
 
+def _only_a_file_there(dir_fd: int, name: str, field: str | None,
+                       path: str | os.PathLike) -> None:
+    """Raises InputError unless ``name`` in ``dir_fd`` is missing, a regular file or a link
+    (which the rename replaces, never follows)."""
+    try:
+        st = os.lstat(name, dir_fd=dir_fd)
+    except FileNotFoundError:
+        return
+    if stat.S_ISDIR(st.st_mode):
+        raise InputError("is a folder; cannot replace it by a file", field=field,
+                         source=str(path))
+    if not (stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode)):
+        raise InputError("exists and is not a regular file (a device, FIFO or socket): it "
+                         "is never replaced", field=field, source=str(path))
+
+
 def write_atomic(path: str | os.PathLike, writer: Callable[[IO[bytes]], None], *,
                  root: str | os.PathLike | None = None, mode: int | None = None,
-                 field: str | None = None) -> str:
+                 field: str | None = None, replace: bool = True) -> str:
     """Creates or replaces ``path`` so that readers see the old file or the new one, never a
     part; returns the sha256 (hex) of the bytes written.
 
@@ -143,6 +159,10 @@ def write_atomic(path: str | os.PathLike, writer: Callable[[IO[bytes]], None], *
     ``path``, so a symbolic link at ``path`` is replaced, never written through.  ``writer``
     receives a binary file object positioned at the start of the temporary file.  ``mode``
     sets the file's permissions exactly (default: 0666 less the umask, as ``open()`` gives).
+    With ``replace`` False nothing that exists at ``path`` when the file is put in place is
+    ever replaced (a hard link from the temporary name, which fails on an existing name), and
+    with it True only a regular file or a link is: InputError naming ``field`` otherwise (a
+    device, FIFO or socket that appeared while a long run computed what to write).
     """
     base, folders, name = split_under(path, root)
     dir_fd = open_dirs(base, folders, field=field)
@@ -158,9 +178,18 @@ def write_atomic(path: str | os.PathLike, writer: Callable[[IO[bytes]], None], *
                 os.fsync(fh.fileno())
                 digest = _sha256_of(fh)
             try:
-                os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+                if replace:
+                    _only_a_file_there(dir_fd, name, field, path)
+                    os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+                else:
+                    os.link(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd,
+                            follow_symlinks=False)
+                    os.unlink(tmp, dir_fd=dir_fd)
             except IsADirectoryError:
                 raise InputError("is a folder; cannot replace it by a file", field=field,
+                                 source=str(path)) from None
+            except FileExistsError:
+                raise InputError("exists (use --force to replace it)", field=field,
                                  source=str(path)) from None
         except BaseException:
             try:

@@ -231,7 +231,7 @@ def run(args: argparse.Namespace) -> int:
         from .export import export_records
 
         export_records(args.store, records, args.export, as_json=False,
-                       digest=reader.digest, max_work=max_work)
+                       digest=reader.digest, max_work=max_work, force=args.force)
     if isum is not None and isum["errors"]:
         for res in intrinsic:
             if "error" in res:

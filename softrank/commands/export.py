@@ -43,11 +43,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def export_records(store: str, records: list[dict[str, Any]], out: str, *,
                    kyfan: bool = True, as_json: bool = False, digest: str | None = None,
-                   max_work: int | None = None) -> dict[str, Any]:
-    """Writes the bundle and prints its counts (shared with ``check --export``).  ``digest``
-    is the records digest of the store the checks read (the bundle's must be the same)."""
+                   max_work: int | None = None, force: bool = False) -> dict[str, Any] | None:
+    """Writes the bundle and prints its counts (shared with ``check --export``), or writes
+    nothing and returns None when there are no records (a bundle of no ends replays as
+    exit 1).  ``digest`` is the records digest of the store the checks read (the bundle's
+    must be the same); ``force`` lets it replace an existing regular file."""
+    if not records:
+        print("softrank-certify: the store holds no brackets: nothing to export, no bundle "
+              "written", file=sys.stderr)
+        return None
     counts = write_bundle(store, records, out, frobenius=kyfan, digest=digest,
-                          max_work=max_work)
+                          max_work=max_work, force=force)
     if as_json:
         print(json.dumps({"bundle": out, **counts}))
     else:
@@ -63,11 +69,9 @@ def run(args: argparse.Namespace) -> int:
     max_work = None if args.max_work is None else workbound.parse_max_work(args.max_work)
     digest = open_store(args.store).digest  # validates the records before any work
     records = list(iter_checks(args.store, jobs=args.jobs, max_work=max_work, digest=digest))
-    if not records:  # a bundle of no ends replays as exit 1: none is written, and 0 is not due
-        print("softrank-certify export: the store holds no brackets: nothing to export, no "
-              "bundle written (exit 1)", file=sys.stderr)
-        return 1
-    export_records(args.store, records, args.out, kyfan=not args.no_kyfan, as_json=args.json,
-                   digest=digest, max_work=max_work)
+    if export_records(args.store, records, args.out, kyfan=not args.no_kyfan,
+                      as_json=args.json, digest=digest, max_work=max_work,
+                      force=args.force) is None:
+        return 1  # no records: no bundle, and 0 ("every claim proved") is not due
     # the bundle holds every end, proved or not: the exit code is check's
     return 0 if all_proved(records) else 1
