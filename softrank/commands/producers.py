@@ -37,7 +37,7 @@ from tqdm import tqdm
 from softrank.audit import loose
 from softrank.audit.tables import agree_cell, fmt_eps
 from softrank.numfmt import sci, sig
-from softrank.recheck import OperatorCache, check_record
+from softrank.runner import iter_checks
 from softrank.terminal import shown
 from softrank.witnesses import jsonexact, open_store
 
@@ -61,19 +61,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def checked_records(store: str, *, progress: bool = False) -> list[dict[str, Any]]:
     """Returns the record of checking each bracket of ``store`` exactly as ``check`` does
-    (``recheck.check_record``: the operator of record with its slack chi, input errors as
-    records with an ``error``), in the store's bracket order."""
-    reader = open_store(store)
-    order = sorted(reader.brackets, key=lambda b: b.operator)  # one operator's arrays at once
-    cache = OperatorCache(reader)
-    bar = tqdm(total=len(order), unit="bracket", disable=not progress, file=sys.stderr,
-               desc="validate")
-    out: dict[str, dict[str, Any]] = {}
-    for br in order:
-        out[br.id] = {**check_record(reader, br, cache), "_record": br}
+    (``runner.iter_checks``: the operator of record with its slack chi, input errors as
+    records with an ``error``)."""
+    bar = tqdm(total=len(open_store(store).brackets), unit="bracket", disable=not progress,
+               file=sys.stderr, desc="validate")
+    out = []
+    for rec in iter_checks(store, digest=open_store(store).digest):
+        out.append(rec)
         bar.update(1)
     bar.close()
-    return [out[b.id] for b in reader.brackets]
+    return out
 
 
 def _status(rec: dict[str, Any], end: str) -> str:
@@ -89,14 +86,14 @@ def validated_ranks(checked: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for rec in checked:
         if "error" in rec:
             continue
-        br = rec["_record"]
         full = min(rec["shape"])
         status = _status(rec, "upper")
-        rows.append({"operator": br.operator, "eps": br.eps,
-                     "producer": str(br.producer.get("upper", "?")),
-                     "claimed": br.upper.rank, "status": status,
-                     "validated": br.upper.rank if status == "holds" else full, "full": full,
-                     "seconds": claimed_seconds(_claimed_cost(br.claims, "upper"))})
+        rows.append({"operator": rec["operator"], "eps": Fraction(rec["eps"]),
+                     "producer": str(rec["producer"].get("upper", "?")),
+                     "claimed": rec["upper_claim"], "status": status,
+                     "validated": rec["upper_claim"] if status == "holds" else full,
+                     "full": full,
+                     "seconds": claimed_seconds(_claimed_cost(rec["claims"], "upper"))})
     return rows
 
 
@@ -157,14 +154,14 @@ def validated_lowers(checked: list[dict[str, Any]]) -> list[dict[str, Any]]:
     certificate is not proved for the operator of record)."""
     rows: list[dict[str, Any]] = []
     for rec in checked:
-        br = rec["_record"]
-        if "error" in rec or br.lower is None:
+        if "error" in rec or rec["lower_kind"] is None:
             continue
         status = _status(rec, "lower")
-        rows.append({"operator": br.operator, "eps": br.eps,
-                     "producer": str(br.producer.get("lower", "?")),
-                     "kind": br.lower.kind, "claimed": br.lower.rank, "status": status,
-                     "validated": br.lower.rank if status == "holds" else 0})
+        rows.append({"operator": rec["operator"], "eps": Fraction(rec["eps"]),
+                     "producer": str(rec["producer"].get("lower", "?")),
+                     "kind": rec["lower_kind"], "claimed": rec["lower_claim"],
+                     "status": status,
+                     "validated": rec["lower_claim"] if status == "holds" else 0})
     return rows
 
 
