@@ -281,19 +281,26 @@ MAX_RECORD_FILE = 1 << 30
 MAX_RECORD_ENV = "SOFTRANK_MAX_RECORD_BYTES"
 
 
-def max_record_bytes() -> int:
-    """Returns the cap on the size of one record file: ``SOFTRANK_MAX_RECORD_BYTES`` if set
-    (a positive integer), else 1 GiB.  Raises InputError naming the variable when it is set
-    to anything else (a typo must not fall back to the default silently)."""
-    raw = os.environ.get(MAX_RECORD_ENV)
+def byte_cap_from_env(name: str, default: int, what: str) -> int:
+    """Returns the environment variable ``name`` as a positive integer (``_`` allowed between
+    digits), or ``default`` when it is unset or blank.  Raises InputError naming the variable
+    when it is set to anything else (a typo must not fall back to the default silently);
+    ``what`` says what it counts."""
+    raw = os.environ.get(name)
     if raw is None or raw.strip() == "":
-        return MAX_RECORD_FILE
+        return default
     text = raw.strip().replace("_", "")
     v = int(text) if text.isascii() and text.isdigit() and len(text) <= 30 else 0
     if v <= 0:
-        raise InputError(f"environment variable {MAX_RECORD_ENV}={raw[:40]!r} is not a "
-                         "positive integer (bytes of one record file)", field=MAX_RECORD_ENV)
+        raise InputError(f"environment variable {name}={raw[:40]!r} is not a positive "
+                         f"integer ({what})", field=name)
     return v
+
+
+def max_record_bytes() -> int:
+    """Returns the cap on the size of one record file: ``SOFTRANK_MAX_RECORD_BYTES`` if set
+    (a positive integer), else 1 GiB (``byte_cap_from_env``)."""
+    return byte_cap_from_env(MAX_RECORD_ENV, MAX_RECORD_FILE, "bytes of one record file")
 
 
 def read_regular(path: str | os.PathLike, *, field: str = "file",

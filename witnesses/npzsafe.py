@@ -46,6 +46,8 @@ except ImportError:  # pragma: no cover - the ``fast`` extra is not installed
 
 from softrank.certify.errors import InputError
 
+from .atomic import byte_cap_from_env
+
 DEFAULT_MAX_BYTES = 4 << 30  # 4 GiB of declared array data per file
 MAX_MEMBERS = 64
 MAX_RATIO = 1000  # float data never deflates 1000:1; a bomb does
@@ -76,16 +78,8 @@ def max_bytes() -> int:
     """Returns the cap on declared array bytes per file: ``SOFTRANK_MAX_ARRAY_BYTES`` if set
     (a positive integer), else 4 GiB.  Raises InputError naming the variable when it is set
     to anything else (a typo must not silently fall back to the default cap)."""
-    raw = os.environ.get(MAX_BYTES_ENV)
-    if raw is None or raw.strip() == "":
-        return DEFAULT_MAX_BYTES
-    text = raw.strip().replace("_", "")
-    v = int(text) if text.isascii() and text.isdigit() and len(text) <= 30 else 0
-    if v <= 0:
-        raise InputError(f"environment variable {MAX_BYTES_ENV}={raw[:40]!r} is not a "
-                         "positive integer (bytes of declared array data per file)",
-                         field=MAX_BYTES_ENV)
-    return v
+    return byte_cap_from_env(MAX_BYTES_ENV, DEFAULT_MAX_BYTES,
+                             "bytes of declared array data per file")
 
 
 @dataclass(frozen=True)
