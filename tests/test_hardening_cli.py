@@ -564,3 +564,48 @@ def test_check_export_of_a_store_without_brackets_writes_no_bundle(tmp_path, cap
         st.add_operator(np.full((2, 2), 0.5), family="f", id="op0")
     code, _, err = _run(capsys, "check", tmp_path / "s", "--export", tmp_path / "b.zip")
     assert code == 1 and "no bundle written" in err and not (tmp_path / "b.zip").exists()
+
+
+def test_a_bundle_is_written_where_hard_links_are_refused(tmp_path, capsys, monkeypatch):
+    """On a filesystem without hard links (vfat: EPERM) the no-replace write looks the name
+    up and renames into it; an existing target is still refused, naming the option."""
+    import errno as errno_mod
+
+    def no_links(*args, **kwargs):
+        raise OSError(errno_mod.EPERM, "Operation not permitted")
+
+    build_store(tmp_path / "s", n_ops=1)
+    monkeypatch.setattr("softrank.witnesses.atomic.os.link", no_links)
+    code, _, err = _run(capsys, "export", tmp_path / "s", "--out", tmp_path / "b.zip")
+    assert code == 1 and zipfile.is_zipfile(tmp_path / "b.zip"), err
+    code, _, err = _run(capsys, "check", tmp_path / "s", "--export", tmp_path / "b.zip")
+    assert code == 2 and "--export" in err and "exists" in err
+
+
+def test_check_export_names_its_own_option_and_a_fifo_is_not_advised_force(
+        tmp_path, capsys, monkeypatch):
+    import softrank.commands.check as ck
+
+    build_store(tmp_path / "s", n_ops=1)
+    target = tmp_path / "b.zip"
+    real = ck.iter_checks
+
+    def planting(*args, **kwargs):
+        yield from real(*args, **kwargs)
+        os.mkfifo(target)
+
+    monkeypatch.setattr(ck, "iter_checks", planting)
+    code, _, err = _run(capsys, "check", tmp_path / "s", "--export", target)
+    assert code == 2 and "--export" in err and "--out" not in err
+    assert "not a regular file" in err and "use --force" not in err
+    assert stat.S_ISFIFO(os.lstat(target).st_mode)
+
+
+def test_check_export_on_intrinsic_records_only_is_not_exit_0(tmp_path, capsys):
+    """No bracket, so no bundle: check --export said exit 0 and wrote nothing."""
+    from .test_display_rounding import _big_store
+
+    root = _big_store(tmp_path, 1.0)
+    code, out, err = _run(capsys, "check", root, "--export", tmp_path / "b.zip")
+    assert code == 1 and "no bundle written" in err and not (tmp_path / "b.zip").exists()
+    assert "(exit 1)" in out and "every claim proved" not in out

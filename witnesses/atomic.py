@@ -130,6 +130,29 @@ def split_under(path: str | os.PathLike, root: str | os.PathLike | None
     return root, parts[:-1], parts[-1]
 
 
+def _put_without_replacing(dir_fd: int, tmp: str, name: str) -> None:
+    """Gives the file ``tmp`` the name ``name`` (both in ``dir_fd``) unless ``name`` exists
+    (FileExistsError): a hard link, which fails on an existing name, then the temporary name
+    removed.  Where the filesystem has no hard links (vfat, some network mounts) the name is
+    looked up and the file renamed into it: a name that appears in between is replaced, the
+    one window left, as for any tool on such a filesystem."""
+    try:
+        os.link(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
+    except FileExistsError:
+        raise
+    except OSError as err:
+        if err.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.ENOSYS, errno.EMLINK,
+                             errno.EXDEV):
+            raise
+        try:
+            os.lstat(name, dir_fd=dir_fd)
+        except FileNotFoundError:
+            os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+            return
+        raise FileExistsError(name) from None
+    os.unlink(tmp, dir_fd=dir_fd)
+
+
 def _only_a_file_there(dir_fd: int, name: str, field: str | None,
                        path: str | os.PathLike) -> None:
     """Raises InputError unless ``name`` in ``dir_fd`` is missing, a regular file or a link
@@ -182,13 +205,12 @@ def write_atomic(path: str | os.PathLike, writer: Callable[[IO[bytes]], None], *
                     _only_a_file_there(dir_fd, name, field, path)
                     os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
                 else:
-                    os.link(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd,
-                            follow_symlinks=False)
-                    os.unlink(tmp, dir_fd=dir_fd)
+                    _put_without_replacing(dir_fd, tmp, name)
             except IsADirectoryError:
                 raise InputError("is a folder; cannot replace it by a file", field=field,
                                  source=str(path)) from None
             except FileExistsError:
+                _only_a_file_there(dir_fd, name, field, path)  # a FIFO: --force won't do
                 raise InputError("exists (use --force to replace it)", field=field,
                                  source=str(path)) from None
         except BaseException:
@@ -282,10 +304,10 @@ MAX_RECORD_ENV = "SOFTRANK_MAX_RECORD_BYTES"
 
 
 def byte_cap_from_env(name: str, default: int, what: str) -> int:
-    """Returns the environment variable ``name`` as a positive integer (``_`` allowed between
-    digits), or ``default`` when it is unset or blank.  Raises InputError naming the variable
-    when it is set to anything else (a typo must not fall back to the default silently);
-    ``what`` says what it counts."""
+    """Returns the environment variable ``name`` as a positive integer (every ``_`` ignored,
+    as a digit separator), or ``default`` when it is unset or blank.  Raises InputError
+    naming the variable when it is set to anything else (a typo must not fall back to the
+    default silently); ``what`` says what it counts."""
     raw = os.environ.get(name)
     if raw is None or raw.strip() == "":
         return default

@@ -168,6 +168,7 @@ def _q(s: str) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
+    no_bundle = False
     if args.export:
         # before the run, not after it
         check_bundle_target(args.export, "--export", args.force)
@@ -220,7 +221,8 @@ def run(args: argparse.Namespace) -> int:
         print(jsonexact.dumps(doc, indent=1))
     else:
         print(_summary_text(summary, records, isum["errors"] if isum else 0, internal,
-                            nothing=not records and not intrinsic))
+                            nothing=not records and not intrinsic,
+                            no_bundle=bool(args.export) and not records))
         if isum is not None:
             print(f"{isum['records']} intrinsic records checked; input errors {isum['errors']}")
     if args.export and summary["errors"]:
@@ -230,8 +232,10 @@ def run(args: argparse.Namespace) -> int:
     elif args.export:
         from .export import export_records
 
-        export_records(args.store, records, args.export, as_json=False,
-                       digest=reader.digest, max_work=max_work, force=args.force)
+        if export_records(args.store, records, args.export, as_json=False,
+                          digest=reader.digest, max_work=max_work, force=args.force,
+                          field="--export") is None:
+            no_bundle = True  # asked for and not written: not "every claim proved" (exit 0)
     if isum is not None and isum["errors"]:
         for res in intrinsic:
             if "error" in res:
@@ -251,7 +255,7 @@ def run(args: argparse.Namespace) -> int:
         print("softrank-certify: the store holds no brackets and no intrinsic records: "
               "nothing was checked", file=sys.stderr)
         return 1
-    return 0 if all_proved(records) else 1
+    return 0 if all_proved(records) and not no_bundle else 1
 
 
 LEGEND = (
@@ -273,7 +277,7 @@ LEGEND = (
 
 def _summary_text(s: dict[str, Any], records: list[dict[str, Any]],
                   intrinsic_errors: int = 0, internal: list[str] | None = None,
-                  nothing: bool = False) -> str:
+                  nothing: bool = False, no_bundle: bool = False) -> str:
     def counts(d: dict[str, int]) -> str:
         return ", ".join(f"{v} {word(k)}" for k, v in sorted(d.items())) or "none"
 
@@ -298,6 +302,9 @@ def _summary_text(s: dict[str, Any], records: list[dict[str, Any]],
         *(f"  INTERNAL ERROR: {line}" for line in internal),
         "result: " + ("nothing was checked: no brackets and no intrinsic records (exit 1)"
                       if nothing and not errors else
+                      "no bracket claims; every intrinsic record enclosed (its float "
+                      "claims are the producer's, not checked); no bundle written: --export "
+                      "needs brackets (exit 1)" if proved and not records and no_bundle else
                       "no bracket claims; every intrinsic record enclosed (its float "
                       "claims are the producer's, not checked) (exit 0)"
                       if proved and not records else

@@ -43,7 +43,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def export_records(store: str, records: list[dict[str, Any]], out: str, *,
                    kyfan: bool = True, as_json: bool = False, digest: str | None = None,
-                   max_work: int | None = None, force: bool = False) -> dict[str, Any] | None:
+                   max_work: int | None = None, force: bool = False,
+                   field: str = "--out") -> dict[str, Any] | None:
     """Writes the bundle and prints its counts (shared with ``check --export``), or writes
     nothing and returns None when there are no records (a bundle of no ends replays as
     exit 1).  ``digest`` is the records digest of the store the checks read (the bundle's
@@ -53,7 +54,7 @@ def export_records(store: str, records: list[dict[str, Any]], out: str, *,
               "written", file=sys.stderr)
         return None
     counts = write_bundle(store, records, out, frobenius=kyfan, digest=digest,
-                          max_work=max_work, force=force)
+                          max_work=max_work, force=force, field=field)
     if as_json:
         print(json.dumps({"bundle": out, **counts}))
     else:

@@ -33,7 +33,8 @@ EXAMPLES = (  # shown under --help
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", required=True, metavar="FILE",
                    help="file to write (refused if it exists, unless --force)")
-    p.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
+    p.add_argument("--force", action="store_true",
+                   help="overwrite FILE if it exists as a regular file (never a device or FIFO)")
 
 
 def replayer_source() -> bytes:

@@ -76,11 +76,12 @@ class _Members:
 
 def write_bundle(store: str | Path, records: Iterable[Mapping[str, Any]], out: str | Path, *,
                  frobenius: bool = True, digest: str | None = None,
-                 max_work: int | None = None, force: bool = True) -> dict[str, Any]:
+                 max_work: int | None = None, force: bool = True,
+                 field: str = "--out") -> dict[str, Any]:
     """Writes the bundle of ``records`` (the check records of ``store``) to ``out`` atomically:
     over a regular file or a link at ``out`` only with ``force`` (the commands pass their
     --force, default off), never over anything else (checked when the file is put in place,
-    after the work; InputError naming --out).
+    after the work; InputError naming ``field``, the option that named ``out``).
 
     Every end of every record is exported with its kernel status; frobenius_tail ends the
     kernel proved get a Ky Fan certificate when the search finds one within ``max_work``
@@ -178,7 +179,7 @@ def write_bundle(store: str | Path, records: Iterable[Mapping[str, Any]], out: s
                 zf.writestr(name, data, compress_type=zipfile.ZIP_DEFLATED if free
                             else _compress_type(data))
 
-    write_atomic(out, write, field="--out", replace=force)
+    write_atomic(out, write, field=field, replace=force)
     counts["bytes"] = Path(out).stat().st_size
     counts["manifest_sha256"] = hashlib.sha256(man).hexdigest()
     return counts
