@@ -592,3 +592,28 @@ def test_withdrawn_operators_leave_the_records_before_their_files(tmp_path, monk
     assert seen and all('"new"' not in text for _, text in seen)
     st.close()
     assert [o.id for o in open_store(tmp_path / "s").operators] == ["kept"]
+
+
+def test_a_failed_withdrawal_leaves_the_writer_consistent(tmp_path, monkeypatch):
+    """A flush that fails inside withdraw_added (a full disk) left the operator in the
+    writer's shapes and added list while its record was gone; now the writer's state is
+    updated whole first, and the store still closes and opens."""
+    import errno as errno_mod
+
+    with Store.create(tmp_path / "s") as st:
+        st.add_operator(np.full((2, 2), 0.5), family="f", id="kept")
+    st = Store.open(tmp_path / "s")
+    st.add_operator(np.full((3, 3), 1 / 3), family="f", id="new")
+    real_flush = Store.flush
+
+    def full_disk(self):
+        raise OSError(errno_mod.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(Store, "flush", full_disk)
+    with pytest.raises(OSError):
+        st.withdraw_added()
+    assert st.operator_ids == ["kept"] and "new" not in st._op_shapes and not st._added
+    monkeypatch.setattr(Store, "flush", real_flush)
+    st.close()
+    with Store.open(tmp_path / "s") as again:
+        assert again.operator_ids == ["kept"]

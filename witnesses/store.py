@@ -883,22 +883,25 @@ class Store:
         named = {b["operator"] for b in self._brackets}
         gone = [o for o in self._added if o not in named]
         files = {o["id"]: o["file"] for o in self._operators if o["id"] in gone}
+        # the writer's own state first, whole: a failed flush below leaves it consistent
         self._operators = [o for o in self._operators if o["id"] not in files]
-        if gone:
-            self.flush()
-        fd = open_dirs(self.root, ["arrays"], field="store", create=False)
-        try:
-            for oid in gone:
-                del self._op_shapes[oid]
-                if fd is not None:  # through the folder: a link in a path is never followed
-                    try:
-                        os.unlink(files[oid].rpartition("/")[2], dir_fd=fd)
-                    except FileNotFoundError:
-                        pass
-        finally:
-            if fd is not None:
-                os.close(fd)
+        for oid in gone:
+            self._op_shapes.pop(oid, None)
         self._added = [o for o in self._added if o not in files]
+        if not gone:
+            return gone
+        self.flush()
+        fd = open_dirs(self.root, ["arrays"], field="store", create=False)
+        if fd is None:
+            return gone
+        try:
+            for oid in gone:  # through the folder: a link in a path is never followed
+                try:
+                    os.unlink(files[oid].rpartition("/")[2], dir_fd=fd)
+                except FileNotFoundError:
+                    pass
+        finally:
+            os.close(fd)
         return gone
 
     def add_bracket(self, operator: str, eps: object, upper: Mapping[str, Any],

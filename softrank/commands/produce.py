@@ -526,9 +526,11 @@ def _run(args: argparse.Namespace) -> int:
         # a later input is bad: nothing was produced yet, so a store this run created goes
         # (Store.create refused a non-empty folder, so only this run's files are removed),
         # and an existing one loses the operators this run added before the bad one
-        if not fresh:
-            store.withdraw_added()
-        store.close()
+        try:
+            if not fresh:
+                store.withdraw_added()
+        finally:
+            store.close()  # the lock goes whatever the withdrawal met
         if fresh:
             shutil.rmtree(root, ignore_errors=True)
             if root_existed:
