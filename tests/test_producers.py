@@ -16,7 +16,7 @@ from softrank import certify
 from softrank.certify import check_upper
 from softrank.certify.errors import InputError
 from softrank.cli import main
-from softrank.witnesses import open_store
+from softrank.witnesses import Store, open_store
 from softrank.witnesses.models import softmax64
 from softrank.witnesses.producers import (
     BUILTINS,
@@ -515,6 +515,24 @@ def test_producers_checks_the_operator_of_record_as_check_does(tmp_path, capsys)
             assert doc["witnesses_not_proved"] == 2 and not doc["input_errors"]
         else:
             assert len(doc["input_errors"]) == 2 and "logits" in doc["input_errors"][0]
+
+
+def test_producers_rows_follow_the_store_order(tmp_path):
+    """The checks run grouped by operator; the rows (and the open-bracket table cut at 40)
+    come back in the store's bracket order, as before they went through iter_checks."""
+    from softrank.commands.producers import checked_records
+
+    rng = np.random.default_rng(5)
+    with Store.create(tmp_path / "s") as st:
+        for oid in ("zeta", "alpha", "mid"):
+            A = softmax64(rng.standard_normal((4, 4)))
+            st.add_operator(A, family="f", id=oid)
+            U, s_, Vt = np.linalg.svd(A)
+            st.add_bracket(oid, "1/4", {"kind": "factors", "rank": 4, "U": U * s_, "V": Vt},
+                           id=f"b_{oid}")
+    order = [b.id for b in open_store(tmp_path / "s").brackets]
+    assert order == ["b_zeta", "b_alpha", "b_mid"]
+    assert [r["bracket"] for r in checked_records(str(tmp_path / "s"))] == order
 
 
 def test_produce_duplicate_operator_ids(tmp_path, capsys):

@@ -62,15 +62,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def checked_records(store: str, *, progress: bool = False) -> list[dict[str, Any]]:
     """Returns the record of checking each bracket of ``store`` exactly as ``check`` does
     (``runner.iter_checks``: the operator of record with its slack chi, input errors as
-    records with an ``error``)."""
-    bar = tqdm(total=len(open_store(store).brackets), unit="bracket", disable=not progress,
-               file=sys.stderr, desc="validate")
+    records with an ``error``), in the store's bracket order."""
+    reader = open_store(store)
+    order = {b.id: i for i, b in enumerate(reader.brackets)}
+    bar = tqdm(total=len(order), unit="bracket", disable=not progress, file=sys.stderr,
+               desc="validate")
     out = []
-    for rec in iter_checks(store, digest=open_store(store).digest):
+    for rec in iter_checks(store, digest=reader.digest):
         out.append(rec)
         bar.update(1)
     bar.close()
-    return out
+    return sorted(out, key=lambda r: order[r["bracket"]])
 
 
 def _status(rec: dict[str, Any], end: str) -> str:
