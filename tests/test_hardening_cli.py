@@ -595,9 +595,10 @@ def test_check_export_names_its_own_option_and_a_fifo_is_not_advised_force(
         os.mkfifo(target)
 
     monkeypatch.setattr(ck, "iter_checks", planting)
-    code, _, err = _run(capsys, "check", tmp_path / "s", "--export", target)
+    code, out, err = _run(capsys, "check", tmp_path / "s", "--export", target)
     assert code == 2 and "--export" in err and "--out" not in err
     assert "not a regular file" in err and "use --force" not in err
+    assert "result:" not in out  # the failed export is not preceded by a verdict line
     assert stat.S_ISFIFO(os.lstat(target).st_mode)
 
 

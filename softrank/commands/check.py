@@ -213,6 +213,18 @@ def run(args: argparse.Namespace) -> int:
         if not args.json and not args.quiet:
             print(format_result(res))
     isum = summarize_intrinsic(intrinsic) if intrinsic else None
+    # the bundle before the result line: an export that fails (exit 2) prints no verdict
+    if args.export and summary["errors"]:
+        # a bundle without them would replay as complete; the errors are named below
+        print(f"softrank-certify: no bundle written to {shown(args.export)}: "
+              f"{summary['errors']} brackets are input errors", file=sys.stderr)
+    elif args.export:
+        from .export import export_records
+
+        if export_records(args.store, records, args.export, as_json=False,
+                          digest=reader.digest, max_work=max_work, force=args.force,
+                          field="--export") is None:
+            no_bundle = True  # asked for and not written: not "every claim proved" (exit 0)
     if args.json:
         doc = {"store": str(args.store), "summary": summary, "assumptions": assumptions(),
                "records": records, "internal_errors": tightening.inconsistencies(pairs)}
@@ -225,17 +237,6 @@ def run(args: argparse.Namespace) -> int:
                             no_bundle=bool(args.export) and not records))
         if isum is not None:
             print(f"{isum['records']} intrinsic records checked; input errors {isum['errors']}")
-    if args.export and summary["errors"]:
-        # a bundle without them would replay as complete; the errors are named below
-        print(f"softrank-certify: no bundle written to {shown(args.export)}: "
-              f"{summary['errors']} brackets are input errors", file=sys.stderr)
-    elif args.export:
-        from .export import export_records
-
-        if export_records(args.store, records, args.export, as_json=False,
-                          digest=reader.digest, max_work=max_work, force=args.force,
-                          field="--export") is None:
-            no_bundle = True  # asked for and not written: not "every claim proved" (exit 0)
     if isum is not None and isum["errors"]:
         for res in intrinsic:
             if "error" in res:
