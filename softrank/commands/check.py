@@ -168,7 +168,6 @@ def _q(s: str) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    no_bundle = False
     if args.export:
         # before the run, not after it
         check_bundle_target(args.export, "--export", args.force)
@@ -213,7 +212,9 @@ def run(args: argparse.Namespace) -> int:
         if not args.json and not args.quiet:
             print(format_result(res))
     isum = summarize_intrinsic(intrinsic) if intrinsic else None
-    # the bundle before the result line: an export that fails (exit 2) prints no verdict
+    # the bundle before the result line: an export that fails (exit 2) prints no verdict;
+    # without brackets none is written, which is not "every claim proved" (exit 0)
+    no_bundle = bool(args.export) and not records
     if args.export and summary["errors"]:
         # a bundle without them would replay as complete; the errors are named below
         print(f"softrank-certify: no bundle written to {shown(args.export)}: "
@@ -221,10 +222,9 @@ def run(args: argparse.Namespace) -> int:
     elif args.export:
         from .export import export_records
 
-        if export_records(args.store, records, args.export, as_json=False,
-                          digest=reader.digest, max_work=max_work, force=args.force,
-                          field="--export") is None:
-            no_bundle = True  # asked for and not written: not "every claim proved" (exit 0)
+        export_records(args.store, records, args.export, as_json=False,
+                       digest=reader.digest, max_work=max_work, force=args.force,
+                       field="--export")
     if args.json:
         doc = {"store": str(args.store), "summary": summary, "assumptions": assumptions(),
                "records": records, "internal_errors": tightening.inconsistencies(pairs)}
@@ -234,7 +234,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(_summary_text(summary, records, isum["errors"] if isum else 0, internal,
                             nothing=not records and not intrinsic,
-                            no_bundle=bool(args.export) and not records))
+                            no_bundle=no_bundle))
         if isum is not None:
             print(f"{isum['records']} intrinsic records checked; input errors {isum['errors']}")
     if isum is not None and isum["errors"]:
@@ -304,11 +304,9 @@ def _summary_text(s: dict[str, Any], records: list[dict[str, Any]],
         "result: " + ("nothing was checked: no brackets and no intrinsic records (exit 1)"
                       if nothing and not errors else
                       "no bracket claims; every intrinsic record enclosed (its float "
-                      "claims are the producer's, not checked); no bundle written: --export "
-                      "needs brackets (exit 1)" if proved and not records and no_bundle else
-                      "no bracket claims; every intrinsic record enclosed (its float "
-                      "claims are the producer's, not checked) (exit 0)"
-                      if proved and not records else
+                      "claims are the producer's, not checked)" + (
+                          "; no bundle written: --export needs brackets (exit 1)" if no_bundle
+                          else " (exit 0)") if proved and not records else
                       "every claim proved (exit 0)" if proved else
                       f"internal error: {len(internal)} pairs with proved ends that contradict "
                       "(exit 3); report this as a bug" if internal else
