@@ -449,6 +449,37 @@ def test_intrinsic_witness_loops_are_priced():
                   {"M": np.zeros((8, 100))})  # 108^2 * 48 bytes: accepted
 
 
+def test_kappa_variance_dual_is_priced_with_its_weights_bits():
+    # the variance dual was run unpriced: on 500 x 500 factors of width 2 with weights spread
+    # over 2^-1000 .. 2^1000 it took 10 CPU s (700 x 700: about 20 s), beyond the record's price
+    from types import SimpleNamespace
+
+    from softrank.certify.errors import InputError as IE
+    from softrank.certify.numerics import workbound as wb
+    from softrank.commands._intrinsic_check import _within_limit
+
+    rng = np.random.default_rng(1)
+    narrow = rng.random(500) + 0.5
+    wide = narrow * 2.0 ** rng.integers(-1000, 1000, 500)
+    assert wb.intrinsic_witness(500, 500, 2, 60, {"lam": wide, "mu": wide}) > 10**10
+    assert (wb.intrinsic_witness(500, 500, 2, 60, {"lam": wide, "mu": wide})
+            > wb.intrinsic_witness(500, 500, 2, 60, {"lam": narrow, "mu": narrow}) > 10**9)
+    # only the nonzero weights are used: a one-point support costs little
+    one = np.zeros(500)
+    one[3] = 1.0
+    assert wb.intrinsic_witness(500, 500, 2, 60, {"lam": one, "mu": one}) < 10**7
+    # a record whose dual would run past the limit is refused before it runs
+    rec = SimpleNamespace(id="op0.r2")
+    X, Y = rng.standard_normal((700, 2)), rng.standard_normal((700, 2))
+    w7 = rng.random(700) * 2.0 ** rng.integers(-1000, 1000, 700)
+    limit = wb.intrinsic_record(700, 700, 2, X, Y) + 10**10
+    _within_limit(rec, "S/intrinsic.jsonl", 700, 700, 2, [X, Y], limit, {})
+    with pytest.raises(IE) as err:
+        _within_limit(rec, "S/intrinsic.jsonl", 700, 700, 2, [X, Y], limit,
+                      {"lam": w7, "mu": w7})
+    assert err.value.field == "op0.r2" and "work limit" in str(err.value)
+
+
 def test_oracle_budget_bounds_the_exact_simplex_of_large_stochastic_cells():
     # a 32 x 32 stochastic cell: the thin rank-one LP (about 1,000 unknowns, 3,000 rows) ran
     # 74 s past a 5 s budget before its pivots checked the deadline

@@ -293,8 +293,8 @@ def intrinsic_witness(m: int, n: int, r: int, b: int,
     """Price of the kappa witnesses' own work on an m x n operator with factors of width r and
     b-bit entries: the rectangles' exact sums (s rectangles, about 9 r Fraction operations
     each), the gauge's exact determinant, inverse and adjugate (2 r^3 Fraction operations on
-    entries of up to r (bits(G) + log2 r) bits) and the PSD dual's float Cholesky and products
-    (3 (m + n)^3 flops, one unit each)."""
+    entries of up to r (bits(G) + log2 r) bits), the PSD dual's float Cholesky and products
+    (3 (m + n)^3 flops, one unit each) and the variance dual (:func:`variance_dual`)."""
     price = 0
     rects = witness.get("rects")
     if rects is not None:
@@ -304,7 +304,32 @@ def intrinsic_witness(m: int, n: int, r: int, b: int,
         price += fraction_ops(2 * r ** 3, r * (bits(G) + max(r, 1).bit_length()))
     if witness.get("M") is not None:
         price += 3 * (m + n) ** 3
+    lam, mu = witness.get("lam"), witness.get("mu")
+    if lam is not None and mu is not None:
+        price += variance_dual(r, b, lam, mu)
     return int(price)
+
+
+def variance_dual(r: int, b: int, lam: np.ndarray, mu: np.ndarray) -> int:
+    """Price of kappa's variance dual on factors of width r and b-bit entries, with weights
+    ``lam`` and ``mu`` (s1 and s2 of them nonzero): the exact centred product (s1 x r)(r x s2)
+    of rationals whose numerators and denominators carry the weights' bits (the weight sum
+    and the common power of two, at most 1127 bits, appear on both), its s1 s2 entries read
+    into arb, scaled in a Python loop and read back as floats (20,000 each, with the row sums),
+    the float SVD (10 s1 s2 min(s1, s2)), the arb products W^T B and the Gram matrix of W,
+    and the exact weight sums."""
+    s1 = int(np.count_nonzero(np.asarray(lam)))
+    s2 = int(np.count_nonzero(np.asarray(mu)))
+    if s1 == 0 or s2 == 0:
+        return 0
+    b1 = b + 2 * (bits(np.asarray(lam, dtype=np.float64)) + s1.bit_length()) + 1127
+    b2 = b + 2 * (bits(np.asarray(mu, dtype=np.float64)) + s2.bit_length()) + 1127
+    lo, hi = min(s1, s2), max(s1, s2)
+    return int(exact_product(s1, max(r, 1), s2, b1, b2)
+               + 3 * exact_rows(s1 * s2, product_bits(b1, b2, r))
+               + 20_000 * s1 * s2 + 10 * s1 * s2 * lo
+               + arb_product(s2, s1, s2, 128) + arb_product(lo, hi, lo, 128)
+               + fraction_ops(2 * (s1 + s2), max(b1, b2)))
 
 
 def intrinsic_dense_bytes(m: int, n: int, witness: Mapping[str, object]) -> int:

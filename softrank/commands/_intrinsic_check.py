@@ -76,7 +76,7 @@ def _within_limit(rec: IntrinsicRecord, src: str, m: int, n: int, r: int,
             b = max((workbound.bits(a) for a in floats[1:] if a.size), default=1)  # X, Y
             price += workbound.intrinsic_witness(m, n, r, b, {
                 k: None if witness.get(k) is None else np.asarray(witness[k])
-                for k in ("rects", "G", "M")})
+                for k in ("rects", "G", "M", "lam", "mu")})
         workbound.Meter(limit).charge(price, f"intrinsic record {rec.id} ({m} x {n}, width {r})")
         dense = workbound.intrinsic_dense_bytes(m, n, witness or {})
         if dense > workbound.MAX_DENSE_BYTES:
