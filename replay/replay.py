@@ -271,7 +271,7 @@ def array(ref: object, blobs: dict[str, bytes], field: str, shape: tuple | None 
     if not isinstance(ref, dict) or not isinstance(ref.get("dtype"), str) \
             or ref["dtype"] not in DTYPES or not isinstance(ref.get("file"), str) \
             or ref["file"] not in blobs or not isinstance(ref.get("shape"), list) \
-            or not all(isinstance(d, int) and d >= 0 for d in ref["shape"]) \
+            or not all(type(d) is int and d >= 0 for d in ref["shape"]) \
             or len(ref["shape"]) not in (1, 2):
         raise BundleError(f"{field}: bad array reference {repr(ref)[:100]}")
     dims = tuple(ref["shape"])
@@ -679,7 +679,7 @@ def plan(doc: dict, blobs: dict[str, bytes], limits: dict[str, int]) -> tuple[di
         if not isinstance(ref, dict) or not isinstance(ref.get("file"), str) \
                 or ref["file"] not in blobs or not isinstance(ref.get("dtype"), str) \
                 or ref["dtype"] not in DTYPES or not isinstance(ref.get("shape"), list) \
-                or not all(isinstance(d, int) and d >= 0 for d in ref["shape"]):
+                or not all(type(d) is int and d >= 0 for d in ref["shape"]):
             return 0, 0, 0
         key = (ref["file"], ref["dtype"])
         if key not in cache:
@@ -694,7 +694,7 @@ def plan(doc: dict, blobs: dict[str, bytes], limits: dict[str, int]) -> tuple[di
         if not isinstance(op, dict) or not isinstance(op.get("id"), str) \
                 or not _ID.fullmatch(op["id"]) \
                 or op["id"] in shapes or not isinstance(op.get("shape"), list) \
-                or len(op["shape"]) != 2 or not all(isinstance(d, int) and d > 0
+                or len(op["shape"]) != 2 or not all(type(d) is int and d > 0
                                                     for d in op["shape"]):
             raise BundleError(f"{f}: needs a unique id ([A-Za-z0-9][A-Za-z0-9._-]*, at most 128 "
                               "characters, as a store writes it) and a shape [m, N]")
@@ -891,7 +891,7 @@ def _witness_rows(Zf: list, G: list, n: int, what: str, f: str) -> None:
         raise BundleError(f"{f}.Z: {q} witnesses for {n} {what}, not 1 .. {n}")
     if any(abs(x) > 1 for r in Zf for x in r):
         raise BundleError(f"{f}.Z: an entry lies outside [-1, 1]")
-    if not all(isinstance(g, int) and 0 <= g < q for g in G):
+    if not all(type(g) is int and 0 <= g < q for g in G):
         raise BundleError(f"{f}.G: need {n} witness indices < {q}")
 
 
@@ -929,14 +929,14 @@ def replay_end(end: object, ops: dict, blobs: dict, f: str) -> dict:
             rows = array(cert.get("rows"), blobs, f"{f}.rows", (rank,))
             cols = array(cert.get("cols"), blobs, f"{f}.cols", (rank,))
             for name, idx, bound in (("rows", rows, m), ("cols", cols, N)):
-                if len(set(idx)) != rank or not all(isinstance(j, int) and 0 <= j < bound
+                if len(set(idx)) != rank or not all(type(j) is int and 0 <= j < bound
                                                     for j in idx):
                     raise BundleError(f"{f}.{name}: need {rank} distinct indices < {bound}")
             value = check_decoder(A, None, None, X, (rows, cols), eps + chi)
     elif kind == "bernstein" and 1 <= rank <= N:
         Wf = array(cert.get("W"), blobs, f"{f}.W", (N, rank))
         J = array(cert.get("J"), blobs, f"{f}.J", (rank,))
-        if len(set(J)) != rank or not all(isinstance(j, int) and 0 <= j < N for j in J):
+        if len(set(J)) != rank or not all(type(j) is int and 0 <= j < N for j in J):
             raise BundleError(f"{f}.J: need {rank} distinct indices < {N}")
         if any(Wf[j][k] != (1 if i == k else 0) for i, j in enumerate(J) for k in range(rank)):
             raise BundleError(f"{f}.W: the rows W[J, :] are not exactly the identity")
@@ -948,7 +948,7 @@ def replay_end(end: object, ops: dict, blobs: dict, f: str) -> dict:
         I = Dd = None
         if kind == "rowset":
             I = array(cert.get("I"), blobs, f"{f}.I", (rank,))
-            if len(set(I)) != rank or not all(isinstance(i, int) and 0 <= i < m for i in I):
+            if len(set(I)) != rank or not all(type(i) is int and 0 <= i < m for i in I):
                 raise BundleError(f"{f}.I: need {rank} distinct indices < {m}")
         else:
             Dd = get("D", (rank, m))
@@ -970,11 +970,11 @@ def replay_end(end: object, ops: dict, blobs: dict, f: str) -> dict:
         k, nf = len(Yf), len(F)
         if not 1 <= k <= POLY_MAX_POINTS:
             raise BundleError(f"{f}.Y: {k} points, not 1 .. {POLY_MAX_POINTS}")
-        if not all(isinstance(i, int) and 0 <= i < m for i in I):
+        if not all(type(i) is int and 0 <= i < m for i in I):
             raise BundleError(f"{f}.I: need {k} row indices < {m}")
         if not 1 <= nf <= POLY_MAX_FACETS:
             raise BundleError(f"{f}.F: {nf} facets, not 1 .. {POLY_MAX_FACETS}")
-        if not all(isinstance(x, int) and 0 <= x < 2 * k for r in F for x in r) \
+        if not all(type(x) is int and 0 <= x < 2 * k for r in F for x in r) \
                 or any(len(set(r)) != rank for r in F):
             raise BundleError(f"{f}.F: need facets of {rank} distinct point indices < {2 * k}")
         _witness_rows(Zf, G, nf, "facets", f)
@@ -989,7 +989,7 @@ def replay_end(end: object, ops: dict, blobs: dict, f: str) -> dict:
         q = len(T)
         if not 1 <= q <= NERVE_MAX_TOPS:
             raise BundleError(f"{f}.T: {q} tops, not 1 .. {NERVE_MAX_TOPS}")
-        if not all(isinstance(x, int) and 0 <= x < 2 * m for r in T for x in r) \
+        if not all(type(x) is int and 0 <= x < 2 * m for r in T for x in r) \
                 or any(len({x % m for x in r}) != rank for r in T):
             raise BundleError(f"{f}.T: need tops of {rank} labels < {2 * m} on distinct rows")
         if len({tuple(sorted(r)) for r in T}) != q:

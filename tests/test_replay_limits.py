@@ -332,6 +332,24 @@ def test_kyfan_arrays_of_the_wrong_shape_are_exit_2_naming_the_field(bundle, tmp
     assert f"ends[{i}].certificate.{name}: shape [{rows}, {n}] where" in out
 
 
+@pytest.mark.parametrize("where", ["certificate", "operator"])
+def test_true_in_a_shape_is_not_the_integer_1(bundle, tmp_path, capsys, where):
+    """JSON true equals 1 in Python; the export writes integers, so a shape [true, n] (the
+    Ky Fan G is 1 x n) or an operator shape with true is refused, as a version true is."""
+    doc = _doc(bundle)
+    if where == "certificate":
+        end = next(e for e in doc["ends"] if e["kind"] == "frobenius_tail" and e["certificate"])
+        assert end["certificate"]["G"]["shape"][0] == 1
+        end["certificate"]["G"]["shape"][0] = True
+    else:
+        doc["operators"][0]["shape"][0] = True
+    bad = _rewrite(bundle, tmp_path / "bad.zip", json.dumps(doc).encode())
+    code, out = _main(bad, capsys)
+    assert code == 2, out
+    assert ("G: bad array reference" in out) if where == "certificate" else \
+        ("operators[0]: needs" in out), out
+
+
 @pytest.mark.parametrize("edit", ["repeated eps", "repeated kernel", "repeated top key",
                                   "format", "version", "version true"])
 def test_a_bundle_json_the_export_could_not_have_written_is_refused(bundle, tmp_path, capsys,
