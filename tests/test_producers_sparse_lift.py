@@ -146,3 +146,64 @@ def test_a_rank_9_lift_survives_the_store_and_the_replayer(tmp_path):
     eps = Fraction(bernstein_limit(A, W) * 1.02).limit_denominator(10**6)
     arrays, _ = poly.lift(A, W, float(eps), clock() + 60)
     stored_checked_and_replayed(tmp_path, A, eps, 9, arrays)
+
+
+# --- the hulls of the full path (ranks up to FULL_RANK) grow too, and stop at the budget -----
+
+def _sphere_rows(m: int, p: int, seed: int = 7) -> np.ndarray:
+    """Rows spread evenly over a p-sphere: the hull of +-G has as many facets as m allows."""
+    G = np.random.default_rng(seed).standard_normal((m, p))
+    return G / np.linalg.norm(G, axis=1, keepdims=True)
+
+
+def test_no_hull_call_gets_every_row_when_the_hull_is_over_the_cap(monkeypatch):
+    # a review's 512 x 64 operator at p = 8: one qhull call on all 1,024 points built 1.3
+    # million facets (44 s, 2.4 GB) before any budget was read; now the points grow from the
+    # cone order and stop at the first hull over the cap
+    G = _sphere_rows(400, 6)
+    sizes = []
+    real = poly._hull_vertices
+
+    def spy(G_, rows):
+        sizes.append(len(rows))
+        return real(G_, rows)
+
+    monkeypatch.setattr(poly, "_hull_vertices", spy)
+    monkeypatch.setattr(poly, "MAX_FACETS", 3000)
+    hulls, whole = poly.prefix_hulls(G, poly.MAX_FACETS, past_flat=True)
+    assert not whole and hulls and max(h[1] for h in hulls) <= 3000
+    assert max(sizes) < len(G)
+    # no call was given more than SPARSE_GROWTH times the points of a hull within the cap
+    within = max(len(poly.cone_order(G)[:k]) for k in sizes[:-1])
+    assert max(sizes) <= poly.SPARSE_GROWTH * within + 1
+    assert pairs(G[np.arange(len(G))]) > 3000  # the one call it replaced was over the cap
+
+
+def test_the_full_path_reaches_every_row_when_the_hull_is_small():
+    A = attention(40, 6, 2.0, 5)
+    W = svd_subspace(A, 4)
+    G = A @ W
+    hulls, whole = poly.prefix_hulls(G, poly.MAX_FACETS, past_flat=True)
+    assert whole
+    assert set(hulls[-1][0].tolist()) == full_vertices(G)  # what one call on every row gives
+    Y, I, F, Z = poly.subspace_certificate(A, W)
+    assert set(I.tolist()) == full_vertices(G)
+
+
+def test_a_passed_deadline_runs_no_hull_and_large_hulls_are_charged(monkeypatch):
+    from softrank.witnesses.producers import _common
+
+    G = _sphere_rows(60, 5)
+    calls = []
+    real = poly._hull_vertices
+    monkeypatch.setattr(poly, "_hull_vertices", lambda G_, r: calls.append(len(r)) or real(G_, r))
+    with _common.budget_settings(mode="work"):
+        assert poly.subspace_certificate(np.eye(60), G, deadline=clock() - 1.0) is None
+        assert calls == []
+        # a hull past 2 SPARSE_FACETS facets is charged by its size, then the growth stops
+        # at the deadline it pushed past
+        monkeypatch.setattr(poly, "SPARSE_FACETS", 20)
+        before = _common.work_done()
+        hulls, whole = poly.prefix_hulls(G, 10**9, deadline=clock() + 1e-3)
+        assert _common.work_done() - before > 1e-3
+        assert not whole and len(calls) < 10

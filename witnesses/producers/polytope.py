@@ -20,7 +20,7 @@ import numpy as np
 from scipy.spatial import ConvexHull, QhullError
 
 from . import subdivide
-from ._common import clock, target
+from ._common import charge, clock, target
 
 MAX_RANK = 12  # the kernel's limit on a polytope certificate's rank (certify/lower/polytope.py)
 # up to FULL_RANK a lift takes every hull vertex of +-A W; past it the hulls of MiniLM heads
@@ -31,6 +31,9 @@ MAX_FACETS = 100_000  # the kernel's limit on listed facets (certify/lower/polyt
 # SPARSE_FACETS facet pairs; the order of the points is that of the Gaussian measure of their
 # normal cones (CONE_SAMPLES directions, after whitening A W), then their leverage
 SPARSE_FACETS = 40_000
+# work units per facet and dimension of a qhull call past 2 SPARSE_FACETS facets (measured
+# about 3.3e-6 s per facet and dimension at p = 7 - 8, 100,000 - 650,000 facets)
+QHULL_UNIT = 4e-6
 SPARSE_GROWTH = 1.25
 CONE_SAMPLES = 20_000
 # a lift past FULL_RANK gets this many times the Bernstein search's phase budget (a p = 9
@@ -98,45 +101,79 @@ def cone_order(G: np.ndarray, seed: int = SEED) -> np.ndarray:
     normal cone in conv(+-G) is wide shapes many facets; the order is a heuristic only."""
     Q = np.linalg.qr(G)[0]
     u = np.random.default_rng(seed).standard_normal((G.shape[1], CONE_SAMPLES))
-    hits = np.bincount(np.abs(Q @ u).argmax(axis=0), minlength=len(G))
+    # directions a block at a time: Q @ u whole is m x 20,000 (655 MB at m = 4096)
+    step = max(1, (1 << 22) // max(1, len(G)))
+    best = np.concatenate([np.abs(Q @ u[:, j:j + step]).argmax(axis=0)
+                           for j in range(0, CONE_SAMPLES, step)])
+    hits = np.bincount(best, minlength=len(G))
     return np.lexsort((-np.linalg.norm(Q, axis=1), -hits))
 
 
-def sparse_points(G: np.ndarray) -> np.ndarray | None:
-    """Returns the rows of a sparse lift: the hull vertices of +-G[S] for the longest prefix S
-    of ``cone_order(G)`` (lengths p, then SPARSE_GROWTH times more, up to every row) whose
-    hull has at most SPARSE_FACETS facet pairs; None when no prefix qualifies."""
+def prefix_hulls(G: np.ndarray, cap: int, deadline: float | None = None, *,
+                 past_flat: bool = False) -> tuple[list[tuple[np.ndarray, int]], bool]:
+    """Returns (hulls, whole): for the prefixes S of ``cone_order(G)`` (lengths min(m, p), then
+    SPARSE_GROWTH times more, up to every row) in turn, the hull vertices of +-G[S] and its
+    number of facet pairs, up to the first prefix whose hull has more than ``cap`` pairs, that
+    qhull refuses (with ``past_flat``, a refused prefix is passed over instead: its points may
+    be flat where more are not), or that would start after ``deadline`` (none of those
+    listed); ``whole`` says the last one listed is every row (its hull is then computed on the
+    rows in index order, as one call on every row would).
+
+    No qhull call gets more than SPARSE_GROWTH times the points of a hull within ``cap``, so
+    what one call builds stays near ``cap`` whatever m is; one call on every row at once built
+    1.3 million facets in 44 s (2.4 GB) on 512 rows at p = 8, before any budget was read.  A
+    call that builds more than 2 SPARSE_FACETS facets is charged in full (QHULL_UNIT per
+    facet and dimension), so the budget stops the growth; the hulls of lifts on attention
+    heads stay within that (below 20,000 facets up to rank 8, 2 SPARSE_FACETS by design past
+    it), and their time is not counted, as it never was."""
     m, p = G.shape
     order = cone_order(G)
-    k, best = min(m, p), None
-    while True:
-        got = _hull_vertices(G, order[:k])
-        if got is None or got[1] > SPARSE_FACETS:
-            return best
-        best = got[0]
+    k, hulls = min(m, p), []
+    while deadline is None or clock() <= deadline:
+        got = _hull_vertices(G, np.arange(m) if k == m else order[:k])
+        if got is None and (not past_flat or k == m):
+            break
+        if got is None:
+            k = min(m, max(k + 1, int(k * SPARSE_GROWTH)))
+            continue
+        if got[1] > SPARSE_FACETS:  # pairs: the call built twice as many facets
+            charge(QHULL_UNIT * p * 2 * got[1])
+        if got[1] > cap:
+            break
+        hulls.append(got)
         if k == m:
-            return best
+            return hulls, True
         k = min(m, max(k + 1, int(k * SPARSE_GROWTH)))
+    return hulls, False
 
 
-def subspace_certificate(A: np.ndarray, W: np.ndarray
+def sparse_points(G: np.ndarray, deadline: float | None = None) -> np.ndarray | None:
+    """Returns the rows of a sparse lift: the hull vertices of +-G[S] for the longest prefix S
+    of ``cone_order(G)`` (lengths p, then SPARSE_GROWTH times more, up to every row) whose
+    hull has at most SPARSE_FACETS facet pairs; None when no prefix qualifies (or the first
+    starts after ``deadline``)."""
+    hulls = prefix_hulls(G, SPARSE_FACETS, deadline)[0]
+    return hulls[-1][0] if hulls else None
+
+
+def subspace_certificate(A: np.ndarray, W: np.ndarray, deadline: float | None = None
                          ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
     """Returns (Y, I, F, Z): labelled points Y = (A W)[I] (distinct rows only, jittered), one
     facet of each mirror pair of conv(+-Y), and on every facet the subspace's own witness
     z = W n / ||W n||_inf (n the facet's normal, Y[F] n = 1).  The points are every hull
     vertex of +-A W up to rank FULL_RANK (when their facets are within MAX_FACETS), else
     those of ``sparse_points``.  None when qhull refuses the points, the facets exceed
-    MAX_FACETS, or a facet's normal cannot be solved."""
+    MAX_FACETS, a facet's normal cannot be solved, or the hulls (``prefix_hulls``) reach
+    ``deadline``."""
     G0 = A @ W
     hf = None
     if W.shape[1] <= FULL_RANK:
-        got = _hull_vertices(G0, np.arange(A.shape[0]))
-        if got is None:
-            return None
-        I = got[0]
-        hf = hull_facets(G0[I])
+        hulls, whole = prefix_hulls(G0, MAX_FACETS, deadline, past_flat=True)
+        if whole:
+            I = hulls[-1][0]
+            hf = hull_facets(G0[I])
     if hf is None:
-        I = sparse_points(G0)
+        I = sparse_points(G0, deadline)
         if I is None:
             return None
         hf = hull_facets(G0[I])
@@ -162,7 +199,7 @@ def lift(A: np.ndarray, W: np.ndarray, eps: float, deadline: float, *,
     if not 1 <= W.shape[1] <= MAX_RANK:
         return None
     goal = target(eps) / (1.0 - 1e-6)  # every facet's tau must exceed this
-    got0 = subspace_certificate(A, W)
+    got0 = subspace_certificate(A, W, deadline)
     if got0 is None or clock() > deadline:
         return None
     Y, I, F, Z = got0
