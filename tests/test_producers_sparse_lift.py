@@ -200,9 +200,9 @@ def test_a_passed_deadline_runs_no_hull_and_large_hulls_are_charged(monkeypatch)
     with _common.budget_settings(mode="work"):
         assert poly.subspace_certificate(np.eye(60), G, deadline=clock() - 1.0) is None
         assert calls == []
-        # a hull past 2 SPARSE_FACETS facets is charged by its size, then the growth stops
-        # at the deadline it pushed past
-        monkeypatch.setattr(poly, "SPARSE_FACETS", 20)
+        # a hull past 2 MAX_FACETS facets is charged by its size, then the growth stops at
+        # the deadline it pushed past
+        monkeypatch.setattr(poly, "MAX_FACETS", 20)
         before = _common.work_done()
         hulls, whole = poly.prefix_hulls(G, 10**9, deadline=clock() + 1e-3)
         assert _common.work_done() - before > 1e-3

@@ -31,7 +31,7 @@ MAX_FACETS = 100_000  # the kernel's limit on listed facets (certify/lower/polyt
 # SPARSE_FACETS facet pairs; the order of the points is that of the Gaussian measure of their
 # normal cones (CONE_SAMPLES directions, after whitening A W), then their leverage
 SPARSE_FACETS = 40_000
-# work units per facet and dimension of a qhull call past 2 SPARSE_FACETS facets (measured
+# work units per facet and dimension of a qhull call past 2 MAX_FACETS facets (measured
 # about 3.3e-6 s per facet and dimension at p = 7 - 8, 100,000 - 650,000 facets)
 QHULL_UNIT = 4e-6
 SPARSE_GROWTH = 1.25
@@ -122,10 +122,10 @@ def prefix_hulls(G: np.ndarray, cap: int, deadline: float | None = None, *,
     No qhull call gets more than SPARSE_GROWTH times the points of a hull within ``cap``, so
     what one call builds stays near ``cap`` whatever m is; one call on every row at once built
     1.3 million facets in 44 s (2.4 GB) on 512 rows at p = 8, before any budget was read.  A
-    call that builds more than 2 SPARSE_FACETS facets is charged in full (QHULL_UNIT per
-    facet and dimension), so the budget stops the growth; the hulls of lifts on attention
-    heads stay within that (below 20,000 facets up to rank 8, 2 SPARSE_FACETS by design past
-    it), and their time is not counted, as it never was."""
+    call that builds more than 2 MAX_FACETS facets (a hull no certificate can list) is charged
+    in full (QHULL_UNIT per facet and dimension), so the budget stops the growth there; the
+    hulls of lifts on attention heads stay within that (below 20,000 facets up to rank 8,
+    about 2 SPARSE_FACETS past it), and their time is not counted, as it never was."""
     m, p = G.shape
     order = cone_order(G)
     k, hulls = min(m, p), []
@@ -136,7 +136,7 @@ def prefix_hulls(G: np.ndarray, cap: int, deadline: float | None = None, *,
         if got is None:
             k = min(m, max(k + 1, int(k * SPARSE_GROWTH)))
             continue
-        if got[1] > SPARSE_FACETS:  # pairs: the call built twice as many facets
+        if got[1] > MAX_FACETS:  # pairs: the call built twice as many facets
             charge(QHULL_UNIT * p * 2 * got[1])
         if got[1] > cap:
             break
