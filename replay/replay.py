@@ -56,6 +56,7 @@ FORMAT, VERSION = "softrank-replay-bundle", 1
 # MAX_MEMBERS members, an archive or declared sizes adding up to above MAX_TOTAL, or to above
 # MAX_RATIO per archive byte once past RATIO_FREE
 MAX_MEMBER, MAX_TOTAL, MAX_MEMBERS, MAX_RATIO, RATIO_FREE = 1 << 30, 1 << 31, 100_000, 100, 32 << 20
+CD_ENTRY_BYTES = 256  # a directory entry: 46 bytes and a name (an export's are at most 75)
 DTYPES = {"<f8": ("d", 8), "<f4": ("f", 4), "<i8": ("q", 8)}
 P = 192  # fixed-point bits of the exp bounds used for the slack chi
 FLINT = None  # the python-flint module when --flint is given
@@ -157,8 +158,13 @@ def read_bundle(path: str, max_json: int = LIMITS["json"]
             end = zipfile._EndRecData(fh)  # (private, but in zipfile since Python 2; zip64 too)
         if end and end[zipfile._ECD_ENTRIES_TOTAL] > MAX_MEMBERS:
             raise BundleError(f"{path}: more than {MAX_MEMBERS} archive members")
+        # zipfile walks the directory's bytes, not the count: 46 bytes make an entry
+        if end and end[zipfile._ECD_SIZE] > MAX_MEMBERS * CD_ENTRY_BYTES:
+            raise BundleError(f"{path}: a central directory of {end[zipfile._ECD_SIZE]} bytes, "
+                              f"above {MAX_MEMBERS} members of {CD_ENTRY_BYTES}")
         zf = zipfile.ZipFile(path)
-    except (OSError, zipfile.BadZipFile, ValueError, EOFError) as err:  # ValueError: bad UTF-8
+    # ValueError: bad UTF-8; NotImplementedError: a "version needed" zipfile does not know
+    except (OSError, zipfile.BadZipFile, ValueError, EOFError, NotImplementedError) as err:
         raise BundleError(f"{path}: not a readable zip archive: {err}") from None
     with zf:
         try:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import struct
 import time
 import zipfile
 from pathlib import Path
@@ -461,6 +462,42 @@ def test_corrupt_members_are_input_errors_not_crashes(tmp_path, capsys):
                                      .replace("\u00e9".encode(), b"\xff\xfe"))
     code, out, err = _run(tmp_path / "u.zip", capsys)
     assert code == 2 and out == "" and "not a readable zip archive" in err
+
+
+def test_a_version_zipfile_does_not_know_is_an_input_error(tmp_path, capsys):
+    # a "version needed to extract" above 6.3 in the central directory: zipfile raises
+    # NotImplementedError while reading it (it was an internal error, exit 3)
+    path = _valid(tmp_path)
+    raw = bytearray(path.read_bytes())
+    cd = raw.index(b"PK\x01\x02")
+    raw[cd + 6] = 64  # version needed: 6.4
+    (tmp_path / "v.zip").write_bytes(bytes(raw))
+    code, out, err = _run(tmp_path / "v.zip", capsys)
+    assert code == 2 and out == "" and "not a readable zip archive" in err
+
+
+def test_a_directory_longer_than_its_entry_count_is_refused_before_zipfile_reads_it(
+        tmp_path, capsys, monkeypatch):
+    # the end record says 1 entry, the directory holds many more: zipfile walks the
+    # directory's bytes and built every entry (5 million: 1.9 GB) before the count was read
+    name = b"a"
+    local = struct.pack("<4s5H3L2H", b"PK\x03\x04", 20, 0, 0, 0, 0, 0, 0, 0, len(name), 0) + name
+    ent = struct.pack("<4s6H3L5H2L", b"PK\x01\x02", 20, 20, 0, 0, 0, 0, 0, 0, 0, len(name), 0,
+                      0, 0, 0, 0, 0) + name
+    n = 3000
+    cd = ent * n
+    end = struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, 1, 1, len(cd), len(local), 0)
+    (tmp_path / "cd.zip").write_bytes(local + cd + end)
+    monkeypatch.setattr(rp, "MAX_MEMBERS", 100)  # 100 entries of 256 bytes: 25,600 < 141,000
+    built = []
+    real = zipfile.ZipFile
+    monkeypatch.setattr(rp.zipfile, "ZipFile", lambda *a, **k: built.append(1) or real(*a, **k))
+    code, out, err = _run(tmp_path / "cd.zip", capsys)
+    assert code == 2 and out == "" and "central directory of" in err
+    assert not built
+    monkeypatch.setattr(rp, "MAX_MEMBERS", 1000)  # within the byte bound: the count refuses
+    code, out, err = _run(tmp_path / "cd.zip", capsys)
+    assert code == 2 and "more than 1000 archive members" in err
 
 
 def test_the_replayer_takes_the_ids_a_store_writes():
