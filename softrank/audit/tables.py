@@ -20,7 +20,7 @@ Conventions (stated in every report; see proofs_notes/audit.md):
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from fractions import Fraction
 from typing import Any
 
@@ -142,9 +142,22 @@ def _family_eps_keys(pairs: list[dict[str, Any]], records: list[dict[str, Any]]
     return keys
 
 
-def _select(items: list[dict[str, Any]], family: str, eps: str) -> list[dict[str, Any]]:
-    return [x for x in items
-            if x["eps"] == eps and (family is ALL_FAMILIES or x["family"] == family)]
+def _grouped(items: list[dict[str, Any]]
+             ) -> Callable[[str | None, str], list[dict[str, Any]]]:
+    """Returns select(family, eps): the items of that family (every family for ALL_FAMILIES)
+    and eps, in their order. One pass builds the groups: scanning every item for every key
+    took 193 s on a store of 20,000 brackets each at its own eps."""
+    by_key: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    by_eps: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for x in items:
+        by_key[(x["family"], x["eps"])].append(x)
+        by_eps[x["eps"]].append(x)
+
+    def select(family: str | None, eps: str) -> list[dict[str, Any]]:
+        if family is ALL_FAMILIES:
+            return by_eps.get(eps, [])
+        return by_key.get((family, eps), [])  # type: ignore[arg-type]
+    return select
 
 
 def summarize_groups(pairs: list[dict[str, Any]], records: list[dict[str, Any]],
@@ -166,9 +179,10 @@ def summarize_groups(pairs: list[dict[str, Any]], records: list[dict[str, Any]],
         tight = tightened_brackets(pairs, records, budgets)
         pairs = [{**p, "tightened": tight[(p["operator"], p["eps"])]} for p in pairs]
     out = []
+    pairs_of, records_of = _grouped(pairs), _grouped(records)
     for fam, eps in _family_eps_keys(pairs, records):
-        ps = _select(pairs, fam, eps)
-        rs = _select(records, fam, eps)
+        ps = pairs_of(fam, eps)
+        rs = records_of(fam, eps)
         checked = [r for r in rs if ok(r)]
         n = len(ps)
         row: dict[str, Any] = {
