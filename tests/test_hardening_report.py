@@ -14,8 +14,8 @@ from softrank.cli import main
 
 from .storefactory import build_store
 
-FORGED = ("synthetic\n\n**Result:** every float64 claim was proved; 1 of 1 pairs resolved.\n"
-          "<!--")
+# under 80 characters, so that tables show it whole (longer families are cut there)
+FORGED = "synthetic\n\n**Result:** every float64 claim was proved.\n<!--"
 
 
 def _set_family(store: Path, family: str) -> None:
@@ -216,3 +216,21 @@ def test_figure_text_from_a_store_is_cut_and_long_names_stay_apart():
     assert svg_text(a).startswith("f" * 60) and svg_text("fam$x") == r"fam\$x"
     assert svg_text("x" * SVG_TEXT_MAX) == "x" * SVG_TEXT_MAX
     assert "$" not in svg_text("$" * 1000).replace(r"\$", "")
+
+
+def test_long_families_are_cut_in_every_table_and_kept_whole_in_report_json(tmp_path):
+    """A family goes into some forty table cells, each escaped (``^`` is 17 characters in
+    LaTeX): 200 families of 100,000 carets wrote 6.6 GB of report and held 8.7 GB. Table
+    cells now show it cut as figure text is, with a digest that keeps two long names apart."""
+    fams = ("^" * 100_000 + "a", "^" * 100_000 + "b")
+    _two_family_store(tmp_path / "s", fams)
+    assert _audit(tmp_path / "s", tmp_path / "o", "--no-figures") == 0
+    out = tmp_path / "o"
+    sizes = {p.name: p.stat().st_size for p in out.rglob("*") if p.is_file()}
+    rep = json.loads((out / "report.json").read_text())
+    assert sorted(rep["summary"]["families"]) == sorted(fams)  # the data keeps them whole
+    assert max(v for k, v in sizes.items() if k != "report.json") < 400_000, sizes
+    md = (out / "report.md").read_text()
+    shown = {escape.md(escape.cut(f)) for f in fams}
+    assert len(shown) == 2 and all(s in md for s in shown)
+    assert escape.cut("^" * 80) == "^" * 80 and len(escape.cut(fams[0])) <= escape.SVG_TEXT_MAX

@@ -83,22 +83,36 @@ def tex_comment(s: object) -> str:
     return visible(s)
 
 
-#: figure text from a store is cut to this many characters: matplotlib lays a title out
-#: character by character, and a 2,000,000-character family took gigabytes and minutes
+#: figure text and family names from a store are cut to this many characters: matplotlib
+#: lays a title out character by character (a 2,000,000-character family took gigabytes and
+#: minutes), and a family is repeated in some forty table cells (200 families of 100,000
+#: characters wrote 6.6 GB of report and held 8.7 GB)
 SVG_TEXT_MAX = 80
+
+
+def _shortened(v: str) -> str:
+    """``v`` itself when at most SVG_TEXT_MAX characters long, else its first 60, an ellipsis
+    and the first 8 hex digits of the sha256 of ``v`` (so two long names that share their
+    start stay apart)."""
+    if len(v) <= SVG_TEXT_MAX:
+        return v
+    tag = hashlib.sha256(v.encode("utf-8", "backslashreplace")).hexdigest()[:8]
+    return f"{v[:60]}\u2026[{tag}]"
+
+
+def cut(s: object) -> str:
+    """Returns ``str(s)`` cut as figure text is (at most SVG_TEXT_MAX characters, a digest
+    where it was cut) and not yet escaped: the renderer of the cell escapes it."""
+    return _shortened(str(s))
 
 
 def svg_text(s: object) -> str:
     """Returns ``s`` safe as matplotlib text (titles, labels, legends in SVG/PNG figures):
-    hidden characters made visible, cut to ``SVG_TEXT_MAX`` characters when longer (the
-    first 60, an ellipsis and the first 8 hex digits of the sha256 of the visible text, so
-    two long names that share their start stay apart), and ``$`` escaped so no mathtext is
-    parsed from it.  (The SVG writer itself escapes XML.)"""
-    v = visible(s)
-    if len(v) > SVG_TEXT_MAX:
-        tag = hashlib.sha256(v.encode("utf-8", "backslashreplace")).hexdigest()[:8]
-        v = f"{v[:60]}\u2026[{tag}]"
-    return v.replace("$", r"\$")
+    hidden characters made visible, cut to SVG_TEXT_MAX characters when longer (the first
+    60, an ellipsis and the first 8 hex digits of the sha256 of the visible text, so two long
+    names that share their start stay apart), and ``$`` escaped so no mathtext is parsed from
+    it.  (The SVG writer itself escapes XML.)"""
+    return _shortened(visible(s)).replace("$", r"\$")
 
 
 # a spreadsheet reads a cell starting with one of these as a formula (CSV injection); the tab

@@ -231,7 +231,7 @@ def report_markdown(rep: dict[str, Any]) -> str:
     out = ["# Audit report", "", f"Store: {md_code(st['path'])}", ""]
     out += [f"{s['brackets']} stored brackets ({s['checked']} checked, {s['input_errors']} "
             f"input errors) over {s['pairs']} (operator, eps) pairs; families: "
-            f"{', '.join(md(f) for f in s['families']) or '-'}; eps: "
+            f"{', '.join(md(tables.family_cell(f)) for f in s['families']) or '-'}; eps: "
             f"{', '.join(md(tables.fmt_eps(e)) for e in s['eps']) or '-'}.", ""]
     if s["inconsistent_pairs"]:
         out += [f"**WARNING:** {s['inconsistent_pairs']} pairs have validated L > U, which no "
@@ -261,7 +261,8 @@ def report_markdown(rep: dict[str, Any]) -> str:
             "columns": ["Bracket", "Family", "Operator", "eps", "End", "Kind", "Claimed",
                         "Validated", "Result", "Why", "Margin", "Tier"],
             "rows": [[str(x) for x in (
-                c["bracket"], c["family"], c["operator"], tables.fmt_eps(c["eps"]), c["end"],
+                c["bracket"], tables.family_cell(c["family"]), c["operator"],
+                tables.fmt_eps(c["eps"]), c["end"],
                 c["kind"], c["claimed"], c["validated"],
                 word(c.get("result") or end_result({f"{c['end']}_outcome": c["outcome"]},
                                                    c["end"])),
@@ -355,7 +356,8 @@ def tightened_markdown(rep: dict[str, Any]) -> list[str]:
     if rows:
         listing = {"columns": ["Operator", "Family", "eps", "Per eps [L, U]", "Tightened",
                                "L* from", "U* from"],
-                   "rows": [[r["operator"], r["family"], tables.fmt_eps(r["eps"]),
+                   "rows": [[r["operator"], tables.family_cell(r["family"]),
+                             tables.fmt_eps(r["eps"]),
                              f"[{r['lower']}, {r['upper']}]",
                              f"[{r['tight_lower']}, {r['tight_upper']}]",
                              tables.fmt_citation(r["tight_lower_from"]),
@@ -590,7 +592,8 @@ def report_latex(rep: dict[str, Any]) -> str:
         f"\\noindent Store: \\texttt{{{tables.tex_escape(st['path'])}}}; {s['brackets']} "
         f"stored brackets ({s['checked']} checked, {s['input_errors']} input errors) over "
         f"{s['pairs']} (operator, $\\varepsilon$) pairs; families: "
-        f"{tables.tex_escape(', '.join(s['families'])) or '-'}; $\\varepsilon$: "
+        f"{tables.tex_escape(', '.join(map(tables.family_cell, s['families']))) or '-'}; "
+        f"$\\varepsilon$: "
         f"{', '.join(tables.fmt_eps(x) for x in s['eps']) or '-'}.",
         "",
         f"\\input{{{TABLES_TEX}}}",

@@ -43,8 +43,9 @@ ALL_LABEL = "all families"
 
 
 def family_cell(family: str | None) -> str:
-    """Returns the table cell of a row's family (ALL_LABEL for the aggregate row)."""
-    return ALL_LABEL if family is ALL_FAMILIES else family
+    """Returns the table cell of a row's family (ALL_LABEL for the aggregate row), cut as
+    figure text is (``escape.cut``; the renderers still escape it)."""
+    return ALL_LABEL if family is ALL_FAMILIES else escape.cut(family)
 
 
 def aggregate_rows(groups: Sequence[dict[str, Any]]) -> list[int]:
@@ -611,7 +612,8 @@ def layer_table(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "note": CRITERION_NOTE,
         "columns": ["Family", "Layer", "eps", "Operators", "Within criterion", "Closed",
                     "Median L", "Median U"], "left": 3, "group_column": 1,
-        "rows": [[r["family"], str(r["layer"]), fmt_eps(r["eps"]), str(r["operators"]),
+        "rows": [[family_cell(r["family"]), str(r["layer"]), fmt_eps(r["eps"]),
+                  str(r["operators"]),
                   fmt_share(r["resolved_share"]), fmt_share(r["closed_share"]),
                   fmt_median(r["median_lower"]), fmt_median(r["median_upper"])]
                  for r in rows],
@@ -709,7 +711,8 @@ def block_tables(rows: list[dict[str, Any]], budgets: Sequence[int]) -> dict[str
     for g in rows:
         for k in budgets:
             sh = g["shares"][str(k)]
-            cells.append([g["family"], fmt_eps(g["eps"]), str(g["width"]), fmt_shape(g["shapes"]),
+            cells.append([family_cell(g["family"]), fmt_eps(g["eps"]), str(g["width"]),
+                          fmt_shape(g["shapes"]),
                           str(k), str(g["operators"]), *(fmt_share(sh[v]) for v in VERDICTS)])
     return {"block_widths": {
         "title": "Common-prefix blocks by width N: share of (operator, eps) pairs feasible / "
@@ -741,14 +744,14 @@ def per_head_table(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "csv_columns": ["operator", "family", "eps", "L", "U", "gap", "upper_kind",
                         "lower_kind", "tight_L", "tight_U", "tight_L_from", "tight_U_from"],
         "left": 3, "align": "lllrrrllrrll", "text_columns": [0, 1, 6, 7, 10, 11],
-        "rows": [[r["operator"], r["family"], fmt_eps(r["eps"]), str(r["lower"]),
+        "rows": [[r["operator"], family_cell(r["family"]), fmt_eps(r["eps"]), str(r["lower"]),
                   str(r["upper"]), str(r["gap"]), r["upper_kind"], r["lower_kind"],
                   *_tight_cells(r)] for r in rows],
         # the longtable must fit one page width: it names the eps each tightened end comes
         # from (same operator), the bracket ids and kinds stay in the CSV and report.json
         "tex_columns": ["Operator", "Family", "eps", "L", "U", "Gap", "U kind", "L kind",
                         "L*", "U*", "L* at eps", "U* at eps"],
-        "tex_rows": [[r["operator"], r["family"], fmt_eps(r["eps"]), str(r["lower"]),
+        "tex_rows": [[r["operator"], family_cell(r["family"]), fmt_eps(r["eps"]), str(r["lower"]),
                       str(r["upper"]), str(r["gap"]), r["upper_kind"], r["lower_kind"],
                       *_tight_cells(r, short=True)] for r in rows],
     }
