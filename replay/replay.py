@@ -768,6 +768,8 @@ def plan(doc: dict, blobs: dict[str, bytes], limits: dict[str, int]) -> tuple[di
         if kind == "nerve":  # the label tuples of the chain derivation's largest level
             gw = 5 * min(NERVE_MAX_CODES, nerve_codes(us["T"][2] if "T" in us else 0,
                                                       min(r, ROWSET_MAX_RANK)))
+        if kind == "polytope":  # 2f facet tuples and a Counter of their 2 f p ridges
+            gw = 2 * (us["F"][2] if "F" in us else 0) * (1 + 3 * min(r, ROWSET_MAX_RANK))
         if op_words[op] + words + gw > held[0]:  # the first largest is named
             held = (op_words[op] + words + gw, f"{f} with its operator")
         costs.append((work, words, f))
