@@ -131,18 +131,17 @@ def prefix_hulls(G: np.ndarray, cap: int, deadline: float | None = None, *,
     k, hulls = min(m, p), []
     while deadline is None or clock() <= deadline:
         got = _hull_vertices(G, np.arange(m) if k == m else order[:k])
-        if got is None and (not past_flat or k == m):
-            break
         if got is None:
-            k = min(m, max(k + 1, int(k * SPARSE_GROWTH)))
-            continue
-        if got[1] > MAX_FACETS:  # pairs: the call built twice as many facets
-            charge(QHULL_UNIT * p * 2 * got[1])
-        if got[1] > cap:
-            break
-        hulls.append(got)
-        if k == m:
-            return hulls, True
+            if not past_flat or k == m:
+                break
+        else:
+            if got[1] > MAX_FACETS:  # pairs: the call built twice as many facets
+                charge(QHULL_UNIT * p * 2 * got[1])
+            if got[1] > cap:
+                break
+            hulls.append(got)
+            if k == m:
+                return hulls, True
         k = min(m, max(k + 1, int(k * SPARSE_GROWTH)))
     return hulls, False
 
