@@ -207,3 +207,12 @@ def test_a_passed_deadline_runs_no_hull_and_large_hulls_are_charged(monkeypatch)
         hulls, whole = poly.prefix_hulls(G, 10**9, deadline=clock() + 1e-3)
         assert _common.work_done() - before > 1e-3
         assert not whole and len(calls) < 10
+
+
+def test_fewer_rows_than_the_rank_is_no_crash():
+    # every lift now orders its points by cone_order, which multiplied an m x m factor by
+    # p-row directions when m < p (ValueError); such points are flat, so no hull is listed
+    G = np.random.default_rng(2).standard_normal((4, 6))
+    assert sorted(poly.cone_order(G).tolist()) == [0, 1, 2, 3]
+    assert poly.prefix_hulls(G, poly.MAX_FACETS, past_flat=True) == ([], False)
+    assert poly.subspace_certificate(np.eye(4), G) is None

@@ -100,7 +100,8 @@ def cone_order(G: np.ndarray, seed: int = SEED) -> np.ndarray:
     they are spread evenly), most first, ties by the row's leverage ||Q_j||.  A point whose
     normal cone in conv(+-G) is wide shapes many facets; the order is a heuristic only."""
     Q = np.linalg.qr(G)[0]
-    u = np.random.default_rng(seed).standard_normal((G.shape[1], CONE_SAMPLES))
+    # Q has min(m, p) columns: with fewer rows than columns the directions live in R^m
+    u = np.random.default_rng(seed).standard_normal((Q.shape[1], CONE_SAMPLES))
     # directions a block at a time: Q @ u whole is m x 20,000 (655 MB at m = 4096)
     step = max(1, (1 << 22) // max(1, len(G)))
     best = np.concatenate([np.abs(Q @ u[:, j:j + step]).argmax(axis=0)
