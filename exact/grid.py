@@ -20,7 +20,7 @@ import sympy
 from softrank.certify.errors import InputError
 
 from .inputs import unit_eps
-from .meb import RadiusProof, enclosing_radius
+from .meb import RadiusProof, enclosing_radius_scaled
 
 
 @dataclass
@@ -93,20 +93,29 @@ def _positive_int(x: object, name: str, least: int) -> int:
 # Cost guards by the work done, not by L^r alone: the weights T[e] (2D + 1 integers of up to
 # 2 D b bits, D = r (L-1)^2, b = bits of q) take about D^2 b bits, and the row sums add n^2
 # integers of up to 2 D b bits.  (r = 1, L = 400 has only 400 points but D^2 b ~ 2e11 bits.)
+# One unit of row work is about 1e-10 CPU s on the development machine in every regime
+# measured (b from 7 to 26,000 bits, n from 9 to 1,600), so MAX_ROW_WORK is about 25 s.
 MAX_WEIGHT_BITS = 2 * 10**9
-MAX_ROW_WORK = 10**11
+MAX_ROW_WORK = 25 * 10**10
+# What a point pair costs besides its big-integer sum (Python's loop over r coordinates: the
+# r = 10, L = 2 grid spends a second there with D b = 110), and what the interaction step
+# costs per n^3 (two n x n integer products and a rank, about 4e8 n^3 a second).
+PAIR_UNITS = 1000
+INTERACTION_UNITS = 25
 
 
 def grid_cost(r: int, L: int, q: Fraction) -> tuple[int, int]:
-    """Returns (bits held by the weights T, bit operations of the row sums), both estimates
-    of the work :func:`grid_family` does (up to a small constant factor).  A product or gcd
-    of b-bit numbers costs about b / 64 word operations per bit once b passes a machine word
-    (schoolbook and gcd; an eps of 3,900 digits made a run priced at 2% of the limit take 69 s),
-    so the row work grows with b^2 / 64 there."""
+    """Returns (bits held by the weights T, units of work of the row sums and the interaction
+    step), both estimates of the work :func:`grid_family` does (up to a small constant
+    factor).  A product or gcd of b-bit numbers costs about b / 64 word operations per bit
+    once b passes a machine word (schoolbook and gcd; an eps of 3,900 digits made a run priced
+    at 2% of the limit take 69 s), so the row work grows with b^2 / 64 there; each point pair
+    adds PAIR_UNITS r, and rank C with its factorization check INTERACTION_UNITS n^3."""
     D = r * (L - 1) ** 2
     b = q.numerator.bit_length() + q.denominator.bit_length()
     n = L ** r
-    return D * D * b, n * n * D * b * max(1, b // 64)
+    rows = n * n * (D * b * max(1, b // 64) + PAIR_UNITS * r)
+    return D * D * b, rows + INTERACTION_UNITS * n ** 3
 
 
 def grid_family(r: int, L: int, eps: object, *, max_points: int = 1600) -> GridFamily:
@@ -173,8 +182,7 @@ def _interaction(points: list[tuple[int, ...]], s: sympy.Expr):
     Xn = flint.fmpz_mat([[n * p[k] - colsum[k] for k in range(r)] for p in points])  # n P X0
     if 2 * Xn * Xn.transpose() != Cn:
         raise RuntimeError("factorization X Y^T = C failed its exact check")
-    X = [[Fraction(int(Xn[i, k]), n) for k in range(r)] for i in range(n)]
-    rad: RadiusProof = enclosing_radius(X)
+    rad: RadiusProof = enclosing_radius_scaled(Xn.tolist(), n)
     if not rad.exact:
         raise RuntimeError("enclosing radius of the centred grid is not exact")
     R2 = sympy.Rational(rad.upper_sq.numerator, rad.upper_sq.denominator)

@@ -85,3 +85,34 @@ def test_bad_grid_input(kw, field):
 def test_interaction_needs_positive_entries(bad):
     with pytest.raises(InputError, match=r"matrix\[\d\]\[\d\].*> 0"):
         visible_interaction(bad)
+
+
+def test_scaled_radius_equals_the_fraction_radius():
+    # the grid's integer path must give the same proof (bounds, centre and the first
+    # farthest pair) as the Fraction definition, ties and repeated points included
+    import random
+
+    from softrank.exact.meb import enclosing_radius, enclosing_radius_scaled
+
+    rng = random.Random(11)
+    for case in range(300):
+        n, r, d = rng.randint(1, 25), rng.randint(1, 5), rng.randint(1, 60)
+        rows = [[rng.randint(-6, 6) for _ in range(r)] for _ in range(n)]
+        if case % 3 == 0:
+            rows = (rows[:3] * 4)[:n]
+        slow = enclosing_radius([[F(x, d) for x in row] for row in rows])
+        assert enclosing_radius_scaled(rows, d) == slow
+
+
+def test_interaction_step_is_priced(monkeypatch):
+    # r = 10, L = 2 has tiny weights, so its row sums alone priced it at 0.1 % of the limit
+    # while rank C and the radius took 20 s; the n^3 step now counts
+    from softrank.exact import grid
+
+    q = (1 - F(1, 4)) / 80
+    work = grid.grid_cost(10, 2, q)[1]
+    assert work >= grid.INTERACTION_UNITS * 1024 ** 3
+    monkeypatch.setattr(grid, "MAX_ROW_WORK", work - 1)
+    with pytest.raises(InputError) as err:
+        grid.grid_family(10, 2, "1/4")
+    assert err.value.field == "L"
