@@ -1029,6 +1029,21 @@ def replay_end(end: object, ops: dict, blobs: dict, f: str) -> dict:
             "agrees": agrees, "value": None if v is None else str(v)}
 
 
+def float_environment_reason() -> str | None:
+    """Returns None when stored floats read exactly here, else why not.  Every number is read
+    with as_integer_ratio, exact in any rounding mode, but under denormals-are-zero (set by a
+    library built with -ffast-math, or torch.set_flush_denormal) a subnormal compares and
+    converts as 0: a stored 2^-1074 would be replayed as 0.  The probe values are unpacked
+    from bytes so that no compiler folds them."""
+    tiny, one, step = struct.unpack("<3d", struct.pack("<3Q", 1, 0x3FF0000000000000,
+                                                       0x3CA8000000000000))  # 3 2^-54
+    if not tiny or tiny.as_integer_ratio() != (1, 1 << 1074):
+        return "subnormal numbers read as zero (denormals-are-zero)"
+    if one + step != 1 + 2.0**-52 or -one - step != -(1 + 2.0**-52):
+        return "the rounding mode is not round-to-nearest"
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     global FLINT
     args = sys.argv[1:] if argv is None else argv
@@ -1060,6 +1075,11 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         FLINT = flint
     quiet, as_json = "--quiet" in opts or "--json" in opts, "--json" in opts
+    why = float_environment_reason()
+    if why is not None:  # no verdict from numbers this process cannot read
+        print(f"replay: internal error: the floating-point environment is not the IEEE "
+              f"default: {why}; run in a fresh process", file=sys.stderr)
+        return 3
     for stream in (sys.stdout, sys.stderr):  # a terminal that cannot show a character: \x..
         getattr(stream, "reconfigure", lambda **_: None)(errors="backslashreplace")
 

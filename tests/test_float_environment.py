@@ -136,3 +136,18 @@ def test_the_cli_ends_with_an_internal_error_and_no_verdict(capsys):
     out, err = capsys.readouterr()
     assert code == 3 and "floating-point environment" in err
     assert "holds" not in out and "proved" not in out
+
+
+def test_the_replayer_refuses_to_read_subnormals_as_zero(tmp_path, capsys):
+    # the replayer reads every number with as_integer_ratio, exact in any rounding mode, but
+    # under denormals-are-zero Python itself converts and compares a subnormal as 0
+    from replay import replay as rp
+
+    assert rp.float_environment_reason() is None
+    with flush_to_zero():
+        assert "zero" in rp.float_environment_reason()
+        code = rp.main([str(tmp_path / "bundle.zip")])
+    assert code == 3 and "floating-point environment" in capsys.readouterr().err
+    with rounding(FE_TOWARDZERO):
+        assert "rounding" in rp.float_environment_reason()
+    assert rp.main([str(tmp_path / "bundle.zip")]) == 2  # no such bundle: refused, as before
