@@ -233,6 +233,11 @@ def thread_workspace() -> Workspace:
     return ws
 
 
+def _sqrt_up(n: int) -> float:
+    """Returns a float64 >= sqrt(n) (math.sqrt is correctly rounded; one ulp up)."""
+    return float(np.nextafter(math.sqrt(n), np.inf))
+
+
 def split_residual_frob_upper(X: np.ndarray, Y: np.ndarray, Z: np.ndarray | None,
                               ws: Workspace | None = None) -> float:
     """Returns a float64 >= ||X Y - Z||_F >= ||X Y - Z||_2 (Z = None means the identity).
@@ -252,7 +257,8 @@ def split_residual_frob_upper(X: np.ndarray, Y: np.ndarray, Z: np.ndarray | None
     rows, cols = X.shape[0], Y.shape[1]
     qx, qy = _pow2_exponent_upper(X), _pow2_exponent_upper(Y)
     if qx is None or qy is None:  # X Y = 0
-        return 1.0 if Z is None else frob_upper(Z)  # ||I||_2 = 1
+        # ||I_n||_F = sqrt(n), the contract's norm (1 would bound only ||I||_2)
+        return _sqrt_up(min(rows, cols)) if Z is None else frob_upper(Z)
     ws = ws if ws is not None else Workspace()
     X, Y = np.ascontiguousarray(X), np.ascontiguousarray(Y)
     rx, cy = row_norms_upper(X), _col_norms_upper(Y)
@@ -422,7 +428,7 @@ def gram_residual_frob_upper(M: np.ndarray, ws: Workspace | None = None) -> floa
         return 0.0
     q = _pow2_exponent_upper(M)
     if q is None:
-        return 1.0  # ||-I||_2
+        return _sqrt_up(p)  # ||-I_p||_F
     ws = ws if ws is not None else Workspace()
     # X C-contiguous with X X^T = M^T M (trans=1 below) or X^T X = M^T M (trans=0)
     if M.flags.f_contiguous and not M.flags.c_contiguous:
