@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import numbers
 import re
+import struct
 import sys
 from decimal import Decimal, InvalidOperation
 from fractions import Fraction
@@ -52,7 +53,7 @@ def _to_rational(x: object, *, field: str = "value") -> Fraction:
     if isinstance(x, float | np.floating):
         if not math.isfinite(float(x)):  # "nan", not "np.float64(nan)"
             raise InputError(f"must be finite, got {float(x)}", field=field)
-        return Fraction(float(x)) if not isinstance(x, np.floating) else _np_float(x, field)
+        return _float_value(float(x)) if not isinstance(x, np.floating) else _np_float(x, field)
     if isinstance(x, Decimal):
         if not x.is_finite():
             raise InputError(f"must be finite, got {x}", field=field)
@@ -72,7 +73,21 @@ def _np_float(x: np.floating, field: str) -> Fraction:
     # float16/32/64 widen exactly to float64; longdouble may not, so refuse it.
     if x.dtype.itemsize > 8:
         raise InputError(f"unsupported float type {x.dtype}", field=field)
-    return Fraction(float(x))
+    return _float_value(float(x))
+
+
+def _float_value(x: float) -> Fraction:
+    """Returns the exact value of ``x``; FloatEnvironmentError where this process reads a
+    subnormal as 0 (denormals-are-zero: Python's conversion and comparisons then see 0
+    while the bits say 2^-1074 or more)."""
+    q = Fraction(x)
+    if q == 0 and struct.unpack("<Q", struct.pack("<d", x))[0] << 1 & (1 << 64) - 1:
+        from .numerics.fpenv import FloatEnvironmentError
+
+        raise FloatEnvironmentError("a subnormal number reads as 0 in this process "
+                                    "(denormals-are-zero): its exact value cannot be taken; "
+                                    "run in a fresh process")
+    return q
 
 
 def _parse_string(s: str, field: str) -> Fraction:

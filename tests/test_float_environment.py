@@ -151,3 +151,18 @@ def test_the_replayer_refuses_to_read_subnormals_as_zero(tmp_path, capsys):
     with rounding(FE_TOWARDZERO):
         assert "rounding" in rp.float_environment_reason()
     assert rp.main([str(tmp_path / "bundle.zip")]) == 2  # no such bundle: refused, as before
+
+
+def test_exact_values_of_subnormals_are_refused_where_they_read_as_zero():
+    # the exact oracle and every API that takes floats read them through to_rational
+    from softrank.certify.rationals import to_rational
+    from softrank.exact.inputs import rational_matrix
+
+    tiny = 2.0**-1074
+    assert to_rational(tiny) == Fraction(1, 2**1074) and to_rational(-0.0) == 0
+    with flush_to_zero():
+        assert to_rational(0.0) == 0 and to_rational(np.float64(-0.0)) == 0
+        with pytest.raises(FloatEnvironmentError):
+            to_rational(tiny)
+        with pytest.raises(FloatEnvironmentError):
+            rational_matrix(np.array([[0.5, tiny], [0.5, 0.5]]))
