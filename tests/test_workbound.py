@@ -480,6 +480,39 @@ def test_kappa_variance_dual_is_priced_with_its_weights_bits():
     assert err.value.field == "op0.r2" and "work limit" in str(err.value)
 
 
+def test_a_long_beta_and_many_eps_are_priced():
+    # tau's arb rows multiply every logit by beta at two precisions: a 26,000-bit beta on
+    # 96 x 96 logits took 2.4 s against 0.8 s for beta = 1, both priced at 0.97 s; and the
+    # profile of every eps ran outside any price
+    from fractions import Fraction
+    from types import SimpleNamespace
+
+    from softrank.certify.errors import InputError as IE
+    from softrank.certify.numerics import workbound as wb
+    from softrank.commands._intrinsic_check import _within_limit
+
+    rng = np.random.default_rng(2)
+    H = rng.standard_normal((96, 96)) * 2.0 ** rng.integers(-1000, -900, (96, 96))
+    X, Y = np.zeros((96, 1)), np.zeros((96, 1))
+    plain = wb.intrinsic_record(96, 96, 1, H, X, Y)
+    assert wb.intrinsic_record(96, 96, 1, H, X, Y, beta_bits=2) < plain * 1.05
+    assert wb.intrinsic_record(96, 96, 1, H, X, Y, beta_bits=26_000) > plain + 2.4 * 10**9
+    rec = SimpleNamespace(id="op0.r1")
+    beta = Fraction(2**12_990 + 12_345, 2**12_990 + 1)
+    limit = plain + wb.profiles(1, 3) + 10**8
+    _within_limit(rec, "S/intrinsic.jsonl", 96, 96, 1, [H, X, Y], limit, {},
+                  beta=Fraction(1), eps=[Fraction(1, 4)])
+    with pytest.raises(IE) as err:
+        _within_limit(rec, "S/intrinsic.jsonl", 96, 96, 1, [H, X, Y], limit, {},
+                      beta=beta, eps=[Fraction(1, 4)])
+    assert err.value.field == "op0.r1" and "work limit" in str(err.value)
+    many = [Fraction(1, k) for k in range(2, 2002)]
+    assert wb.profiles(len(many), 30) > 2000 * 300_000  # 0.13 - 0.44 ms measured each
+    with pytest.raises(IE):
+        _within_limit(rec, "S/intrinsic.jsonl", 96, 96, 1, [H, X, Y], limit, {},
+                      beta=Fraction(1), eps=many)
+
+
 def test_oracle_budget_bounds_the_exact_simplex_of_large_stochastic_cells():
     # a 32 x 32 stochastic cell: the thin rank-one LP (about 1,000 unknowns, 3,000 rows) ran
     # 74 s past a 5 s budget before its pivots checked the deadline

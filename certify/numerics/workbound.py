@@ -338,13 +338,26 @@ def intrinsic_dense_bytes(m: int, n: int, witness: Mapping[str, object]) -> int:
     return PSD_BUFFERS * 8 * (m + n) ** 2 if witness.get("M") is not None else 0
 
 
-def intrinsic_record(m: int, n: int, r: int, *arrays: np.ndarray) -> int:
+def intrinsic_record(m: int, n: int, r: int, *arrays: np.ndarray, beta_bits: int = 0) -> int:
     """Price of one intrinsic record on an m x n operator with factors of width r (rank
     records: X m x r, Y n x r; native records: Q m x d, K n x d with r = d), the stored
     ``arrays`` giving the bit sizes: the interaction's arb logs and exact sums (m n entries),
     tau's arb rows at two precisions (m n (r + 1) ball operations in Python, with exact
-    endpoints per entry), kappa's and the radii's exact products (m x r x n) and sums."""
+    endpoints per entry), kappa's and the radii's exact products (m x r x n) and sums.
+    ``beta_bits`` (numerator plus denominator bits of the operator's exact beta) prices the
+    Fraction product by beta that tau's arb rows take per entry of logits at each precision:
+    400 w_beta + 6 w_beta w_b each (limbs of beta and of the entry; a 26,000-bit beta on
+    96 x 96 logits of 1,055 bits took 1.5 s more than beta = 1, priced at 5.3 s)."""
     b = max((bits(X) for X in arrays if X.size), default=1)
     arb_rows = 2 * (m * n * (r + 1) * 3000 + m * n * 20_000)
     exact = exact_product(m, r, n, b, b) + 2 * exact_rows(m * n, 2 * b + 2200)
-    return int(m * n * 5000 + arb_rows + exact + fraction_ops(m + n, 2 * b + 2200))
+    wb = words(beta_bits)
+    by_beta = 2 * m * n * (400 * wb + 6 * wb * words(b + 2200)) if beta_bits > 0 else 0
+    return int(m * n * 5000 + arb_rows + exact + fraction_ops(m + n, 2 * b + 2200) + by_beta)
+
+
+def profiles(count: int, eps_bits: int) -> int:
+    """Price of ``count`` profile brackets (arb logs and exps at 128 bits of exact ends whose
+    eps has at most ``eps_bits`` bits): 500,000 + 40 Fraction operations each (measured
+    0.13 - 0.44 ms, and 3.4 ms for a 26,000-bit eps at r = 10^6, priced 45 ms)."""
+    return int(count * (500_000 + fraction_ops(40, eps_bits + 2200)))

@@ -61,17 +61,26 @@ class _Operators:
         return self._C[op_id]
 
 
+def _bits(q: Fraction) -> int:
+    return q.numerator.bit_length() + q.denominator.bit_length()
+
+
 def _within_limit(rec: IntrinsicRecord, src: str, m: int, n: int, r: int,
                   arrays: list[np.ndarray], max_work: int | None,
-                  witness: dict[str, Any] | None = None) -> None:
-    """Prices the record (``workbound.intrinsic_record``, from its sizes and the bits of its
-    arrays) before any kernel work; raises InputError naming the record when the price is
-    over ``max_work`` (default ``workbound.DEFAULT_MAX_WORK``): an intrinsic record has no
-    undecided state, so one over the limit is refused (exit 2) instead of run."""
+                  witness: dict[str, Any] | None = None, beta: Fraction | None = None,
+                  eps: list[Fraction] | None = None) -> None:
+    """Prices the record (``workbound.intrinsic_record``, from its sizes, the bits of its
+    arrays and of beta, and ``workbound.profiles`` for its eps) before any kernel work;
+    raises InputError naming the record when the price is over ``max_work`` (default
+    ``workbound.DEFAULT_MAX_WORK``): an intrinsic record has no undecided state, so one over
+    the limit is refused (exit 2) instead of run."""
     limit = workbound.DEFAULT_MAX_WORK if max_work is None else int(max_work)
     floats = [np.asarray(a, dtype=np.float64) for a in arrays if a is not None]
     try:
-        price = workbound.intrinsic_record(m, n, r, *floats)
+        price = workbound.intrinsic_record(m, n, r, *floats,
+                                           beta_bits=_bits(beta) if beta is not None else 0)
+        if eps:
+            price += workbound.profiles(len(eps), max(_bits(e) for e in eps))
         if witness:  # the kappa witnesses: rectangles, gauge, PSD dual
             b = max((workbound.bits(a) for a in floats[1:] if a.size), default=1)  # X, Y
             price += workbound.intrinsic_witness(m, n, r, b, {
@@ -116,8 +125,10 @@ def check_record(rec: IntrinsicRecord, ops: _Operators, eps: list[Fraction],
         r = int(rec.rank)  # type: ignore[arg-type]
         arrs = ops.arrays(rec.operator)
         A = arrs.get("logits", arrs.get("block", arrs["A"]))
+        beta = op.beta if op.beta is not None else 1
         _within_limit(rec, str(rec.path), A.shape[0], A.shape[1], r,
-                      [np.where(np.isfinite(A), A, 0.0), w["X"], w["Y"]], max_work, w)
+                      [np.where(np.isfinite(A), A, 0.0), w["X"], w["Y"]], max_work, w,
+                      beta=Fraction(beta), eps=list(rec.eps or eps))
         C = ops.interaction(rec.operator)
         try:
             # r: factors whose width differs from the record's rank are refused, not checked
