@@ -53,10 +53,17 @@ def unit_eps(eps: object, *, field: str = "eps", source: str | None = None) -> F
     return q
 
 
+# Entries at or above this are not handed to the float proposals: their squares, SVDs and LP
+# costs (differences of entries) must stay finite, and 2^500 squared is still 2^1000.  An
+# exact cell of 8e307 entries made the truncated SVD's u s infinite and a row (1.2e308,
+# -1.2e308) an LP cost, both crashes (exit 3) before this bound.
+FLOAT_HEADROOM = Fraction(2) ** 500
+
+
 def float_view(M: Matrix) -> np.ndarray | None:
-    """Returns ``M`` rounded to float64 for the float proposals, or None when an entry is
-    beyond the float range (the proposals are then skipped; no verdict rests on them)."""
-    try:
-        return np.array([[float(x) for x in row] for row in M], dtype=np.float64)
-    except OverflowError:
+    """Returns ``M`` rounded to float64 for the float proposals, or None when an entry is at
+    or above FLOAT_HEADROOM in magnitude (the proposals are then skipped; no verdict rests on
+    them)."""
+    if any(abs(x) >= FLOAT_HEADROOM for row in M for x in row):
         return None
+    return np.array([[float(x) for x in row] for row in M], dtype=np.float64)

@@ -31,6 +31,7 @@ from scipy.optimize import linprog
 from softrank.certify.rationals import qstr
 
 from .budget import tick
+from .inputs import float_view
 from .linalg import Matrix
 from .lp import decide
 
@@ -185,10 +186,8 @@ def nerve_certificate(A: Matrix, eps: Fraction, p: int,
     if candidates(m, p) > MAX_CANDIDATES:
         raise ValueError(f"{candidates(m, p)} label sets at rank {p} exceed {MAX_CANDIDATES}")
     served: dict[Simplex, tuple[Fraction, ...]] = {}
-    try:  # proposals only; entries beyond the float range leave every set to the exact LP
-        Af: np.ndarray | None = np.array([[float(x) for x in row] for row in A])
-    except OverflowError:
-        Af = None
+    # proposals only; entries too large for them leave every set to the exact LP
+    Af = float_view(A)
     for rows in combinations(range(m), p):
         for tail in product((1, -1), repeat=p - 1):
             tick()

@@ -329,7 +329,8 @@ def subspace_search(A: Matrix, eps: Fraction, r: int, stochastic: bool, *,
         return res
     Af = float_view(A)
     if Af is None:
-        res.reason = "entries beyond the float range (the search's boxes are ordered in floats)"
+        res.reason = ("entries of 2^500 or more (the search's boxes are ordered by float LPs, "
+                      "which need headroom)")
         return res
     nfree = r * (n - r)
     heap: list[tuple[float, int, tuple[int, ...], Box, tuple]] = []

@@ -108,3 +108,32 @@ def test_an_unaffordable_decoder_candidate_is_not_found_and_a_cheaper_one_is_tri
     with deadline(3):
         cheap = bracket.best_decoder(A, eps, 0)
     assert max(calls) > 3 and cheap is not None and cheap.bound <= 3
+
+
+def test_entries_near_the_float_maximum_leave_the_float_proposals_out():
+    # exact cells whose entries fit in float64 but whose float work does not: a rank-2 cell
+    # of 8e307 entries (the truncated SVD's u s overflowed) and a row (1.2e308, -1.2e308)
+    # (an LP cost overflowed) ended in OverflowError / ValueError, exit 3
+    from fractions import Fraction as Fq
+
+    from softrank.exact.inputs import FLOAT_HEADROOM, float_view
+    from softrank.exact.oracle import oracle
+
+    M = 8 * 10**307
+    eps = Fq(1, 4)
+    B0 = [[M, M, 0], [0, M, M], [M, 2 * M, M]]
+    E = [[eps, 0, 0], [0, -eps, 0], [0, 0, eps]]
+    A = [[Fq(b) + e for b, e in zip(rb, re, strict=True)] for rb, re in zip(B0, E, strict=True)]
+    assert float_view(A) is None and float_view([[FLOAT_HEADROOM - 1]]) is not None
+    res = oracle(A, eps, budget=5, total_budget=20)
+    assert res.lower <= 2 <= res.upper  # B0 has rank 2 and is eps from A
+    H = 12 * 10**307
+    xs = [Fq(1), Fq(3, 10**6), Fq(-7, 10**5), Fq(1, 10**7), Fq(-2, 10**8)]
+    A = []
+    for i, x in enumerate(xs):
+        v = [Fq((i + j) % 3 - 1) for j in range(5)]
+        v = v if any(v) else [Fq(1)] + v[1:]
+        s = sum(abs(t) for t in v)
+        A.append([x * yj + Fq(1, 3) * t / s for yj, t in zip([H, -H, 0, 0, 0], v, strict=True)])
+    res = oracle(A, Fq(1, 3), budget=5, total_budget=20)
+    assert res.lower <= 1 <= res.upper  # the rank-1 x y^T is within 1/3 of every row
