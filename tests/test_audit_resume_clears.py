@@ -1,0 +1,59 @@
+"""A run clears every result file of an earlier run before it checks: a run killed after that
+must leave nothing of the earlier run (over a store since changed) that reads as its own."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from softrank.audit import files
+from softrank.audit.files import STALE_FILES, clear_results
+
+
+def test_every_result_name_of_an_earlier_run_is_removed_and_nothing_else(tmp_path):
+    out = tmp_path / "out"
+    (out / "tables").mkdir(parents=True)
+    (out / "figures").mkdir()
+    for name in (*files.RESULT_FILES, *STALE_FILES):
+        (out / name).write_text("old run")
+    (out / "tables" / "mine.tex").write_text("the user's own table")
+    (out / "figures" / "photo.png").write_text("the user's own figure")
+    (out / "journal.jsonl").write_text("{}")
+    clear_results(out)
+    left = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
+    assert left == ["figures/photo.png", "journal.jsonl", "tables/mine.tex"]
+
+
+def test_a_linked_subfolder_is_not_followed(tmp_path):
+    out, elsewhere = tmp_path / "out", tmp_path / "elsewhere"
+    out.mkdir()
+    elsewhere.mkdir()
+    (elsewhere / "brackets.tex").write_text("not ours")
+    (out / "tables").symlink_to(elsewhere)
+    clear_results(out)
+    assert (elsewhere / "brackets.tex").read_text() == "not ours"
+
+
+def test_the_lists_match_what_an_audit_writes(tmp_path):
+    from softrank.audit import figures
+    from softrank.cli import main
+
+    assert set(figures.FIGURES) == set(files.FIGURE_NAMES)
+    assert figures.FORMATS == files.FIGURE_FORMATS
+    store = Path(__file__).resolve().parent.parent / "examples" / "glazier_L1H10"
+    out = tmp_path / "out"
+    assert main(["audit", str(store), "--out", str(out), "-q"]) in (0, 1)
+    written = {str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()}
+    written -= {"journal.jsonl", *files.RESULT_FILES}
+    assert written and written <= set(STALE_FILES), written - set(STALE_FILES)
+
+
+@pytest.mark.parametrize("name", ["tables/brackets.tex", "per_head.csv"])
+def test_a_killed_rerun_leaves_no_earlier_table(tmp_path, name):
+    # the order the audit follows: clear, then check; a kill in between leaves no old result
+    out = tmp_path / "out"
+    (out / "tables").mkdir(parents=True)
+    (out / name).write_text("L and U of an earlier store")
+    clear_results(out)
+    assert not (out / name).exists()
