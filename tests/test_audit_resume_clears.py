@@ -57,3 +57,34 @@ def test_a_killed_rerun_leaves_no_earlier_table(tmp_path, name):
     (out / name).write_text("L and U of an earlier store")
     clear_results(out)
     assert not (out / name).exists()
+
+
+def test_a_second_ctrl_c_during_a_parallel_run_still_ends_the_process(tmp_path):
+    # the workers ignore SIGINT; the parent waited for their chunks in the pool's shutdown,
+    # a second SIGINT there left it hung in multiprocessing's exit handler (3 of 3 times)
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    store = Path(__file__).resolve().parent.parent / "examples" / "minilm"
+    cmd = [sys.executable, "-m", "softrank", "audit", str(store), "-q", "--no-figures",
+           "--jobs", "2", "--out", str(tmp_path / "out")]
+    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env,
+                            start_new_session=True)
+    time.sleep(3.0)
+    if proc.poll() is not None:
+        pytest.skip("the audit ended before the interrupt")
+    proc.send_signal(signal.SIGINT)
+    time.sleep(0.01)
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+    try:
+        code = proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        pytest.fail("hung after two interrupts")
+    assert code != 0  # interrupted: never read as "every claim proved"

@@ -270,9 +270,26 @@ class ProcessExecutor(_RecordsOfBatches):
                     yield batch
                 for fut in bad:
                     fut.result()  # raises its error
+        except BaseException:
+            # an error, an interrupt or a consumer that stopped: the running chunks' records
+            # are not wanted. The workers ignore SIGINT, so waiting for them took as long as
+            # their chunks, and a second Ctrl-C in that wait left the process hung in
+            # multiprocessing's exit handler; they are stopped instead
+            _terminate_workers(pool)
+            raise
         finally:
-            # on an error or an interrupt, drop queued chunks instead of finishing them
+            # drop queued chunks instead of finishing them
             pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _terminate_workers(pool: ProcessPoolExecutor) -> None:
+    """Sends SIGTERM to every worker process of ``pool`` (CPython keeps them in the private
+    ``_processes``; without it nothing is sent and the shutdown waits as before)."""
+    for proc in list((getattr(pool, "_processes", None) or {}).values()):
+        try:
+            proc.terminate()
+        except (OSError, ValueError, AttributeError):  # already gone or closed
+            continue
 
 
 class DaskExecutor(_RecordsOfBatches):
