@@ -21,7 +21,7 @@ from typing import Any
 
 from ..numfmt import clamped_float, float_up
 from .escape import svg_text
-from .files import write_public
+from .files import FIGURE_FORMATS, write_public
 from .stats import chi_groups, chi_values, margin_panels
 from .tables import eps_key, fmt_eps, fmt_short
 
@@ -253,7 +253,7 @@ def chi_figure(records: list[dict[str, Any]]) -> Any:
     return fig
 
 
-FORMATS = ("svg", "png", "pdf")
+FORMATS = FIGURE_FORMATS  # files.py clears these names when a run starts
 
 FIGURES: dict[str, Callable[..., Any]] = {
     "brackets": lambda pairs, records: brackets_figure(pairs),

@@ -25,11 +25,12 @@ TABLE_NAMES = ("brackets", "claims", "budgets", "tightened", "producers", "block
                "intervals", "medians", "layers")
 FIGURE_NAMES = ("brackets", "chi", "margins")
 FIGURE_FORMATS = ("svg", "png", "pdf")
+INTRINSIC_FIGURE = "figures/intrinsic_kappa_rank.png"
 STALE_FILES = (
     "per_head.csv", "report-tables.tex", "report-figures.tex", "report-per-head.tex",
     *(f"tables/{t}.tex" for t in TABLE_NAMES),
     *(f"figures/{f}.{x}" for f in FIGURE_NAMES for x in FIGURE_FORMATS),
-    "figures/intrinsic_kappa_rank.png")
+    INTRINSIC_FIGURE)
 
 
 def write_public(out_dir: str | os.PathLike, rel: str, data: bytes | str) -> None:

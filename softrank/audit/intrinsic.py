@@ -21,10 +21,10 @@ from softrank.witnesses.intrinsic_store import INTRINSIC_FILE
 
 from ..commands._intrinsic_check import iter_intrinsic_checks, summarize_intrinsic
 from ..numfmt import float_down, float_up, interval
-from .files import write_public
+from .files import INTRINSIC_FIGURE, write_public
 from .tables import markdown_table
 
-FIGURE = "figures/intrinsic_kappa_rank.png"
+FIGURE = INTRINSIC_FIGURE
 
 
 def _iv(b: dict[str, Any] | None) -> str:
