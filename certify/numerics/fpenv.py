@@ -33,11 +33,10 @@ def _elementwise_reason() -> str | None:
         return "subnormal results are flushed to zero (flush-to-zero)"
     # 1 + 3 2^-54 lies 3/4 ulp above 1: only round-to-nearest gives 1 + 2^-52 for it and
     # -(1 + 2^-52) for its negative, and the tie 1 + 2^-53 goes to the even 1
-    up = one + three
-    if not (up == 1 + 2.0**-52 and -one - three == -(1 + 2.0**-52) and one + half == 1.0):
-        return "the rounding mode is not round-to-nearest"
-    v = _PROBE[2:3] + _PROBE[3:4]
-    if not (v[0] == 1 + 2.0**-52 and (-_PROBE[2:3] - _PROBE[3:4])[0] == -(1 + 2.0**-52)):
+    ups = (one + three, (_PROBE[2:3] + _PROBE[3:4])[0])  # as a scalar and as an array
+    downs = (-one - three, (-_PROBE[2:3] - _PROBE[3:4])[0])
+    if not (all(u == 1 + 2.0**-52 for u in ups) and all(d == -(1 + 2.0**-52) for d in downs)
+            and one + half == 1.0):
         return "the rounding mode is not round-to-nearest"
     return None
 
