@@ -6,7 +6,8 @@ Subcommands live in ``softrank/commands/<name>.py``; each module defines ``NAME`
 Exit codes: 0 every claim proved; 1 some claim failed or stayed undecided; 2 usage or input
 error (the message names the file and field); 3 internal error (a bug: "internal error" and,
 with ``--debug``, the traceback), so a crash never reads as a verdict; 130 interrupted
-(Ctrl-C); 141 output pipe closed (``... | head``), both ending quietly with at most one line.
+(Ctrl-C); 143 terminated (SIGTERM); 141 output pipe closed (``... | head``), each ending
+quietly with at most one line.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from .terminal import shown
 # that need them, so ``--version`` answers without loading them.
 
 EXIT_OK, EXIT_NOT_PROVED, EXIT_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
-EXIT_INTERRUPTED, EXIT_PIPE = 130, 141
+EXIT_INTERRUPTED, EXIT_TERMINATED, EXIT_PIPE = 130, 143, 141
 
 
 def _common_options(verbose_help: str | None = None) -> argparse.ArgumentParser:
@@ -65,7 +66,8 @@ def build_parser() -> argparse.ArgumentParser:
                "  softrank-certify check examples/minilm -v\n\n"
                "exit codes: 0 all proved; 1 some claim not proved (does not hold, undecided\n"
                "or refuted); 2 usage or input error; 3 internal error (a bug; --debug shows\n"
-               "the traceback).  COMMAND --help shows each command's options and examples.",
+               "the traceback); 130 interrupted (Ctrl-C); 143 terminated (SIGTERM).\n"
+               "COMMAND --help shows each command's options and examples.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
@@ -115,17 +117,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     from softrank.certify.errors import InputError
     from softrank.witnesses.npzsafe import max_bytes as max_array_bytes
 
-    from .workers import allow_long_integers, tune_allocator
+    from .workers import Terminated, allow_long_integers, sigterm_as_interrupt, tune_allocator
 
     args = _parser().parse_args(argv)
     allow_long_integers()
     tune_allocator()
     try:
         max_array_bytes()  # a bad SOFTRANK_MAX_ARRAY_BYTES is refused up front, by name
-        return int(args._run(args))
+        with sigterm_as_interrupt():
+            return int(args._run(args))
     except InputError as err:
         _say(f"softrank-certify: input error: {err}")
         return EXIT_INPUT
+    except Terminated:
+        _say("softrank-certify: terminated")
+        return EXIT_TERMINATED
     except KeyboardInterrupt:
         _say("softrank-certify: interrupted")
         return EXIT_INTERRUPTED

@@ -5,6 +5,9 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 #: The most worker processes a run starts.  Each worker imports numpy, flint and the kernel
@@ -38,9 +41,36 @@ def jobs_count(text: str) -> int:
     return n
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM received while a command runs (``kill``, ``timeout``, a batch system's limit).
+
+    A KeyboardInterrupt, so every path that stops on Ctrl-C stops on it the same way: atomic
+    writes remove their temporary file, a pool stops its workers, the journal keeps what was
+    written.  The CLI reports it in one line and exits 143 (128 + SIGTERM)."""
+
+
+@contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """Within the block, SIGTERM raises :class:`Terminated` in the main thread; the previous
+    handler is restored after it.  Off the main thread (where Python cannot install a
+    handler) the block runs unchanged."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def _raise(signum: int, frame: object) -> None:
+        raise Terminated
+
+    previous = signal.signal(signal.SIGTERM, _raise)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def init_worker(parent: int) -> None:
-    """Pool initializer: one BLAS thread per worker, SIGINT ignored, and the worker dies with
-    its parent.
+    """Pool initializer: one BLAS thread per worker, SIGINT ignored, SIGTERM's default action,
+    and the worker dies with its parent.
 
     N workers each starting the machine's default number of BLAS threads oversubscribe the
     cores, and busy-waiting OpenBLAS threads then slow every product by 10-100x.  Without
@@ -53,6 +83,9 @@ def init_worker(parent: int) -> None:
     # Ctrl-C reaches the whole process group; the parent alone reports it (one line) and
     # shuts the pool down, so workers ignore SIGINT instead of printing tracebacks
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # a forked worker inherits the parent's SIGTERM handler (sigterm_as_interrupt); the pool
+    # stops its workers with SIGTERM, and they hold nothing to clean up: the default kills
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     if sys.platform.startswith("linux"):
         try:
             import ctypes

@@ -88,3 +88,55 @@ def test_a_second_ctrl_c_during_a_parallel_run_still_ends_the_process(tmp_path):
         proc.wait()
         pytest.fail("hung after two interrupts")
     assert code != 0  # interrupted: never read as "every claim proved"
+
+
+def test_sigterm_raises_terminated_inside_the_block_and_the_old_handler_returns():
+    import os
+    import signal
+
+    from softrank.workers import Terminated, sigterm_as_interrupt
+
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(Terminated), sigterm_as_interrupt():
+        os.kill(os.getpid(), signal.SIGTERM)
+        signal.sigtimedwait([], 1.0)  # pragma: no cover - the handler raises before this
+    assert signal.getsignal(signal.SIGTERM) == before
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_sigterm_ends_a_run_with_143_no_temporary_file_and_a_resumable_journal(tmp_path, jobs):
+    # without a handler SIGTERM killed the process where it stood: exit -15, no message, and
+    # the temporary file of a write under way left behind
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    store = Path(__file__).resolve().parent.parent / "examples" / "minilm"
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "softrank", "audit", str(store), "-q", "--no-figures",
+           "--jobs", jobs, "--out", str(out)]
+    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env,
+                            start_new_session=True)
+    time.sleep(4.0)
+    if proc.poll() is not None:
+        pytest.skip("the audit ended before the signal")
+    proc.send_signal(signal.SIGTERM)
+    try:
+        _, err = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        pytest.fail("still running 60 s after SIGTERM")
+    assert proc.returncode == 143, err
+    assert b"terminated" in err
+    assert not [p for p in out.rglob("*.tmp")]
+    time.sleep(0.5)
+    with pytest.raises(ProcessLookupError):  # no worker is left in the run's process group
+        os.killpg(proc.pid, 0)
+    again = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env,
+                           timeout=600)
+    assert again.returncode in (0, 1), again.stderr
+    assert (out / "report.json").exists()
