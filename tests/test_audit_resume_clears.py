@@ -140,3 +140,20 @@ def test_sigterm_ends_a_run_with_143_no_temporary_file_and_a_resumable_journal(t
                            timeout=600)
     assert again.returncode in (0, 1), again.stderr
     assert (out / "report.json").exists()
+
+
+def test_a_torn_last_journal_line_is_reported_when_dropped(tmp_path, capsys):
+    # it was dropped without a word: a reader of the output could not tell a resume after a
+    # kill mid-write from a clean one
+    from softrank.cli import main
+
+    store = Path(__file__).resolve().parent.parent / "examples" / "glazier_L1H10"
+    out = tmp_path / "out"
+    first = main(["audit", str(store), "--out", str(out), "-q", "--no-figures"])
+    capsys.readouterr()
+    assert main(["audit", str(store), "--out", str(out), "-q", "--no-figures"]) == first
+    assert "incomplete last line" not in capsys.readouterr().err
+    with open(out / "journal.jsonl", "ab") as fh:
+        fh.write(b'{"bracket": "br00')
+    assert main(["audit", str(store), "--out", str(out), "-q", "--no-figures"]) == first
+    assert "dropped an incomplete last line" in capsys.readouterr().err

@@ -194,6 +194,10 @@ def run_audit(store: str | Path, out: str | Path, *, jobs: int = 1,
         clear_results(out)  # the journal is this run's: an earlier report is not
         if journal.key_note is not None:
             print(shown(f"softrank-certify: {journal.key_note}"), file=sys.stderr)
+        if journal.dropped_tail:
+            # a write cut off by a kill: its record is checked again, like any not journaled
+            print(shown(f"softrank-certify: {journal.path}: dropped an incomplete last line "
+                        "(a write cut off by a kill)"), file=sys.stderr)
         if journal.trust.startswith("untrusted"):
             print(shown(f"softrank-certify: {journal.path}: journal not trusted "
                         f"({journal.trust.split(': ', 1)[1]}); every bracket is checked again"),
