@@ -60,13 +60,32 @@ def _to_rational(x: object, *, field: str = "value") -> Fraction:
         return _decimal_fraction(x, field)
     if isinstance(x, str):
         return _parse_string(x, field)
-    p, q = getattr(x, "p", None), getattr(x, "q", None)
-    if isinstance(p, int) and isinstance(q, int) and q != 0:
-        return Fraction(p, q)
-    num, den = getattr(x, "numerator", None), getattr(x, "denominator", None)
-    if isinstance(num, numbers.Integral) and isinstance(den, numbers.Integral) and den != 0:
-        return Fraction(int(num), int(den))
-    raise InputError(f"not an exact rational: {x!r}", field=field)  # shown() cuts a long one
+    for names in (("p", "q"), ("numerator", "denominator")):
+        num, den = (_attribute(x, name, field) for name in names)
+        if isinstance(num, numbers.Integral) and isinstance(den, numbers.Integral) and den != 0:
+            num, den = int(num), int(den)
+            if max(num.bit_length(), den.bit_length()) > MAX_BITS:  # before gcd's cost
+                raise InputError(f"numerator or denominator longer than {MAX_BITS} bits",
+                                 field=field)
+            return Fraction(num, den)
+    raise InputError(f"not an exact rational: {_safe_repr(x)}", field=field)
+
+
+def _attribute(x: object, name: str, field: str) -> object:
+    """Returns ``x.name`` (None when missing); raises InputError naming ``field`` when
+    reading it raises: an entry object is the caller's, and its error is bad input."""
+    try:
+        return getattr(x, name, None)
+    except Exception as err:  # noqa: BLE001 - any error of foreign code is bad input here
+        raise InputError(f"reading .{name} of {type(x).__name__} raised "
+                         f"{type(err).__name__}", field=field) from None
+
+
+def _safe_repr(x: object) -> str:
+    try:
+        return repr(x)[:200]  # shown() escapes it where it is printed
+    except Exception:  # noqa: BLE001 - a repr that raises is no reason for a crash
+        return f"<{type(x).__name__}>"
 
 
 def _np_float(x: np.floating, field: str) -> Fraction:

@@ -111,3 +111,40 @@ def test_a_non_finite_number_is_named_plainly(value, shown):
     with pytest.raises(InputError) as e:
         to_rational(value, field="eps")
     assert shown in str(e.value) and "np." not in str(e.value)
+
+
+class _Raising:
+    """An entry object of the caller's whose attribute and repr raise."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __getattr__(self, attr: str) -> object:
+        if attr == self.name:
+            raise ValueError("broken property")
+        raise AttributeError(attr)
+
+    def __repr__(self) -> str:
+        raise RuntimeError("broken repr")
+
+
+@pytest.mark.parametrize("name", ["p", "q", "numerator", "denominator", "nothing"])
+def test_an_entry_object_that_raises_is_an_input_error_naming_the_field(name):
+    # a raising .p ended in the object's own ValueError (an internal error, exit 3)
+    from softrank.certify.errors import InputError
+
+    with pytest.raises(InputError) as info:
+        to_rational(_Raising(name), field="cell.A[0][1]")
+    assert "cell.A[0][1]" in str(info.value)
+
+
+def test_rational_like_objects_still_read_exactly_and_huge_ones_are_refused_first():
+    from fractions import Fraction
+    from types import SimpleNamespace
+
+    from softrank.certify.errors import InputError
+
+    assert to_rational(SimpleNamespace(p=-3, q=8)) == Fraction(-3, 8)
+    assert to_rational(SimpleNamespace(numerator=5, denominator=10)) == Fraction(1, 2)
+    with pytest.raises(InputError, match="longer than"):
+        to_rational(SimpleNamespace(p=1 << 3_000_000, q=3))
