@@ -653,9 +653,13 @@ def _big(x: int) -> str:
 
 
 def _short(q: object) -> str:
-    """A rational's text, cut to 40 characters when over 60 (the length stays visible)."""
+    """A rational's text, cut to 40 characters when over 60; the length and a digest of the
+    whole text stay visible, so two long values that differ never print alike."""
     t = str(q)
-    return t if len(t) <= 60 else f"{t[:40]}... ({len(t)} chars)"
+    if len(t) <= 60:
+        return t
+    digest = hashlib.sha256(t.encode()).hexdigest()[:16]
+    return f"{t[:40]}... ({len(t)} chars, sha256 {digest})"
 
 
 def plan(doc: dict, blobs: dict[str, bytes], limits: dict[str, int]) -> tuple[dict, dict]:

@@ -464,3 +464,13 @@ def test_help_and_short_options(bundle, capsys):
     assert "Usage" in capsys.readouterr().err
     assert rp.main(["--version"]) == 0
     assert capsys.readouterr().out.strip() == f"replay.py: reads {rp.FORMAT} version {rp.VERSION}"
+
+
+def test_two_long_eps_that_differ_past_the_cut_never_print_alike():
+    # they printed as the same 40 characters and length, so a line naming two different
+    # eps read as naming one
+    a = "1/" + "7" * 70 + "1"
+    b = "1/" + "7" * 70 + "3"
+    assert rp._short(a) != rp._short(b)
+    assert len(rp._short(a)) < 100
+    assert rp._short("1/4") == "1/4"
