@@ -140,3 +140,25 @@ def test_hub_id_is_refused_with_advice(tmp_path, capsys):
     err = capsys.readouterr().err
     assert rc == 2 and "local folders only" in err and "save_pretrained" in err
     assert not (tmp_path / "st").exists()
+
+
+@pytest.mark.parametrize("name", ["sentence-transformers/all-MiniLM-L6-v2", "someorg/some-model"])
+def test_the_saving_command_for_a_hub_id_is_printed_whole(tmp_path, capsys, name):
+    # the length limit of an error's reason cut the middle out of the command it promised
+    texts = tmp_path / "t.txt"
+    texts.write_text("some text\n")
+    assert main(["produce", str(tmp_path / "st"), "--model", name, "--texts", str(texts),
+                 "-q"]) == 2
+    err = capsys.readouterr().err
+    assert "characters cut" not in err
+    assert f"n = '{name}'; t.AutoModel.from_pretrained(n).save_pretrained('DIR'); " in err
+    assert "t.AutoTokenizer.from_pretrained(n).save_pretrained('DIR')" in err
+
+
+def test_a_missing_local_folder_is_named_as_one_without_hub_advice(tmp_path, capsys):
+    texts = tmp_path / "t.txt"
+    texts.write_text("some text\n")
+    assert main(["produce", str(tmp_path / "st"), "--model", "./minilm-dir", "--texts",
+                 str(texts), "-q"]) == 2
+    err = capsys.readouterr().err
+    assert "'./minilm-dir': no such folder" in err and "from_pretrained" not in err

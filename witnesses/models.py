@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from softrank.certify.errors import InputError
+from softrank.certify.errors import MAX_REASON, InputError
 
 from .npzsafe import read_npz
 
@@ -130,14 +130,7 @@ def model_path(name: str) -> Path:
     else:
         path = Path(name)
         if not path.exists():
-            raise InputError(
-                f"{name!r} is not a local folder: models are read from local folders only "
-                "(nothing is downloaded). Save one where the model is available, e.g. "
-                "python -c \"from transformers import AutoModel, AutoTokenizer; "
-                f"AutoModel.from_pretrained('{name}').save_pretrained('DIR'); "
-                f"AutoTokenizer.from_pretrained('{name}').save_pretrained('DIR')\" "
-                "(AutoImageProcessor for vision models), then pass --model DIR",
-                field="model")
+            raise InputError(_missing_model(name), field="model")
     if not (path / "config.json").is_file():
         raise InputError(f"no config.json under {path}", field="model")
     return path
@@ -541,3 +534,18 @@ class Capture:
         return Head(text_index=index, layer=li, head=hi, logits=hs.logits, A=A,
                     model_probs=probs, meta=meta, kind=kind, Q=hs.Q, K=hs.K, causal=causal,
                     source=source)
+
+
+def _missing_model(name: str) -> str:
+    """The reason for a model folder that does not exist: for a hub id, the command that
+    saves one, when it fits the error's length limit whole (a cut command is no help)."""
+    missing = (f"{name!r}: no such folder (models are read from local folders only; "
+               "nothing is downloaded)")
+    if name.startswith((".", "/", "~")) or name.count("/") != 1 or "'" in name:
+        return missing
+    command = (f"{name!r} is not a local folder (models are read from local folders only). "
+               "Save it first: python -c \"import transformers as t; "
+               f"n = '{name}'; t.AutoModel.from_pretrained(n).save_pretrained('DIR'); "
+               "t.AutoTokenizer.from_pretrained(n).save_pretrained('DIR')\" "
+               "(AutoImageProcessor for vision models), then pass --model DIR")
+    return command if len(command) <= MAX_REASON else missing
