@@ -86,6 +86,9 @@ def build_parser() -> argparse.ArgumentParser:
         mod.add_arguments(p)
         p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                        help="on an internal error, print the Python traceback")
+        # the package's version: `softrank-certify check --version` answers like the top level
+        p.add_argument("--version", action="version",
+                       version=f"softrank-certify {__version__}")
         p.set_defaults(_run=mod.run)
     return parser
 
@@ -115,6 +118,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     import traceback
 
     from softrank.certify.errors import InputError
+    from softrank.certify.numerics.fpenv import FloatEnvironmentError
     from softrank.witnesses.npzsafe import max_bytes as max_array_bytes
 
     from .workers import Terminated, allow_long_integers, sigterm_as_interrupt, tune_allocator
@@ -150,6 +154,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         where = f"{os.fsdecode(err.filename)}: " if named else ""
         _say(f"softrank-certify: input error: {where}{err.strerror or err}")
         return EXIT_INPUT
+    except FloatEnvironmentError as err:
+        # not a bug but the process's state: its message says what to do, so it is shown whole
+        _say(f"softrank-certify: cannot check here: {err}")
+        return EXIT_INTERNAL
     except Exception as err:  # noqa: BLE001 - the contract: a crash is exit 3, never a verdict
         _say(f"softrank-certify: internal error: {type(err).__name__}: {str(err)[:300]}"
              + ("" if args.debug else " (rerun with --debug for the traceback)"))

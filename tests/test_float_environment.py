@@ -136,6 +136,8 @@ def test_the_cli_ends_with_an_internal_error_and_no_verdict(capsys):
     out, err = capsys.readouterr()
     assert code == 3 and "floating-point environment" in err
     assert "holds" not in out and "proved" not in out
+    # the message says what to do, and it was cut mid-word at 300 characters
+    assert "Run the check in a fresh process" in err and "--debug" not in err
 
 
 def test_the_replayer_refuses_to_read_subnormals_as_zero(tmp_path, capsys):

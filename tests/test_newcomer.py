@@ -58,6 +58,17 @@ def test_version_has_one_source(capsys):
     assert version("softrank-certify") == softrank.__version__
 
 
+@pytest.mark.parametrize("command", ["audit", "check", "diff", "export", "gauge", "grid",
+                                     "oracle", "produce", "producers", "replayer"])
+def test_every_command_answers_version(capsys, command):
+    # `check --version` was a usage error (a store is required), `gauge --version` an
+    # unrecognized argument
+    with pytest.raises(SystemExit) as exc:
+        main([command, "--version"])
+    assert exc.value.code == 0
+    assert capsys.readouterr().out.strip() == f"softrank-certify {softrank.__version__}"
+
+
 def test_python_dash_m_softrank():
     done = subprocess.run([sys.executable, "-m", "softrank", "--version"],
                           capture_output=True, text=True, timeout=120)
