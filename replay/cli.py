@@ -18,11 +18,24 @@ else:  # run as a file (python replay/cli.py): its sibling, not an installed cop
     from replay import main as _replay_main  # type: ignore[no-redef]
 
 
+def _package_version() -> str | None:
+    """The installed softrank-certify's version (None when this file runs uninstalled)."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("softrank-certify")
+    except metadata.PackageNotFoundError:
+        return None
+
+
 def main() -> int:
     """Runs replay.py's ``main`` on ``sys.argv[1:]`` and returns its exit code (141 when
     standard output's reader went away)."""
     try:
-        code = _replay_main()
+        if __package__:  # the installed console script
+            code = _replay_main(prog="softrank-replay", package=_package_version())
+        else:  # this file run from a checkout: no installed copy's version applies
+            code = _replay_main(prog="python replay/cli.py")
         sys.stdout.flush()  # a closed pipe shows here, while the handler below can see it
         return code
     except BrokenPipeError:
@@ -32,3 +45,4 @@ def main() -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+

@@ -1048,8 +1048,15 @@ def float_environment_reason() -> str | None:
     return None
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, prog: str | None = None,
+         package: str | None = None) -> int:
+    """Replays the bundle named in ``argv`` (default: the command line) and returns the exit
+    code.  ``prog`` is the name the usage shows (default ``python replay/replay.py``) and
+    ``package`` the version of the package that installed this file, for ``--version``."""
     global FLINT
+    usage = __doc__.strip()
+    if prog:
+        usage = usage.replace("python replay/replay.py", prog, 1)
     args = sys.argv[1:] if argv is None else argv
     args = [{"-q": "--quiet", "-h": "--help"}.get(a, a) for a in args]
     limits, rest, it = {}, [], iter(args)
@@ -1065,11 +1072,12 @@ def main(argv: list[str] | None = None) -> int:
             rest.append(a)
     opts, paths = {a for a in rest if a.startswith("-")}, [a for a in rest if a[:1] != "-"]
     if "--help" in opts:
-        return print(__doc__.strip()) or 0
+        return print(usage) or 0
     if "--version" in opts:
-        return print(f"replay.py: reads {FORMAT} version {VERSION}") or 0
+        installed = f" (installed by softrank-certify {package})" if package else ""
+        return print(f"{prog or 'replay.py'}: reads {FORMAT} version {VERSION}{installed}") or 0
     if len(paths) != 1 or opts - {"--flint", "--json", "--quiet"}:
-        print("\n".join(__doc__.strip().splitlines()[2:4]), file=sys.stderr)
+        print("\n".join(usage.splitlines()[2:4]), file=sys.stderr)
         return 2
     if "--flint" in opts:
         try:

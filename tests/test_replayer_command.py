@@ -40,3 +40,22 @@ def test_console_script_entry_keeps_the_exit_codes(tmp_path, monkeypatch, capsys
     monkeypatch.setattr(sys, "argv", ["softrank-replay", str(tmp_path / "missing.zip")])
     assert cli.main() == 2
     assert "Traceback" not in capsys.readouterr().err
+
+
+def test_the_console_script_names_itself_and_the_package_version(monkeypatch, capsys):
+    # its --help showed "python replay/replay.py" and its --version no package version
+    import softrank
+    from replay import cli
+
+    monkeypatch.setattr(sys, "argv", ["softrank-replay", "--help"])
+    assert cli.main() == 0
+    shown = capsys.readouterr().out
+    assert "Usage:  softrank-replay BUNDLE.zip" in shown and "python replay/replay.py" not in shown
+    monkeypatch.setattr(sys, "argv", ["softrank-replay", "--version"])
+    assert cli.main() == 0
+    assert f"softrank-certify {softrank.__version__}" in capsys.readouterr().out
+    monkeypatch.setattr(sys, "argv", ["replay.py", "--help"])
+    from replay import replay as rp
+
+    assert rp.main(["--help"]) == 0  # the file on its own keeps its own usage
+    assert "python replay/replay.py" in capsys.readouterr().out
