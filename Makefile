@@ -26,7 +26,7 @@ demo: $(STAMP)
 	  if [ $$status -gt 1 ]; then exit $$status; fi
 	@echo "== softrank-certify audit $(STORE) --out $(DEMO_OUT): tables and figures for a paper"
 	@$(BIN)/softrank-certify audit $(STORE) --out $(DEMO_OUT) --jobs 2 --restart --quiet
-	@echo "== per-record lines: softrank-certify check $(STORE) -v; the report: $(DEMO_OUT)/report.md"
+	@echo "== per-record lines: .venv/bin/softrank-certify check $(STORE) -v; the report: $(DEMO_OUT)/report.md"
 
 # `make test`: the everyday suite, in parallel (pytest-xdist, JOBS processes), without the
 # tests marked slow; `make test-slow`: only those; `make test-all`: both.  The models and

@@ -46,6 +46,19 @@ def test_readme_example_runs_and_proves(tmp_path):
     assert "Traceback" not in again.stderr
 
 
+def test_readme_api_example_runs_as_written(tmp_path):
+    # it had placeholders (A = ..., U, V = ...) and an undefined k: it could not be run
+    text = (ROOT / "README.md").read_text().split("## Python API", 1)[1]
+    block = re.search(r"```python\n(.*?)```", text, re.S).group(1)
+    done = subprocess.run([sys.executable, "-c", block], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("Check(holds, proved: factors rank 10 at eps 0.25")
+    assert lines[1] == "holds" and lines[3] == "float64"
+    assert lines[4] == "2 10 feasible impossible" and lines[5] == "proved proved"
+
+
 def test_version_has_one_source(capsys):
     with pytest.raises(SystemExit) as exc:
         main(["--version"])
