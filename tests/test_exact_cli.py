@@ -130,3 +130,15 @@ def test_fixture_cells(capsys, name, rank):
     assert main(["oracle", str(path), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["rank"] == rank and out["witness"]["rank"] == rank
+
+
+def test_oracle_prints_a_long_exact_value_short_and_json_whole(tmp_path, capsys):
+    # a 10 x 10 cell's exact error printed as a fraction of about 450 digits
+    eps = f"{10**70 + 1}/{4 * 10**70}"
+    path = _cell(tmp_path, matrix=[["1/2", "1/2"], ["1/2", "1/2"]], eps=eps)
+    assert main(["oracle", path]) == 0
+    out = capsys.readouterr().out
+    assert "eps = 0.250000000000 (rounded down to 12 digits; the exact value has 143" in out
+    assert max(len(line) for line in out.splitlines()) < 200
+    assert main(["oracle", path, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["eps"] == eps

@@ -10,6 +10,7 @@ from typing import Any
 
 from softrank.certify.errors import InputError
 from softrank.certify.rationals import qstr
+from softrank.numfmt import sig
 from softrank.witnesses import jsonexact
 
 NAME = "oracle"
@@ -105,9 +106,20 @@ def _fmt(x: int | float) -> str:
     return "inf" if x == float("inf") else str(int(x))
 
 
+def _value(q: Any) -> str:
+    """Returns an exact rational as it is spelled, or, past 60 characters (a witness's error
+    can run to hundreds of digits), its 12 leading significant digits with the length of the
+    exact spelling, which --json prints whole."""
+    text = qstr(q)
+    if len(text) <= 60:
+        return text
+    return (f"{sig(q, 12, 'down', strip=False)} (rounded down to 12 digits; the exact value has "
+            f"{len(text)} characters: --json)")
+
+
 def _print(res: Any) -> None:
     m, n = len(res.A), len(res.A[0])
-    print(f"cell {m} x {n}, eps = {qstr(res.eps)}, mode = {res.mode}")
+    print(f"cell {m} x {n}, eps = {_value(res.eps)}, mode = {res.mode}")
     verdict = f"r_eps = {_fmt(res.rank)} (decided)" if res.decided else \
         f"{_fmt(res.lower)} <= r_eps <= {_fmt(res.upper)} (bracket only)"
     print(verdict)
@@ -116,6 +128,6 @@ def _print(res: Any) -> None:
     if res.witness is not None:
         w = res.witness
         print(f"  upper {_fmt(res.upper)}: witness {w.kind}, exact rank {w.rank}, "
-              f"exact error {qstr(w.error)} <= {qstr(res.eps)}")
+              f"exact error {_value(w.error)} <= {_value(res.eps)}")
     for note in res.notes:
         print(f"  note: {note}")
