@@ -354,14 +354,14 @@ def _check_command_if_available(store, capsys, *, expect_refuted: bool) -> None:
     (["--texts", "x.txt"], "model"),
     (["--tokens", "8"], "model"),  # ignored without --model: refused instead
     (["--capture-tolerance", "1e-3"], "model"),
-    (["--budget-scale", "0"], "budget-scale"),
-    (["--budget-scale", "nan"], "budget-scale"),
-    (["--budget-scale", "inf"], "budget-scale"),
-    (["--budget-scale", "1e300"], "budget-scale"),  # finite, but no bounded run
-    (["--capture-tolerance", "inf"], "capture-tolerance"),  # was exit 3 after the run
-    (["--intrinsic-budget", "nan"], "intrinsic-budget"),
-    (["--intrinsic-budget", "inf"], "intrinsic-budget"),
-    (["--intrinsic-budget", "0"], "intrinsic-budget"),
+    (["--budget-scale", "0"], "--budget-scale"),
+    (["--budget-scale", "nan"], "--budget-scale"),
+    (["--budget-scale", "inf"], "--budget-scale"),
+    (["--budget-scale", "1e300"], "--budget-scale"),  # finite, but no bounded run
+    (["--capture-tolerance", "inf"], "--capture-tolerance"),  # was exit 3 after the run
+    (["--intrinsic-budget", "nan"], "--intrinsic-budget"),
+    (["--intrinsic-budget", "inf"], "--intrinsic-budget"),
+    (["--intrinsic-budget", "0"], "--intrinsic-budget"),
 ])
 def test_produce_bad_arguments(tmp_path, capsys, argv, field):
     src = _npz(tmp_path, a=np.full((3, 3), 1 / 3))

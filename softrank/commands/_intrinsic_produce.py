@@ -41,7 +41,7 @@ def validate_ranks(ranks: Iterable[int]) -> list[int]:
     out = sorted(set(ranks))
     if not out or out[0] < 1:
         raise InputError(f"ranks must be positive integers, got {list(ranks)}",
-                         field="intrinsic-ranks")
+                         field="--intrinsic-ranks")
     return out
 
 

@@ -248,20 +248,20 @@ def iter_model(args: argparse.Namespace, provenance: dict[str, Any] | None = Non
         raise InputError("--tokens must be at least 2", field="tokens")
     widths = sorted(set(args.block_widths or []))
     if any(w < 1 for w in widths):
-        raise InputError("block widths must be >= 1", field="block-widths")
+        raise InputError("block widths must be >= 1", field="--block-widths")
     if widths and args.texts and widths[-1] > (args.decoder_tokens or args.tokens):
         raise InputError(f"block width {widths[-1]} exceeds the causal pass of "
-                         f"{args.decoder_tokens or args.tokens} tokens", field="block-widths")
+                         f"{args.decoder_tokens or args.tokens} tokens", field="--block-widths")
     inputs: list[Any] = read_texts(args.texts) if args.texts else read_images(args.images)
     src = args.texts or args.images
     chosen = range(len(inputs)) if args.text_index is None else args.text_index
     bad = [i for i in chosen if not 0 <= i < len(inputs)]
     if bad:
         raise InputError(f"text indices {bad} out of range 0..{len(inputs) - 1}",
-                         field="text-index", source=src)
+                         field="--text-index", source=src)
     tol = CAPTURE_TOLERANCE if args.capture_tolerance is None else args.capture_tolerance
     if not tol > 0:
-        raise InputError("--capture-tolerance must be > 0", field="capture-tolerance")
+        raise InputError("must be > 0", field="--capture-tolerance")
     if args.quiet or args.json or not sys.stderr.isatty():
         # read by transformers and huggingface_hub at import: silences their loading bars
         os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
@@ -286,7 +286,7 @@ def iter_model(args: argparse.Namespace, provenance: dict[str, Any] | None = Non
     # refuse blocks of a model without causal self-attention before anything is written
     if widths and chosen and not any(h.causal for h in heads_of(chosen[0], [0], [0])):
         raise InputError("--block-widths: the model has no causal self-attention (common-"
-                         "prefix blocks are defined for causal heads only)", field="block-widths")
+                         "prefix blocks are defined for causal heads only)", field="--block-widths")
     for ti in chosen:
         for h in heads_of(ti, args.layers, args.heads):
             if not any(e["index"] == ti for e in prov["inputs"]):
@@ -429,11 +429,11 @@ def run(args: argparse.Namespace) -> int:
     scale = args.budget_scale
     if scale is not None and not (np.isfinite(scale) and 0 < scale <= MAX_BUDGET_SCALE):
         raise InputError(f"must be a number in (0, {MAX_BUDGET_SCALE}], got {scale}",
-                         field="budget-scale")
+                         field="--budget-scale")
     # checked before anything is read or created: a value that cannot be written to the
     # store's provenance would otherwise fail after the brackets were written
-    for name, value in (("capture-tolerance", args.capture_tolerance),
-                        ("intrinsic-budget", args.intrinsic_budget)):
+    for name, value in (("--capture-tolerance", args.capture_tolerance),
+                        ("--intrinsic-budget", args.intrinsic_budget)):
         if value is not None and not (np.isfinite(value) and value > 0):
             raise InputError(f"must be a positive finite number, got {value}", field=name)
     env = {name: os.environ[name] for name, _ in _budget_variables()
