@@ -83,7 +83,7 @@ def _attribute(x: object, name: str, field: str) -> object:
 
 def _safe_repr(x: object) -> str:
     try:
-        return repr(x)[:200]  # shown() escapes it where it is printed
+        return repr(x)  # InputError cuts a long one; shown() escapes it where it is printed
     except Exception:  # noqa: BLE001 - a repr that raises is no reason for a crash
         return f"<{type(x).__name__}>"
 

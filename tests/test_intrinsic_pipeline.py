@@ -203,6 +203,15 @@ def test_produce_check_audit_on_a_tiny_store(tmp_path, capsys):
     assert doc["intrinsic_summary"]["records"] == 4
     assert doc["intrinsic_summary"]["errors"] == 0
     assert all(Fraction(r["kappa"]["lo"]) > 0 for r in doc["intrinsic"])
+    # the intrinsic count is part of the summary, above the result line (it came after it),
+    # and the per-record lines come with -v, as the brackets' do (they came without it)
+    assert main(["check", str(out)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[-1].startswith("result: every claim proved")
+    assert "  intrinsic records: 4 checked, input errors 0 (-v: one line each)" in lines[:-1]
+    assert len(lines) < 12
+    assert main(["check", str(out), "-v"]) == 0
+    assert len(capsys.readouterr().out.splitlines()) >= len(lines) + 4
     rep = tmp_path / "rep"
     assert main(["audit", str(out), "--out", str(rep), "--no-progress"]) == 0
     md = (rep / "intrinsic.md").read_text()

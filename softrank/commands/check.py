@@ -208,8 +208,8 @@ def run(args: argparse.Namespace) -> int:
     internal = internal_error_lines(pairs)
     # intrinsic witnesses (intrinsic.jsonl), when the store has them
     intrinsic = list(iter_intrinsic_checks(reader, max_work))
-    for res in intrinsic:
-        if not args.json and not args.quiet:
+    if args.verbose and not args.json:  # one line per record, as for brackets
+        for res in intrinsic:
             print(format_result(res))
     isum = summarize_intrinsic(intrinsic) if intrinsic else None
     # the bundle before the result line: an export that fails (exit 2) prints no verdict;
@@ -234,9 +234,8 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(_summary_text(summary, records, isum["errors"] if isum else 0, internal,
                             nothing=not records and not intrinsic,
-                            no_bundle=no_bundle))
-        if isum is not None:
-            print(f"{isum['records']} intrinsic records checked; input errors {isum['errors']}")
+                            no_bundle=no_bundle,
+                            intrinsic_records=isum["records"] if isum else 0))
     if isum is not None and isum["errors"]:
         for res in intrinsic:
             if "error" in res:
@@ -278,7 +277,8 @@ LEGEND = (
 
 def _summary_text(s: dict[str, Any], records: list[dict[str, Any]],
                   intrinsic_errors: int = 0, internal: list[str] | None = None,
-                  nothing: bool = False, no_bundle: bool = False) -> str:
+                  nothing: bool = False, no_bundle: bool = False,
+                  intrinsic_records: int = 0) -> str:
     def counts(d: dict[str, int]) -> str:
         return ", ".join(f"{v} {word(k)}" for k, v in sorted(d.items())) or "none"
 
@@ -300,6 +300,8 @@ def _summary_text(s: dict[str, Any], records: list[dict[str, Any]],
         f"{s['chi_changed']} outcomes; input errors: {s['errors']}",
         *([f"  {s['work_limited']} records stopped at the work limit (undecided; raise it "
            "with --max-work)"] if s.get("work_limited") else []),
+        *([f"  intrinsic records: {intrinsic_records} checked, input errors "
+           f"{intrinsic_errors} (-v: one line each)"] if intrinsic_records else []),
         *(f"  INTERNAL ERROR: {line}" for line in internal),
         "result: " + ("nothing was checked: no brackets and no intrinsic records (exit 1)"
                       if nothing and not errors else
