@@ -110,6 +110,23 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Runs one command and returns its exit code (see the module doc); never raises except
     SystemExit from argparse (exit 2 for usage errors, 0 for --help)."""
+    try:
+        return _main(argv)
+    except SystemExit:
+        raise
+    except KeyboardInterrupt:  # during the imports, before _main's own handler is in place
+        _say("softrank-certify: interrupted")
+        return EXIT_INTERRUPTED
+    except BaseException as err:  # noqa: BLE001 - a crash while starting is never a verdict
+        # the imports and the parser run before _main's handlers: an ImportError or a
+        # MemoryError there (a process short of memory) ended in a traceback and exit 1,
+        # the code of "a claim not proved"
+        _say(f"softrank-certify: internal error while starting: {type(err).__name__}: "
+             f"{str(err)[:300]}")
+        return EXIT_INTERNAL
+
+
+def _main(argv: Sequence[str] | None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
     if "--version" in words and all(w.startswith("-") for w in words):
         # answered before the commands and the kernel are imported (they take a second)

@@ -610,3 +610,22 @@ def test_check_export_on_intrinsic_records_only_is_not_exit_0(tmp_path, capsys):
     code, out, err = _run(capsys, "check", root, "--export", tmp_path / "b.zip")
     assert code == 1 and "no bundle written" in err and not (tmp_path / "b.zip").exists()
     assert "(exit 1)" in out and "every claim proved" not in out
+
+
+@pytest.mark.parametrize(("error", "code", "said"), [
+    (MemoryError(), 3, "internal error while starting: MemoryError"),
+    (ImportError("failed to map segment"), 3, "internal error while starting: ImportError"),
+    (KeyboardInterrupt(), 130, "interrupted"),
+])
+def test_a_failure_while_starting_is_never_a_verdict_code(monkeypatch, capsys, error, code,
+                                                          said):
+    # the imports and the parser ran outside every handler: a process short of memory ended
+    # in a traceback and exit 1, the code of "a claim not proved"
+    from softrank import cli
+
+    def broken() -> None:
+        raise error
+
+    monkeypatch.setattr(cli, "_parser", broken)
+    assert cli.main(["check", "somewhere"]) == code
+    assert said in capsys.readouterr().err
