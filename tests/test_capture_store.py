@@ -162,3 +162,47 @@ def test_a_missing_local_folder_is_named_as_one_without_hub_advice(tmp_path, cap
                  str(texts), "-q"]) == 2
     err = capsys.readouterr().err
     assert "'./minilm-dir': no such folder" in err and "from_pretrained" not in err
+
+
+@pytest.mark.parametrize("tokens", ["99999999999999999999", "4097", "1"])
+def test_tokens_out_of_range_is_an_input_error_naming_the_option(tmp_path, capsys, tokens):
+    # a 20-digit --tokens reached the tokenizer as a C integer: OverflowError, exit 3
+    texts = tmp_path / "t.txt"
+    texts.write_text("some text\n")
+    assert main(["produce", str(tmp_path / "st"), "--model", str(tmp_path), "--texts",
+                 str(texts), "--tokens", tokens, "-q"]) == 2
+    assert "--tokens: must be from 2 to 4096" in capsys.readouterr().err
+    assert not (tmp_path / "st").exists()
+
+
+def _texts_case(tmp_path, kind):
+    import os
+
+    p = tmp_path / "t.txt"
+    if kind == "latin-1":
+        p.write_bytes(b"\xff\xfebad bytes\n")
+    elif kind == "folder":
+        p.mkdir()
+    elif kind == "fifo":
+        os.mkfifo(p)
+    elif kind == "huge":
+        with open(p, "wb") as fh:
+            fh.truncate((4 << 20) + 1)  # sparse: its size alone is refused
+    return p
+
+
+@pytest.mark.parametrize(("kind", "said"), [
+    ("latin-1", "is not UTF-8 text (byte 0 of the file)"),
+    ("folder", "is not a regular file"),
+    ("fifo", "is not a regular file"),
+    ("huge", "is larger than 4194304 bytes"),
+])
+def test_a_texts_file_that_cannot_be_text_is_an_input_error(tmp_path, capsys, kind, said):
+    # not UTF-8 was an internal error (exit 3); a folder or FIFO was "missing"; an 18 MB
+    # paragraph was read and tokenized whole (3 GB for an 8-token capture)
+    from softrank.witnesses.models import read_texts
+
+    p = _texts_case(tmp_path, kind)
+    with pytest.raises(InputError) as info:
+        read_texts(p)
+    assert said in str(info.value) and "--texts" in str(info.value) and str(p) in str(info.value)

@@ -30,6 +30,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import stat
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -225,13 +226,23 @@ def _require_extra() -> tuple[Any, Any]:
     return torch, transformers
 
 
+#: The largest texts file read (bytes).  A paragraph is tokenized whole before it is cut to
+#: --tokens, so the file's size bounds the work and memory of a capture: an 18 MB paragraph
+#: took 3 GB for an 8-token capture.  4 MiB is far more text than a corpus of 128-token
+#: paragraphs needs (a thousand of them is under 1 MB).
+MAX_TEXTS_BYTES = 4 << 20
+
+
 def read_texts(path: str | Path) -> list[str]:
-    """Returns the texts of ``path``: paragraphs separated by blank lines (# lines skipped)."""
+    """Returns the texts of ``path``: paragraphs separated by blank lines (# lines skipped).
+
+    Raises InputError naming ``--texts`` and the file for a missing file, one that is not a
+    regular file (a folder, FIFO or device), one larger than MAX_TEXTS_BYTES (refused before
+    more is read), bytes that are not UTF-8, and a file without text."""
     p = Path(path)
-    if not p.is_file():
-        raise InputError("texts file is missing", field="texts", source=str(p))
+    text = _read_text_file(p, MAX_TEXTS_BYTES)
     blocks: list[list[str]] = [[]]
-    for line in p.read_text(encoding="utf-8").splitlines():
+    for line in text.splitlines():
         if line.lstrip().startswith("#"):
             continue
         if line.strip():
@@ -240,8 +251,34 @@ def read_texts(path: str | Path) -> list[str]:
             blocks.append([])
     texts = [" ".join(b) for b in blocks if b]
     if not texts:
-        raise InputError("no texts in file", field="texts", source=str(p))
+        raise InputError("no texts in file", field="--texts", source=str(p))
     return texts
+
+
+def _read_text_file(p: Path, limit: int) -> str:
+    """Returns the UTF-8 text of the regular file ``p`` of at most ``limit`` bytes."""
+    src = str(p)
+    try:  # O_NONBLOCK: a FIFO named as the file must not stall the open
+        fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        raise InputError("texts file is missing", field="--texts", source=src) from None
+    except OSError as err:
+        raise InputError(f"cannot read: {err.strerror or err}", field="--texts",
+                         source=src) from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise InputError("is not a regular file (a folder, FIFO or device)", field="--texts",
+                         source=src)
+    with os.fdopen(fd, "rb") as fh:
+        data = fh.read(limit + 1)
+    if len(data) > limit:
+        raise InputError(f"is larger than {limit} bytes (paragraphs are tokenized whole): "
+                         "split it into several files", field="--texts", source=src)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise InputError(f"is not UTF-8 text (byte {err.start} of the file)", field="--texts",
+                         source=src) from None
 
 
 

@@ -65,6 +65,9 @@ _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
 DEFAULT_TOKENS = 64  # sequence length of a captured text when --tokens is not given
+# the longest capture: one 4096 x 4096 head is 128 MiB in float64, the largest operator the
+# producers' prices are stated for
+MAX_TOKENS = 4096
 EXAMPLES = (  # shown under --help
     'softrank-certify produce OUT --npz heads.npz --eps 0.15 0.25 0.35',
     'softrank-certify produce OUT --model ./minilm-dir --texts examples/minilm_texts.txt \\',
@@ -244,8 +247,11 @@ def iter_model(args: argparse.Namespace, provenance: dict[str, Any] | None = Non
                          "(vision models)", field="texts")
     if args.tokens is None:
         args.tokens = DEFAULT_TOKENS
-    if args.tokens < 2:
-        raise InputError("--tokens must be at least 2", field="tokens")
+    for option, n in (("--tokens", args.tokens), ("--decoder-tokens", args.decoder_tokens)):
+        # the capture allocates n x n per head, and the tokenizer takes n as a C integer
+        if n is not None and not 2 <= n <= MAX_TOKENS:
+            raise InputError(f"must be from 2 to {MAX_TOKENS}, got {_short_int(n)}",
+                             field=option)
     widths = sorted(set(args.block_widths or []))
     if any(w < 1 for w in widths):
         raise InputError("block widths must be >= 1", field="--block-widths")
@@ -781,3 +787,8 @@ def _map_dask(jobs: list[tuple[Any, ...]], scheduler: Any, batch: int | None = N
                                    f"operators")
     finally:
         ex.client.cancel(list(live.values()))
+
+
+def _short_int(n: int) -> str:
+    text = str(n) if abs(n) < 10**40 else f"an integer of {len(str(abs(n)))} digits"
+    return text
