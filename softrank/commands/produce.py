@@ -87,13 +87,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--npz-kind", choices=["auto", "probs", "logits"], default="auto",
                    help="what the npz arrays hold (auto: names starting with 'logits', or "
                         "arrays with negative entries or rows not summing to 1, are logits)")
-    p.add_argument("--texts", metavar="FILE", help="texts, one paragraph per blank-line block")
+    p.add_argument("--texts", metavar="FILE",
+                   help="texts, one paragraph per blank-line block (UTF-8, at most 4 MiB)")
     p.add_argument("--text-index", type=int, nargs="+", metavar="I",
                    help="use only these texts of --texts (0-based; default all)")
     p.add_argument("--layers", type=int, nargs="+", metavar="L", help="layers (default all)")
     p.add_argument("--heads", type=int, nargs="+", metavar="H", help="heads (default all)")
     p.add_argument("--tokens", type=int, default=None,
-                   help=f"sequence length (default {DEFAULT_TOKENS}; with --model only)")
+                   help=f"sequence length, 2 .. {MAX_TOKENS} (default {DEFAULT_TOKENS}; "
+                        "with --model only)")
     p.add_argument("--images", metavar="FILE",
                    help=".npz of images (one 3-D array each) for a vision model")
     p.add_argument("--decoder-tokens", type=int, metavar="M",
