@@ -254,3 +254,36 @@ def test_an_intrinsic_input_error_is_in_the_audit_reports_not_only_its_exit_code
     err = capsys.readouterr().err
     named = "intrinsic.jsonl" if damage == "unreadable" else ".intrinsic.npz: X"
     assert "intrinsic input error" in err and named in err
+
+
+@pytest.mark.parametrize("damage", ["array", "garbage", "dangling"])
+def test_export_and_diff_refuse_a_store_whose_intrinsic_part_check_refuses(tmp_path, capsys,
+                                                                          damage):
+    # check exited 2 on a flipped intrinsic array, while export wrote a bundle (exit 0) and
+    # diff said "0 changed" (exit 0)
+    import os
+    import shutil
+
+    np.savez(tmp_path / "l.npz", logits=np.stack([_logits(s) for s in range(2)]))
+    good, bad = tmp_path / "good", tmp_path / "bad"
+    assert main(["produce", str(good), "--npz", str(tmp_path / "l.npz"), "--eps", "0.25",
+                 "--producers", "tsvd", "keyset", "--intrinsic-ranks", "1",
+                 "--intrinsic-budget", "0.3", "--quiet"]) == 0
+    shutil.copytree(good, bad)
+    if damage == "array":
+        rec = read_intrinsic(open_store(bad))[0]
+        raw = bytearray(rec.path.read_bytes())
+        raw[-20] ^= 0xFF
+        rec.path.write_bytes(bytes(raw))
+    elif damage == "garbage":
+        (bad / "intrinsic.jsonl").write_text('{"id": "x"}\n')
+    else:
+        os.remove(bad / "intrinsic.jsonl")
+        os.symlink("/nonexistent/intrinsic.jsonl", bad / "intrinsic.jsonl")
+    capsys.readouterr()
+    assert main(["check", str(bad), "-q"]) == 2
+    assert main(["export", str(bad), "--out", str(tmp_path / "b.zip"), "-q"]) == 2
+    assert not (tmp_path / "b.zip").exists()
+    assert main(["diff", str(good), str(bad)]) == 2
+    assert "intrinsic" in capsys.readouterr().err
+    assert main(["diff", str(good), str(good)]) == 0  # an intact store still compares

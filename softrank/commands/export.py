@@ -9,6 +9,7 @@ from typing import Any
 
 from softrank.certify.numerics import workbound
 from softrank.witnesses import open_store
+from softrank.witnesses.intrinsic_store import validate_intrinsic
 
 from ..export import check_bundle_target, write_bundle
 from ..runner import iter_checks
@@ -68,7 +69,9 @@ def export_records(store: str, records: list[dict[str, Any]], out: str, *,
 def run(args: argparse.Namespace) -> int:
     check_bundle_target(args.out, "--out", args.force)
     max_work = None if args.max_work is None else workbound.parse_max_work(args.max_work)
-    digest = open_store(args.store).digest  # validates the records before any work
+    reader = open_store(args.store)  # validates the records before any work
+    digest = reader.digest
+    validate_intrinsic(reader)  # not exported, but a store check refuses is refused here too
     records = list(iter_checks(args.store, jobs=args.jobs, max_work=max_work, digest=digest))
     if export_records(args.store, records, args.out, kyfan=not args.no_kyfan,
                       as_json=args.json, digest=digest, max_work=max_work,
