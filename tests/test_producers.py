@@ -901,3 +901,16 @@ def test_two_inputs_with_one_operator_id_are_named_plainly(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "map to operator id" in err and "source heads.npz, array A" in err
     assert "{'source'" not in err
+
+
+def test_a_run_that_writes_no_bracket_is_not_a_success(tmp_path, capsys):
+    # every producer priced over a tiny budget: "0 brackets written" and exit 0
+    rng = np.random.default_rng(3)
+    A = np.exp(rng.normal(size=(6, 6)))
+    A /= A.sum(1, keepdims=True)
+    src = _npz(tmp_path, probs=A)
+    assert main(["produce", str(tmp_path / "st"), "--npz", src, "--npz-kind", "probs",
+                 "--budget-scale", "1e-300", "--eps", "0.25"]) == 1
+    assert "no bracket written for the 1 operators processed" in capsys.readouterr().err
+    assert main(["produce", str(tmp_path / "ok"), "--npz", src, "--npz-kind", "probs",
+                 "--eps", "0.25", "-q"]) == 0

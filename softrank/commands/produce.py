@@ -688,6 +688,12 @@ def _produce(args: argparse.Namespace, store: Store, root: Path, jobs: list[tupl
         if over:
             print(shown(f"{root}: {len(over)} producer calls not started, priced above their "
                         f"budget; first: {over[0]}"), file=sys.stderr)
+    if jobs and not written:
+        # a run that searched and stored nothing is no success, whatever the reason (every
+        # producer priced over its budget, every search empty)
+        print(shown(f"{root}: no bracket written for the {len(jobs)} operators processed"),
+              file=sys.stderr)
+        return 1
     return 1 if failures else 0
 
 
