@@ -189,7 +189,8 @@ def test_per_head_csv_and_longtable_neutralise_store_text(tmp_path):
         assert r[1] == "'" + escape.visible(family)  # a spreadsheet shows it as text
     tex = (tmp_path / "o" / "report-per-head.tex").read_text()
     assert tex.count("\\end{longtable}") == 1 and "\\end{longtable}%" not in tex
-    assert ("=HYPERLINK(\"http://e\")\\textbackslash{}u000a\\}"
+    q = "{\\ttfamily\\char34}"  # a literal double quote, not OT1's closing quote
+    assert (f"=HYPERLINK({q}http://e{q})\\textbackslash{{}}u000a\\}}"
             "\\textbackslash{}\\textbackslash{}end") in tex
 
 
@@ -203,6 +204,28 @@ def test_latex_text_is_ascii_whatever_the_store_holds():
     assert out == (r"Z\textbackslash{}u00fcrich \textbackslash{}u4e2d\textbackslash{}u6587 "
                    r"\textbackslash{}u00de \textbackslash{}U0001f600 a\_b "
                    r"\textbackslash{}u202e")
+
+
+def test_latex_text_forms_no_ligature(tmp_path):
+    """OT1 set store text -- and --- as dashes, `` and '' as curly quotes, !` and ?` as
+    inverted marks, and " as '': a''b and a"b printed alike."""
+    import shutil
+    import subprocess
+
+    from softrank.audit.escape import tex
+
+    text = "a--b---c``d''e!`f?`g\"h-i'j"
+    out = tex(text)
+    for pair in ("--", "``", "''", "!`", "?`"):
+        assert pair not in out
+    assert '"' not in out and "'" not in out and "`" not in out
+    if shutil.which("pdflatex") is None:
+        return
+    doc = tmp_path / "t.tex"
+    doc.write_text("\\documentclass{article}\\begin{document}" + out + "\\end{document}\n")
+    done = subprocess.run(["pdflatex", "-halt-on-error", "-interaction=nonstopmode", doc.name],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout[-2000:]
 
 
 def test_figure_text_from_a_store_is_cut_and_long_names_stay_apart():

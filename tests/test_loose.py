@@ -204,7 +204,7 @@ def test_audit_lists_open_brackets_with_escaped_store_text(tmp_path):
     part = tex[tex.index(r"\label{tab:audit-open-brackets}"):]
     part = part[:part.index(r"\end{longtable}")]
     row = next(ln for ln in part.splitlines() if ln.startswith("op\\_a\\_ & "))
-    assert row.endswith(r" & {[}1, 5{]} & 1.5 & - & 1.125 & lower \\")
+    assert row.endswith(r" & {[}1, 5{]} & 1.5 & -{} & 1.125 & lower \\")
     assert r"fam\textbar{}x" in tex and "fam|x" not in tex
 
 

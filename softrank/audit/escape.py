@@ -26,7 +26,12 @@ _TEX = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#
         "|": r"\textbar{}",
         # after \\, \midrule or \addlinespace a "[" opens an optional argument, and after
         # \\ a "*" is its starred form (the star vanished: "*b" printed as "b")
-        "[": "{[}", "]": "{]}", "*": "{*}"}
+        "[": "{[}", "]": "{]}", "*": "{*}",
+        # OT1's ligatures turned store text into other text: -- and --- into dashes, `` and
+        # '' into curly quotes, !` and ?` into inverted marks, and " printed as '' does; each
+        # character is kept apart or set from a font where it is itself
+        "-": "-{}", "`": r"\textasciigrave{}", "'": r"\textquotesingle{}",
+        '"': r"{\ttfamily\char34}"}
 
 
 def visible(s: object) -> str:
@@ -73,7 +78,8 @@ def _tex_char(ch: str) -> str:
 def tex(s: object) -> str:
     """Returns ``s`` as literal LaTeX text in ASCII: hidden characters made visible, every
     character special to TeX (and ``< > |``, which OT1 fonts mis-render) replaced by its text
-    command, and every character past ASCII written as the text ``\\uXXXX``."""
+    command, ligatures broken (``-- --- `` '' !` ?` "`` print as typed), and every character
+    past ASCII written as the text ``\\uXXXX``."""
     return "".join(_tex_char(ch) for ch in visible(s))
 
 
