@@ -257,3 +257,42 @@ def test_long_families_are_cut_in_every_table_and_kept_whole_in_report_json(tmp_
     shown = {escape.md(escape.cut(f)) for f in fams}
     assert len(shown) == 2 and all(s in md for s in shown)
     assert escape.cut("^" * 80) == "^" * 80 and len(escape.cut(fams[0])) <= escape.SVG_TEXT_MAX
+
+
+def test_long_eps_and_producer_names_are_shown_short_and_the_latex_builds(tmp_path):
+    """A 4,000-character producer name or eps (2^-4000) went whole into every table cell, and
+    pdflatex stopped ("Dimension too large"); a float eps filled the cells with 56 digits."""
+    import json
+    import shutil
+    import subprocess
+    from fractions import Fraction
+
+    from softrank.cli import main
+    from softrank.witnesses import Store
+
+    rng = np.random.default_rng(5)
+    A = np.exp(rng.normal(size=(6, 6)))
+    A /= A.sum(1, keepdims=True)
+    u, s, vt = np.linalg.svd(A)
+    U, V = u[:, :5] * s[:5], vt[:5]
+    tiny, float_eps = f"1/{2**4000}", str(Fraction(0.3))
+    store = tmp_path / "s"
+    with Store.create(store) as st:
+        op = st.add_operator(A, family="f")
+        for eps in (tiny, float_eps):
+            st.add_bracket(op, eps, upper={"kind": "factors", "rank": 5, "U": U, "V": V},
+                           producer={"upper": "p" * 4000, "lower": "none"})
+    out = tmp_path / "o"
+    assert main(["audit", str(store), "--out", str(out), "--no-figures", "-q"]) in (0, 1)
+    md = (out / "report.md").read_text()
+    assert "~0.3 \\[" in md and "~7.58608e-1205 \\[" in md and "p" * 100 not in md
+    assert "0.299999999999999988897769753748434595763683319091796875" not in md
+    tex = (out / "report-tables.tex").read_text()
+    assert max(len(line) for line in tex.splitlines()) < 2000
+    doc = json.loads((out / "report.json").read_text())
+    assert {r["eps"] for r in doc["records"]} == {tiny, float_eps}  # exact where it counts
+    if shutil.which("pdflatex") is None:
+        return
+    done = subprocess.run(["pdflatex", "-halt-on-error", "-interaction=nonstopmode",
+                           "report.tex"], cwd=out, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-2000:]

@@ -64,6 +64,11 @@ DEFINITIONS = {
                 "meant does not hold)",
     "ratio": "U/L per pair; infinite when L = 0; medians are exact (mean of the two middle "
              "values for an even count)",
+    "eps_shown": "eps is shown exactly (a terminating decimal, else a/b) when that takes at "
+                 "most 24 characters; a longer one (a float's exact value: 0.3 stored as a "
+                 "float is a 56-digit decimal) as ~ and 6 significant digits, then the first "
+                 "8 hex digits of the sha256 of its exact a/b spelling; report.json holds "
+                 "every eps exactly",
     "margin": "enclosure of the signed distance of the checked quantity from its threshold, "
               "positive on the claim's side",
     "closed": "a pair whose validated bracket is exact, L = U (r_eps known exactly)",

@@ -19,6 +19,7 @@ Conventions (stated in every report; see proofs_notes/audit.md):
 
 from __future__ import annotations
 
+import hashlib
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from fractions import Fraction
@@ -280,9 +281,25 @@ def fmt_decimal(q: Fraction, places: int, rounding: Rounding = "nearest") -> str
     return numfmt.fixed(q, places, rounding)
 
 
+#: the longest exact eps a table shows; a float's exact value (0.3 is a 56-digit decimal)
+#: or a long fraction would fill every cell, and past 3,000 characters stopped pdflatex
+EPS_SHOWN_MAX = 24
+
+
 def fmt_eps(eps: str) -> str:
-    """Returns eps as an exact decimal when it terminates, else as the fraction a/b."""
+    """Returns eps as an exact decimal when it terminates, else as the fraction a/b; when that
+    is longer than EPS_SHOWN_MAX characters, ``~`` and 6 significant digits, then the first 8
+    hex digits of the sha256 of its a/b spelling in brackets, so two long eps never look
+    alike (display only: report.json and the records keep eps exact)."""
     q = Fraction(eps)
+    exact = _exact_eps(q)
+    if len(exact) <= EPS_SHOWN_MAX:
+        return exact
+    tag = hashlib.sha256(f"{q.numerator}/{q.denominator}".encode()).hexdigest()[:8]
+    return f"~{numfmt.sig(q, 6)} [{tag}]"
+
+
+def _exact_eps(q: Fraction) -> str:
     d = q.denominator
     twos = fives = 0
     while d % 2 == 0:
@@ -434,7 +451,7 @@ def build_tables(groups: list[dict[str, Any]], budgets: Sequence[int],
             "columns": ["End", "Producer", "Claims", "Proved", "Does not hold", "Undecided",
                         "Refuted"],
             "left": 2, "group_column": 0,
-            "rows": [[p["end"], p["producer"], str(p["claims"]),
+            "rows": [[p["end"], escape.cut(p["producer"]), str(p["claims"]),
                       *(str(p.get("results", {}).get(o, 0)) for o in RESULTS[:4])]
                      for p in producers],
         }
