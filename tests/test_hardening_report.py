@@ -296,3 +296,19 @@ def test_long_eps_and_producer_names_are_shown_short_and_the_latex_builds(tmp_pa
     done = subprocess.run(["pdflatex", "-halt-on-error", "-interaction=nonstopmode",
                            "report.tex"], cwd=out, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-2000:]
+
+
+def test_report_md_writes_no_raw_angle_brackets_of_its_own(tmp_path):
+    # "random.Random('softrank-bootstrap:<seed>:<family>:<eps>')" read as three HTML tags:
+    # a rendered report showed "softrank-bootstrap:::"
+    import re
+
+    from softrank.cli import main
+
+    store = Path(__file__).resolve().parent.parent / "examples" / "glazier_L1H10"
+    out = tmp_path / "o"
+    assert main(["audit", str(store), "--out", str(out), "--no-figures", "-q"]) in (0, 1)
+    md = (out / "report.md").read_text()
+    outside_code = re.sub(r"(`+)(?:(?!\1).)*?\1", "", md)
+    assert not re.search(r"<[A-Za-z/!]", outside_code)
+    assert "`random.Random('softrank-bootstrap:<seed>:<family>:<eps>')" in md

@@ -250,7 +250,7 @@ def report_markdown(rep: dict[str, Any]) -> str:
     boot = rep["options"]["bootstrap"]
     out += [f"Intervals: bootstrap 95% percentile intervals, operators resampled with "
             f"replacement within each family and eps; seed {boot['seed']}, "
-            f"{boot['resamples']} resamples (random stream: {boot['stream']}).", ""]
+            f"{boot['resamples']} resamples (random stream: {md_code(boot['stream'])}).", ""]
     out += assumptions_markdown()
     out += ["## Definitions", ""]
     out += [f"- {k.replace('_', ' ')}: {v}" for k, v in rep["definitions"].items()]
