@@ -312,3 +312,21 @@ def test_report_md_writes_no_raw_angle_brackets_of_its_own(tmp_path):
     outside_code = re.sub(r"(`+)(?:(?!\1).)*?\1", "", md)
     assert not re.search(r"<[A-Za-z/!]", outside_code)
     assert "`random.Random('softrank-bootstrap:<seed>:<family>:<eps>')" in md
+
+
+def test_no_short_name_passes_for_the_cut_form_of_a_long_one():
+    # "L"*60 + "…[f73e275c]" (71 characters) was shown whole, exactly as "L"*100 is shown cut
+    long_name = "L" * 100
+    mimic = escape.cut(long_name)
+    assert len(mimic) <= escape.SVG_TEXT_MAX
+    assert escape.cut(mimic) != escape.cut(long_name)
+    assert escape.svg_text(mimic) != escape.svg_text(long_name)
+    assert escape.cut("an ordinary family") == "an ordinary family"
+
+
+def test_layer_1_and_layer_string_1_do_not_look_alike():
+    from softrank.audit.tables import layer_cell
+
+    assert layer_cell(1) != layer_cell("1")
+    assert layer_cell(1) == "1" and layer_cell("enc.3") == "enc.3"
+    assert len(layer_cell("x" * 10_000)) <= escape.SVG_TEXT_MAX

@@ -94,16 +94,19 @@ def tex_comment(s: object) -> str:
 #: minutes), and a family is repeated in some forty table cells (200 families of 100,000
 #: characters wrote 6.6 GB of report and held 8.7 GB)
 SVG_TEXT_MAX = 80
+_CUT_MARK = "\u2026["  # an ellipsis, then the digest in brackets
 
 
 def _shortened(v: str) -> str:
-    """``v`` itself when at most SVG_TEXT_MAX characters long, else its first 60, an ellipsis
-    and the first 8 hex digits of the sha256 of ``v`` (so two long names that share their
-    start stay apart)."""
-    if len(v) <= SVG_TEXT_MAX:
+    """``v`` itself when at most SVG_TEXT_MAX characters long and free of the cut mark, else
+    its first 60, an ellipsis and the first 8 hex digits of the sha256 of ``v`` in brackets
+    (so two long names that share their start stay apart, and no short name looks cut)."""
+    # a short name holding the cut mark is cut too: shown whole it could pass for the cut
+    # form of a long one
+    if len(v) <= SVG_TEXT_MAX and _CUT_MARK not in v:
         return v
     tag = hashlib.sha256(v.encode("utf-8", "backslashreplace")).hexdigest()[:8]
-    return f"{v[:60]}\u2026[{tag}]"
+    return f"{v[:60]}{_CUT_MARK}{tag}]"
 
 
 def cut(s: object) -> str:

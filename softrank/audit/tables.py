@@ -622,6 +622,15 @@ def interval_tables(rows: list[dict[str, Any]], settings: dict[str, Any]) -> dic
     return {"intervals": shares, "medians": medians}
 
 
+def layer_cell(layer: object) -> str:
+    """Returns a layer as a cell: an integer as itself, a string that reads as one quoted
+    (layer 1 and layer "1" are two groups and must not look alike), other text cut as
+    families are."""
+    if isinstance(layer, str):
+        return f'"{layer}"' if layer.strip().lstrip("+-").isdigit() else escape.cut(layer)
+    return str(layer)
+
+
 def layer_table(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Returns the per-layer table from ``stats.layer_rows`` output (display only)."""
     return {
@@ -629,7 +638,7 @@ def layer_table(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "note": CRITERION_NOTE,
         "columns": ["Family", "Layer", "eps", "Operators", "Within criterion", "Closed",
                     "Median L", "Median U"], "left": 3, "group_column": 1,
-        "rows": [[family_cell(r["family"]), str(r["layer"]), fmt_eps(r["eps"]),
+        "rows": [[family_cell(r["family"]), layer_cell(r["layer"]), fmt_eps(r["eps"]),
                   str(r["operators"]),
                   fmt_share(r["resolved_share"]), fmt_share(r["closed_share"]),
                   fmt_median(r["median_lower"]), fmt_median(r["median_upper"])]
