@@ -168,6 +168,17 @@ def test_blocks_of_a_non_causal_model_are_refused_before_writing(models, tmp_pat
     assert not (tmp_path / "st").exists()
 
 
+def test_a_repeated_layer_head_or_text_asks_for_its_operator_once(models, tmp_path, capsys):
+    # --heads 0 0 was refused with advice about npz file stems
+    texts = tmp_path / "t.txt"
+    texts.write_text(TEXT + "\n")
+    assert main(["produce", str(tmp_path / "st"), "--model", str(models["bert"]), "--texts",
+                 str(texts), "--tokens", str(TOKENS), "--layers", "0", "0", "--heads", "1",
+                 "0", "1", "--text-index", "0", "0", "--eps", "0.25", "--producers", "tsvd",
+                 "--quiet"]) == 0
+    assert len(open_store(tmp_path / "st").operators) == 2
+
+
 E2E = {
     "gpt2": ["--texts", "--block-widths", "4", "16"],
     "llama": ["--texts", "--block-widths", "8"],

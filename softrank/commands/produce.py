@@ -260,6 +260,10 @@ def iter_model(args: argparse.Namespace, provenance: dict[str, Any] | None = Non
     if widths and args.texts and widths[-1] > (args.decoder_tokens or args.tokens):
         raise InputError(f"block width {widths[-1]} exceeds the causal pass of "
                          f"{args.decoder_tokens or args.tokens} tokens", field="--block-widths")
+    # a repeated layer, head or text asks for the same operator once (as a repeated eps does)
+    for name in ("layers", "heads", "text_index"):
+        if getattr(args, name) is not None:
+            setattr(args, name, list(dict.fromkeys(getattr(args, name))))
     inputs: list[Any] = read_texts(args.texts) if args.texts else read_images(args.images)
     src = args.texts or args.images
     chosen = range(len(inputs)) if args.text_index is None else args.text_index
@@ -564,8 +568,11 @@ def _add_operators(store: Store, root: Path, source: Iterator[Any], eps_list: li
         if op.id in seen:
             where = ", ".join(f"{k} {v}" for k, v in op.meta.items()
                               if k in ("source", "array", "text", "layer", "head"))
-            raise InputError(f"two inputs map to operator id {op.id!r} (same file stem and "
-                             f"array name?); rename one (the second: {where})", field="npz")
+            from_npz = "source" in op.meta or "array" in op.meta
+            raise InputError(f"two inputs map to operator id {op.id!r}"
+                             + (" (same file stem and array name?); rename one" if from_npz
+                                else "") + f" (the second: {where})",
+                             field="npz" if from_npz else "--model")
         seen.add(op.id)
         if op.id in existing:
             # resume: the stored arrays are the operator of record, never a recomputation
