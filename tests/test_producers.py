@@ -914,3 +914,18 @@ def test_a_run_that_writes_no_bracket_is_not_a_success(tmp_path, capsys):
     assert "no bracket written for the 1 operators processed" in capsys.readouterr().err
     assert main(["produce", str(tmp_path / "ok"), "--npz", src, "--npz-kind", "probs",
                  "--eps", "0.25", "-q"]) == 0
+
+
+def test_a_dangling_link_as_the_store_folder_is_named_as_one(tmp_path, capsys):
+    # the message was the operating system's bare "File exists"
+    rng = np.random.default_rng(4)
+    A = np.exp(rng.normal(size=(5, 5)))
+    A /= A.sum(1, keepdims=True)
+    src = _npz(tmp_path, probs=A)
+    link = tmp_path / "dangl"
+    link.symlink_to(tmp_path / "missing" / "dir")
+    assert main(["produce", str(link), "--npz", src, "--npz-kind", "probs", "--eps", "0.25",
+                 "-q"]) == 2
+    err = capsys.readouterr().err
+    assert "is a symbolic link to" in err and "does not exist" in err
+    assert not (tmp_path / "missing").exists()  # nothing created through the link

@@ -730,6 +730,11 @@ class Store:
     def create(cls, path: str | Path, *, description: str = "", **header: Any) -> Store:
         """Creates an empty store at ``path`` (which must not exist or be an empty folder)."""
         root = Path(path)
+        if root.is_symlink() and not root.exists():
+            # mkdir met the link and said only "File exists"
+            raise InputError(f"is a symbolic link to {os.readlink(root)!r}, which does not "
+                             "exist: create that folder, or name another path", field="path",
+                             source=str(root))
         if root.exists() and not root.is_dir():
             raise InputError("exists and is not a folder", field="path", source=str(root))
         if root.exists() and any(root.iterdir()):
