@@ -52,20 +52,72 @@ class Terminated(KeyboardInterrupt):
 @contextmanager
 def sigterm_as_interrupt() -> Iterator[None]:
     """Within the block, SIGTERM raises :class:`Terminated` in the main thread; the previous
-    handler is restored after it.  Off the main thread (where Python cannot install a
-    handler) the block runs unchanged."""
+    handler is restored after it.  The block runs unchanged off the main thread (where Python
+    cannot install a handler), when SIGTERM is ignored (the invoker's choice, kept as Python
+    keeps an ignored SIGINT), and when the handler in place is not Python's (it could not be
+    restored)."""
     if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.getsignal(signal.SIGTERM)
+    if previous is None or previous == signal.SIG_IGN:
         yield
         return
 
     def _raise(signum: int, frame: object) -> None:
-        raise Terminated
+        if os.getpid() == owner:  # a forked child before init_worker: not its interrupt
+            raise Terminated
+        os._exit(128 + signal.SIGTERM)
 
-    previous = signal.signal(signal.SIGTERM, _raise)
+    owner = os.getpid()
+    signal.signal(signal.SIGTERM, _raise)
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        # masked while the old handler returns: a SIGTERM in between would otherwise raise
+        # before the restore and leave _raise installed; a pending one is then delivered to
+        # the restored handler
+        with _signals_blocked(signal.SIGTERM):
+            signal.signal(signal.SIGTERM, previous)
+
+
+@contextmanager
+def _signals_blocked(*signums: int) -> Iterator[None]:
+    """Blocks ``signums`` for the calling thread within the block (a pending one is delivered
+    when it ends)."""
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, signums)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def terminate_workers(pool: Any) -> None:
+    """Sends SIGTERM to every worker process of the ProcessPoolExecutor ``pool`` (CPython keeps
+    them in the private ``_processes``; without it nothing is sent), with SIGINT and SIGTERM
+    blocked meanwhile: a second signal stopping the loop halfway left the remaining workers
+    (which ignore SIGINT) to be waited for."""
+    with _signals_blocked(signal.SIGINT, signal.SIGTERM):
+        for proc in list((getattr(pool, "_processes", None) or {}).values()):
+            try:
+                proc.terminate()
+            except (OSError, ValueError, AttributeError):  # already gone or closed
+                continue
+
+
+@contextmanager
+def stopping_pool(pool: Any) -> Iterator[Any]:
+    """Yields the ProcessPoolExecutor ``pool`` and shuts it down after the block.  Left by an
+    error, an interrupt (Ctrl-C, SIGTERM) or a consumer that stopped, the workers are
+    terminated first and queued work dropped: ``with pool:`` waited for every running task,
+    and the workers ignore SIGINT, so a terminated run went on until they finished."""
+    try:
+        yield pool
+    except BaseException:
+        terminate_workers(pool)
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
 
 
 def init_worker(parent: int) -> None:
@@ -77,15 +129,16 @@ def init_worker(parent: int) -> None:
     PR_SET_PDEATHSIG, ``kill -9`` of the parent leaves workers blocked on their queue forever;
     workers hold nothing worth saving (the parent journals every record).
     """
+    # first, before the slower set-up: Ctrl-C reaches the whole process group; the parent
+    # alone reports it (one line) and shuts the pool down, so workers ignore SIGINT instead
+    # of printing tracebacks; a forked worker inherits the parent's SIGTERM handler
+    # (sigterm_as_interrupt), and the pool stops its workers with SIGTERM: they hold nothing
+    # to clean up, so the default action kills them
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     _limit_blas_threads()
     tune_allocator()
     allow_long_integers()  # spawned workers do not inherit the parent's setting
-    # Ctrl-C reaches the whole process group; the parent alone reports it (one line) and
-    # shuts the pool down, so workers ignore SIGINT instead of printing tracebacks
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    # a forked worker inherits the parent's SIGTERM handler (sigterm_as_interrupt); the pool
-    # stops its workers with SIGTERM, and they hold nothing to clean up: the default kills
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     if sys.platform.startswith("linux"):
         try:
             import ctypes

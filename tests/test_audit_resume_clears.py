@@ -157,3 +157,60 @@ def test_a_torn_last_journal_line_is_reported_when_dropped(tmp_path, capsys):
         fh.write(b'{"bracket": "br00')
     assert main(["audit", str(store), "--out", str(out), "-q", "--no-figures"]) == first
     assert "dropped an incomplete last line" in capsys.readouterr().err
+
+
+def test_sigterm_to_the_parent_alone_ends_a_parallel_produce(tmp_path):
+    # produce's pool waited, in its shutdown, for every operator its workers were searching:
+    # `kill PID` (docker stop, a supervisor) left it running for minutes
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import numpy as np
+
+    rng = np.random.default_rng(7)
+    np.savez(tmp_path / "heads.npz", logits=rng.normal(size=(6, 96, 96)))
+    cmd = [sys.executable, "-m", "softrank", "produce", str(tmp_path / "st"), "--npz",
+           str(tmp_path / "heads.npz"), "--eps", "0.25", "--jobs", "2", "-q"]
+    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env,
+                            start_new_session=True)
+    time.sleep(8.0)
+    if proc.poll() is not None:
+        pytest.skip("produce ended before the signal")
+    proc.send_signal(signal.SIGTERM)  # the parent only, not its group
+    try:
+        _, err = proc.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        pytest.fail("produce --jobs 2 still running 30 s after SIGTERM")
+    assert proc.returncode == 143, err
+    assert err.count(b"\n") == 1 and b"terminated" in err  # one line, no worker traceback
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(proc.pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        os.killpg(proc.pid, signal.SIGKILL)
+        pytest.fail("workers outlived the terminated produce")
+
+
+def test_an_ignored_sigterm_stays_ignored():
+    # the invoker's `trap '' TERM` was overridden: the command died with 143
+    import signal
+
+    from softrank.workers import sigterm_as_interrupt
+
+    before = signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    try:
+        with sigterm_as_interrupt():
+            assert signal.getsignal(signal.SIGTERM) == signal.SIG_IGN
+        assert signal.getsignal(signal.SIGTERM) == signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGTERM, before)

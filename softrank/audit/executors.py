@@ -30,7 +30,7 @@ from softrank.certify.errors import InputError
 from softrank.witnesses import StoreReader, open_store
 
 from ..recheck import OperatorCache, check_record, operator_chunks
-from ..workers import check_jobs, init_worker
+from ..workers import check_jobs, init_worker, terminate_workers
 from .batching import batches
 
 WINDOW_PER_WORKER = 4  # queued chunks per worker process (see ProcessExecutor.run)
@@ -275,21 +275,11 @@ class ProcessExecutor(_RecordsOfBatches):
             # are not wanted. The workers ignore SIGINT, so waiting for them took as long as
             # their chunks, and a second Ctrl-C in that wait left the process hung in
             # multiprocessing's exit handler; they are stopped instead
-            _terminate_workers(pool)
+            terminate_workers(pool)
             raise
         finally:
             # drop queued chunks instead of finishing them
             pool.shutdown(wait=True, cancel_futures=True)
-
-
-def _terminate_workers(pool: ProcessPoolExecutor) -> None:
-    """Sends SIGTERM to every worker process of ``pool`` (CPython keeps them in the private
-    ``_processes``; without it nothing is sent and the shutdown waits as before)."""
-    for proc in list((getattr(pool, "_processes", None) or {}).values()):
-        try:
-            proc.terminate()
-        except (OSError, ValueError, AttributeError):  # already gone or closed
-            continue
 
 
 class DaskExecutor(_RecordsOfBatches):

@@ -76,7 +76,11 @@ def _map(jobs: list[Any], n: int) -> Iterator[tuple[str, list[Any], Any]]:
 
     for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ.setdefault(var, "1")
-    with ProcessPoolExecutor(max_workers=n, mp_context=mp.get_context("spawn")) as ex:
+    from ..workers import init_worker, stopping_pool  # as produce's own pool
+
+    pool = ProcessPoolExecutor(max_workers=n, mp_context=mp.get_context("spawn"),
+                               initializer=init_worker, initargs=(os.getpid(),))
+    with stopping_pool(pool) as ex:
         yield from ex.map(_work, jobs)
 
 

@@ -751,10 +751,11 @@ def _map(jobs: list[tuple[Any, ...]], n: int, scheduler: Any = None, batch: int 
     # one BLAS thread per worker: the workers already use every core
     for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ.setdefault(var, "1")
-    from ..workers import init_worker  # workers ignore Ctrl-C: the parent reports it once
+    from ..workers import init_worker, stopping_pool  # workers ignore Ctrl-C
 
-    with ProcessPoolExecutor(max_workers=n, mp_context=mp.get_context("spawn"),
-                             initializer=init_worker, initargs=(os.getpid(),)) as ex:
+    pool = ProcessPoolExecutor(max_workers=n, mp_context=mp.get_context("spawn"),
+                               initializer=init_worker, initargs=(os.getpid(),))
+    with stopping_pool(pool) as ex:
         yield from ex.map(_work, jobs)
 
 
