@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from fractions import Fraction
 from pathlib import Path
@@ -256,7 +257,7 @@ def test_an_intrinsic_input_error_is_in_the_audit_reports_not_only_its_exit_code
     assert "intrinsic input error" in err and named in err
 
 
-@pytest.mark.parametrize("damage", ["array", "garbage", "dangling"])
+@pytest.mark.parametrize("damage", ["array", "garbage", "dangling", "native"])
 def test_export_and_diff_refuse_a_store_whose_intrinsic_part_check_refuses(tmp_path, capsys,
                                                                           damage):
     # check exited 2 on a flipped intrinsic array, while export wrote a bundle (exit 0) and
@@ -277,11 +278,26 @@ def test_export_and_diff_refuse_a_store_whose_intrinsic_part_check_refuses(tmp_p
         rec.path.write_bytes(bytes(raw))
     elif damage == "garbage":
         (bad / "intrinsic.jsonl").write_text('{"id": "x"}\n')
-    else:
+    elif damage == "dangling":
         os.remove(bad / "intrinsic.jsonl")
         os.symlink("/nonexistent/intrinsic.jsonl", bad / "intrinsic.jsonl")
+    else:  # well-formed, its arrays intact, but a native record needs the operator's Q and K
+        rec = read_intrinsic(open_store(bad))[0]
+        line = json.loads((bad / "intrinsic.jsonl").read_text().splitlines()[0])
+        with np.load(rec.path) as z:
+            kept = {k: z[k] for k in z.files}
+        np.savez(bad / "arrays" / "native.npz", centre_q=kept[sorted(kept)[0]])
+        line.update(id=line["operator"] + ".native", kind="native", arrays=["centre_q"],
+                    file="arrays/native.npz",
+                    sha256=hashlib.sha256((bad / "arrays" / "native.npz").read_bytes())
+                    .hexdigest())
+        line.pop("rank", None)
+        with open(bad / "intrinsic.jsonl", "a") as fh:
+            fh.write(json.dumps(line) + "\n")
     capsys.readouterr()
     assert main(["check", str(bad), "-q"]) == 2
+    assert main(["check", str(bad), "-q", "--export", str(tmp_path / "c.zip")]) == 2
+    assert not (tmp_path / "c.zip").exists()  # check --export wrote it
     assert main(["export", str(bad), "--out", str(tmp_path / "b.zip"), "-q"]) == 2
     assert not (tmp_path / "b.zip").exists()
     assert main(["diff", str(good), str(bad)]) == 2

@@ -267,19 +267,6 @@ def read_intrinsic(reader: StoreReader) -> list[IntrinsicRecord]:
     return recs
 
 
-def validate_intrinsic(reader: StoreReader) -> int:
-    """Returns the number of intrinsic records of the store after reading every one and its
-    arrays (checksum, names, dtypes, shapes, finiteness); raises InputError naming the file
-    and field of the first that fails.
-
-    For the commands that do not check intrinsic records (``export``, ``diff``): a store that
-    ``check`` refuses as tampered must not pass them with exit 0."""
-    records = read_intrinsic(reader)
-    for rec in records:
-        rec.load()  # the arrays are dropped at once: only their refusal matters here
-    return len(records)
-
-
 class IntrinsicWriter:
     """Appends intrinsic records to an existing store (rewrites intrinsic.jsonl atomically)."""
 

@@ -160,6 +160,17 @@ def iter_intrinsic_checks(reader: StoreReader, max_work: int | None = None
                    "rank": rec.rank, "error": str(err)}
 
 
+def refuse_intrinsic_errors(reader: StoreReader, max_work: int | None = None) -> None:
+    """Raises the first input error ``check`` would report on the store's intrinsic records
+    (InputError naming the file and field), after checking them as ``check`` does; returns
+    None when there is none.  For ``export`` and ``diff``, which do not report intrinsic
+    records: a store that ``check`` refuses must not pass them with exit 0."""
+    for res in iter_intrinsic_checks(reader, max_work):
+        if "error" in res:
+            raise InputError(f"intrinsic record {res['id']!r}: {res['error']}",
+                             field="intrinsic.jsonl", source=str(reader.root))
+
+
 def _f(s: str | None) -> float | None:
     # a ratio of proved ends may lie beyond the float range: +inf there, never OverflowError
     return None if s is None else clamped_float(Fraction(s))

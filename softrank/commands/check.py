@@ -215,10 +215,12 @@ def run(args: argparse.Namespace) -> int:
     # the bundle before the result line: an export that fails (exit 2) prints no verdict;
     # without brackets none is written, which is not "every claim proved" (exit 0)
     no_bundle = bool(args.export) and not records
-    if args.export and summary["errors"]:
+    bad_intrinsic = isum["errors"] if isum else 0
+    if args.export and (summary["errors"] or bad_intrinsic):
         # a bundle without them would replay as complete; the errors are named below
         print(f"softrank-certify: no bundle written to {shown(args.export)}: "
-              f"{summary['errors']} brackets are input errors", file=sys.stderr)
+              f"{summary['errors']} brackets and {bad_intrinsic} intrinsic records are input "
+              "errors", file=sys.stderr)
     elif args.export:
         from .export import export_records
 

@@ -22,7 +22,6 @@ from softrank.certify.errors import InputError
 from softrank.certify.rationals import qstr, to_rational
 from softrank.witnesses import jsonexact, open_store
 from softrank.witnesses.atomic import read_regular
-from softrank.witnesses.intrinsic_store import validate_intrinsic
 from softrank.witnesses.store import _ID as ID_RULE  # a report's ids are a store's
 
 from ..audit import DEFAULT_BUDGETS, MAX_BUDGETS, parse_budgets
@@ -33,6 +32,7 @@ from ..runner import iter_checks
 from ..terminal import shown
 from ..words import end_result, word
 from ..workers import jobs_count
+from ._intrinsic_check import refuse_intrinsic_errors
 
 NAME = "diff"
 HELP = ("name the (operator, eps) pairs whose validated brackets, verdicts or claim outcomes "
@@ -95,7 +95,7 @@ def load_side(path: str | Path, *, tier: str = "auto", jobs: int = 1,
         return "report", *_load_report(p, max_bytes)
     if (p / STORE_HEADER).is_file():
         # its intrinsic records are not compared, but a store check refuses is refused here
-        validate_intrinsic(open_store(p))
+        refuse_intrinsic_errors(open_store(p))
         recs = [normalize(r) for r in iter_checks(p, jobs=jobs, tier=tier)]
         return "store", sorted(recs, key=lambda r: r["bracket"]), None
     raise InputError("neither an audit report (report.json or its folder) nor a store "

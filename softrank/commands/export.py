@@ -9,13 +9,13 @@ from typing import Any
 
 from softrank.certify.numerics import workbound
 from softrank.witnesses import open_store
-from softrank.witnesses.intrinsic_store import validate_intrinsic
 
 from ..export import check_bundle_target, write_bundle
 from ..runner import iter_checks
 from ..terminal import shown
 from ..words import all_proved
 from ..workers import jobs_count
+from ._intrinsic_check import refuse_intrinsic_errors
 
 NAME = "export"
 HELP = ("check a store and write a replay bundle (exact rationals, raw arrays, sha256 per "
@@ -71,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
     max_work = None if args.max_work is None else workbound.parse_max_work(args.max_work)
     reader = open_store(args.store)  # validates the records before any work
     digest = reader.digest
-    validate_intrinsic(reader)  # not exported, but a store check refuses is refused here too
+    refuse_intrinsic_errors(reader, max_work)  # not exported, but what check refuses is refused
     records = list(iter_checks(args.store, jobs=args.jobs, max_work=max_work, digest=digest))
     if export_records(args.store, records, args.out, kyfan=not args.no_kyfan,
                       as_json=args.json, digest=digest, max_work=max_work,
