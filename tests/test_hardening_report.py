@@ -286,11 +286,17 @@ def test_long_eps_and_producer_names_are_shown_short_and_the_latex_builds(tmp_pa
     assert main(["audit", str(store), "--out", str(out), "--no-figures", "-q"]) in (0, 1)
     md = (out / "report.md").read_text()
     assert "~0.3 \\[" in md and "~7.58608e-1205 \\[" in md and "p" * 100 not in md
+    assert len(md.split("~0.3 \\[", 1)[1].split("\\]", 1)[0]) == 16  # a 64-bit digest
     assert "0.299999999999999988897769753748434595763683319091796875" not in md
     tex = (out / "report-tables.tex").read_text()
     assert max(len(line) for line in tex.splitlines()) < 2000
     doc = json.loads((out / "report.json").read_text())
     assert {r["eps"] for r in doc["records"]} == {tiny, float_eps}  # exact where it counts
+    csv = (out / "per_head.csv").read_text()  # data: exact, as before the short form
+    assert "0.299999999999999988897769753748434595763683319091796875" in csv
+    assert "~" not in csv
+    main_tex = (out / "report.tex").read_text()
+    assert "\\textasciitilde{}0.3 {[}" in main_tex  # "~" was TeX's tie: "0.3" read as exact
     if shutil.which("pdflatex") is None:
         return
     done = subprocess.run(["pdflatex", "-halt-on-error", "-interaction=nonstopmode",

@@ -99,13 +99,15 @@ _CUT_MARK = "\u2026["  # an ellipsis, then the digest in brackets
 
 def _shortened(v: str) -> str:
     """``v`` itself when at most SVG_TEXT_MAX characters long and free of the cut mark, else
-    its first 60, an ellipsis and the first 8 hex digits of the sha256 of ``v`` in brackets
+    its first 60, an ellipsis and the first 16 hex digits of the sha256 of ``v`` in brackets
     (so two long names that share their start stay apart, and no short name looks cut)."""
     # a short name holding the cut mark is cut too: shown whole it could pass for the cut
     # form of a long one
     if len(v) <= SVG_TEXT_MAX and _CUT_MARK not in v:
         return v
-    tag = hashlib.sha256(v.encode("utf-8", "backslashreplace")).hexdigest()[:8]
+    # 64 bits: two names share a cut form only when a birthday search of about 2^32
+    # sha256 evaluations finds them (with 8 hex digits, one took a second)
+    tag = hashlib.sha256(v.encode("utf-8", "backslashreplace")).hexdigest()[:16]
     return f"{v[:60]}{_CUT_MARK}{tag}]"
 
 
@@ -118,7 +120,7 @@ def cut(s: object) -> str:
 def svg_text(s: object) -> str:
     """Returns ``s`` safe as matplotlib text (titles, labels, legends in SVG/PNG figures):
     hidden characters made visible, cut to SVG_TEXT_MAX characters when longer (the first
-    60, an ellipsis and the first 8 hex digits of the sha256 of the visible text, so two long
+    60, an ellipsis and the first 16 hex digits of the sha256 of the visible text, so two long
     names that share their start stay apart), and ``$`` escaped so no mathtext is parsed from
     it.  (The SVG writer itself escapes XML.)"""
     return _shortened(visible(s)).replace("$", r"\$")

@@ -67,8 +67,8 @@ DEFINITIONS = {
     "eps_shown": "eps is shown exactly (a terminating decimal, else a/b) when that takes at "
                  "most 24 characters; a longer one (a float's exact value: 0.3 stored as a "
                  "float is a 56-digit decimal) as ~ and 6 significant digits, then the first "
-                 "8 hex digits of the sha256 of its exact a/b spelling; report.json holds "
-                 "every eps exactly",
+                 "16 hex digits of the sha256 of its exact a/b spelling (report tables "
+                 "only: report.json and per_head.csv hold every eps exactly)",
     "margin": "enclosure of the signed distance of the checked quantity from its threshold, "
               "positive on the claim's side",
     "closed": "a pair whose validated bracket is exact, L = U (r_eps known exactly)",
@@ -237,7 +237,7 @@ def report_markdown(rep: dict[str, Any]) -> str:
     out += [f"{s['brackets']} stored brackets ({s['checked']} checked, {s['input_errors']} "
             f"input errors) over {s['pairs']} (operator, eps) pairs; families: "
             f"{', '.join(md(tables.family_cell(f)) for f in s['families']) or '-'}; eps: "
-            f"{', '.join(md(tables.fmt_eps(e)) for e in s['eps']) or '-'}.", ""]
+            f"{', '.join(md(tables.eps_cell(e)) for e in s['eps']) or '-'}.", ""]
     if s["inconsistent_pairs"]:
         out += [f"**WARNING:** {s['inconsistent_pairs']} pairs have validated L > U, which no "
                 "sound check can produce; report this as a bug.", ""]
@@ -267,7 +267,7 @@ def report_markdown(rep: dict[str, Any]) -> str:
                         "Validated", "Result", "Why", "Margin", "Tier"],
             "rows": [[str(x) for x in (
                 c["bracket"], tables.family_cell(c["family"]), c["operator"],
-                tables.fmt_eps(c["eps"]), c["end"],
+                tables.eps_cell(c["eps"]), c["end"],
                 c["kind"], c["claimed"], c["validated"],
                 word(c.get("result") or end_result({f"{c['end']}_outcome": c["outcome"]},
                                                    c["end"])),
@@ -362,7 +362,7 @@ def tightened_markdown(rep: dict[str, Any]) -> list[str]:
         listing = {"columns": ["Operator", "Family", "eps", "Per eps [L, U]", "Tightened",
                                "L* from", "U* from"],
                    "rows": [[r["operator"], tables.family_cell(r["family"]),
-                             tables.fmt_eps(r["eps"]),
+                             tables.eps_cell(r["eps"]),
                              f"[{r['lower']}, {r['upper']}]",
                              f"[{r['tight_lower']}, {r['tight_upper']}]",
                              tables.fmt_citation(r["tight_lower_from"]),
@@ -410,7 +410,7 @@ def internal_error_text(x: dict[str, Any], esc: Any) -> str:
     """The words of one internal error of ``tightening.inconsistencies``, store text passed
     through ``esc`` (the target format's escaping): never rendered as a bracket."""
     return (f"proved ends of operator {esc(x['operator'])} at eps "
-            f"{tables.fmt_eps(x['eps'])} contradict after tightening across eps: L = "
+            f"{esc(tables.eps_cell(x['eps']))} contradict after tightening across eps: L = "
             f"{x['lower']} from {esc(tables.fmt_citation(x['lower_from']))} exceeds U = "
             f"{x['upper']} from {esc(tables.fmt_citation(x['upper_from']))}; no sound check "
             "can produce this (exit 3), report it as a bug")
@@ -599,7 +599,7 @@ def report_latex(rep: dict[str, Any]) -> str:
         f"{s['pairs']} (operator, $\\varepsilon$) pairs; families: "
         f"{tables.tex_escape(', '.join(map(tables.family_cell, s['families']))) or '-'}; "
         f"$\\varepsilon$: "
-        f"{', '.join(tables.fmt_eps(x) for x in s['eps']) or '-'}.",
+        f"{tables.tex_escape(', '.join(tables.eps_cell(x) for x in s['eps'])) or '-'}.",
         "",
         f"\\input{{{TABLES_TEX}}}",
         f"\\input{{{FIGURES_TEX}}}",

@@ -281,21 +281,29 @@ def fmt_decimal(q: Fraction, places: int, rounding: Rounding = "nearest") -> str
     return numfmt.fixed(q, places, rounding)
 
 
-#: the longest exact eps a table shows; a float's exact value (0.3 is a 56-digit decimal)
-#: or a long fraction would fill every cell, and past 3,000 characters stopped pdflatex
+def fmt_eps(eps: str) -> str:
+    """Returns eps exactly: as a decimal when it terminates, else as the fraction a/b (for
+    data files and terminal lines; report tables use :func:`eps_cell`)."""
+    return _exact_eps(Fraction(eps))
+
+
+#: the longest exact eps a report table shows; a float's exact value (0.3 is a 56-digit
+#: decimal) or a long fraction would fill every cell, and past 3,000 characters stopped
+#: pdflatex
 EPS_SHOWN_MAX = 24
 
 
-def fmt_eps(eps: str) -> str:
-    """Returns eps as an exact decimal when it terminates, else as the fraction a/b; when that
-    is longer than EPS_SHOWN_MAX characters, ``~`` and 6 significant digits, then the first 8
-    hex digits of the sha256 of its a/b spelling in brackets, so two long eps never look
-    alike (display only: report.json and the records keep eps exact)."""
+def eps_cell(eps: str) -> str:
+    """Returns eps for a report table (Markdown, LaTeX; the renderer escapes it): exact as
+    :func:`fmt_eps` spells it when that takes at most EPS_SHOWN_MAX characters, else ``~``,
+    6 significant digits and, in brackets, the first 16 hex digits of the sha256 of its a/b
+    spelling, so two long eps look alike only when those 64 bits collide (display only:
+    report.json and per_head.csv keep eps exact)."""
     q = Fraction(eps)
     exact = _exact_eps(q)
     if len(exact) <= EPS_SHOWN_MAX:
         return exact
-    tag = hashlib.sha256(f"{q.numerator}/{q.denominator}".encode()).hexdigest()[:8]
+    tag = hashlib.sha256(f"{q.numerator}/{q.denominator}".encode()).hexdigest()[:16]
     return f"~{numfmt.sig(q, 6)} [{tag}]"
 
 
@@ -370,7 +378,7 @@ def tightened_table(groups: list[dict[str, Any]]) -> dict[str, Any]:
         "tex_columns": ["Family", "eps", "Operators", "Narrowed", "per eps", "tightened",
                         "per eps", "tightened"],
         "column_groups": [["Within criterion", 4, 6], ["Closed", 6, 8]],
-        "rows": [[family_cell(g["family"]), fmt_eps(g["eps"]), str(g["operators"]),
+        "rows": [[family_cell(g["family"]), eps_cell(g["eps"]), str(g["operators"]),
                   str(g["tightened"]["changed"]), str(g["tightened"]["resolved_per_eps"]),
                   str(g["tightened"]["resolved"]), str(g["tightened"]["closed_per_eps"]),
                   str(g["tightened"]["closed"])] for g in groups],
@@ -398,7 +406,7 @@ def build_tables(groups: list[dict[str, Any]], budgets: Sequence[int],
         "columns": ["Family", "eps", "Shape", "Operators", "Within criterion", "Median L",
                     "Median U",
                     "Median U/L"], "left": 3,
-        "rows": [[family_cell(g["family"]), fmt_eps(g["eps"]), fmt_shape(g["shapes"]),
+        "rows": [[family_cell(g["family"]), eps_cell(g["eps"]), fmt_shape(g["shapes"]),
                   str(g["operators"]),
                   fmt_share(g["resolved_share"]), fmt_median(g["median_lower"]),
                   fmt_median(g["median_upper"]), _ratio_cell(g)] for g in groups],
@@ -412,7 +420,7 @@ def build_tables(groups: list[dict[str, Any]], budgets: Sequence[int],
                     *(f"U {word(o)}" for o in RESULTS[:4]),
                     *(f"L {word(o)}" for o in RESULTS), "Input errors"],
         "left": 2,
-        "rows": [[family_cell(g["family"]), fmt_eps(g["eps"]), str(g["records"]),
+        "rows": [[family_cell(g["family"]), eps_cell(g["eps"]), str(g["records"]),
                   *(str(_ends(g)["upper"].get(o, 0)) for o in RESULTS[:4]),
                   *(str(_ends(g)["lower"].get(o, 0)) for o in RESULTS),
                   str(g["errors"])] for g in groups],
@@ -431,7 +439,7 @@ def build_tables(groups: list[dict[str, Any]], budgets: Sequence[int],
             # verdicts on the brackets tightened across eps (per-eps ones: groups[].budgets)
             c = (g.get("tightened") or g)["budgets"][str(k)]
             n = g["operators"]
-            budget_rows.append([family_cell(g["family"]), fmt_eps(g["eps"]), str(k), str(n),
+            budget_rows.append([family_cell(g["family"]), eps_cell(g["eps"]), str(k), str(n),
                                 *(fmt_share(_q(Fraction(c[v], n)) if n else None)
                                   for v in VERDICTS)])
     budget = {
@@ -600,7 +608,7 @@ def interval_tables(rows: list[dict[str, Any]], settings: dict[str, Any]) -> dic
         "columns": ["Family", "eps", "Operators", "Within criterion", "95% CI", "Closed",
                     "Closed share",
                     "95% CI"], "left": 2,
-        "rows": [[family_cell(r["family"]), fmt_eps(r["eps"]), str(r["operators"]),
+        "rows": [[family_cell(r["family"]), eps_cell(r["eps"]), str(r["operators"]),
                   fmt_share(r["resolved_share"]), _share_ci(r["intervals"]["resolved_share"]),
                   str(r["closed"]), fmt_share(r["closed_share"]),
                   _share_ci(r["intervals"]["closed_share"])] for r in rows],
@@ -610,7 +618,7 @@ def interval_tables(rows: list[dict[str, Any]], settings: dict[str, Any]) -> dic
         "title": f"Medians of validated L, U and U/L per family and eps; {how}",
         "columns": ["Family", "eps", "Median L", "95% CI", "Median U", "95% CI",
                     "Median U/L", "95% CI"], "left": 2,
-        "rows": [[family_cell(r["family"]), fmt_eps(r["eps"]),
+        "rows": [[family_cell(r["family"]), eps_cell(r["eps"]),
                   _median_value(r["median_lower"], 1),
                   _median_ci(r["intervals"]["median_lower"], 1),
                   _median_value(r["median_upper"], 1),
@@ -638,7 +646,7 @@ def layer_table(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "note": CRITERION_NOTE,
         "columns": ["Family", "Layer", "eps", "Operators", "Within criterion", "Closed",
                     "Median L", "Median U"], "left": 3, "group_column": 1,
-        "rows": [[family_cell(r["family"]), layer_cell(r["layer"]), fmt_eps(r["eps"]),
+        "rows": [[family_cell(r["family"]), layer_cell(r["layer"]), eps_cell(r["eps"]),
                   str(r["operators"]),
                   fmt_share(r["resolved_share"]), fmt_share(r["closed_share"]),
                   fmt_median(r["median_lower"]), fmt_median(r["median_upper"])]
@@ -737,7 +745,7 @@ def block_tables(rows: list[dict[str, Any]], budgets: Sequence[int]) -> dict[str
     for g in rows:
         for k in budgets:
             sh = g["shares"][str(k)]
-            cells.append([family_cell(g["family"]), fmt_eps(g["eps"]), str(g["width"]),
+            cells.append([family_cell(g["family"]), eps_cell(g["eps"]), str(g["width"]),
                           fmt_shape(g["shapes"]),
                           str(k), str(g["operators"]), *(fmt_share(sh[v]) for v in VERDICTS)])
     return {"block_widths": {
@@ -777,7 +785,7 @@ def per_head_table(rows: list[dict[str, Any]]) -> dict[str, Any]:
         # from (same operator), the bracket ids and kinds stay in the CSV and report.json
         "tex_columns": ["Operator", "Family", "eps", "L", "U", "Gap", "U kind", "L kind",
                         "L*", "U*", "L* at eps", "U* at eps"],
-        "tex_rows": [[r["operator"], family_cell(r["family"]), fmt_eps(r["eps"]), str(r["lower"]),
+        "tex_rows": [[r["operator"], family_cell(r["family"]), eps_cell(r["eps"]), str(r["lower"]),
                       str(r["upper"]), str(r["gap"]), r["upper_kind"], r["lower_kind"],
                       *_tight_cells(r, short=True)] for r in rows],
     }
@@ -819,7 +827,7 @@ def loose_table(rows: list[dict[str, Any]], n: dict[str, int]) -> dict[str, Any]
         "columns": ["Operator", "eps", "[L, U]", "U-1 fit/eps", "U-1 runs within 3%",
                     "L+1 value", "Likely loose"],
         "left": 3, "text_columns": [0],
-        "rows": [[r["operator"], fmt_eps(r["eps"]),
+        "rows": [[r["operator"], eps_cell(r["eps"]),
                   f"[{r['lower']}, {r['upper']}]", num(r["upper_next_ratio"]),
                   agree_cell(r.get("upper_next_agree"), r.get("upper_next_runs")),
                   num(r["lower_next_value"]), r["likely_loose"]] for r in rows],
@@ -834,7 +842,7 @@ def _tight_cells(r: dict[str, Any], short: bool = False) -> list[str]:
         return ["-", "-", "-", "-"]
 
     def cite(c: dict[str, Any] | None) -> str:
-        return ("-" if c is None else fmt_eps(c["eps"])) if short else fmt_citation(c)
+        return ("-" if c is None else eps_cell(c["eps"])) if short else fmt_citation(c)
 
     ends = ([str(r["tight_lower"]), str(r["tight_upper"])] if r["tight_consistent"] else
             ["internal error", "internal error"])
