@@ -20,6 +20,7 @@ Conventions (stated in every report; see proofs_notes/audit.md):
 from __future__ import annotations
 
 import hashlib
+import json
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from fractions import Fraction
@@ -631,11 +632,14 @@ def interval_tables(rows: list[dict[str, Any]], settings: dict[str, Any]) -> dic
 
 
 def layer_cell(layer: object) -> str:
-    """Returns a layer as a cell: an integer as itself, a string that reads as one quoted
-    (layer 1 and layer "1" are two groups and must not look alike), other text cut as
-    families are."""
+    """Returns a layer as a cell: an integer as itself, a string that reads as one (or starts
+    with a quote) in JSON quotes (layer 1 and layer "1" are two groups and must not look
+    alike), other text as it is; cut as families are."""
     if isinstance(layer, str):
-        return f'"{layer}"' if layer.strip().lstrip("+-").isdigit() else escape.cut(layer)
+        # quoted (JSON) when it reads as an integer or starts with a quote, so no string
+        # shows as an integer or as another string's quoted form
+        plain = not (layer.strip().lstrip("+-").isdigit() or layer.startswith('"'))
+        return escape.cut(layer if plain else json.dumps(layer))
     return str(layer)
 
 
