@@ -99,8 +99,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--images", metavar="FILE",
                    help=".npz of images (one 3-D array each) for a vision model")
     p.add_argument("--decoder-tokens", type=int, metavar="M",
-                   help="encoder-decoder models: decoder length (the first M tokens of the "
-                        "text; default --tokens); cross attention is M x --tokens")
+                   help=f"encoder-decoder models: decoder length, 1 .. {MAX_TOKENS} (the "
+                        "first M tokens of the text; default --tokens); cross attention is "
+                        "M x --tokens")
     p.add_argument("--block-widths", type=int, nargs="+", metavar="N",
                    help="causal heads: also store the common-prefix block of each width N "
                         "(queries N-1..T-1 on keys 0..N-1, a `block` record)")
@@ -249,10 +250,12 @@ def iter_model(args: argparse.Namespace, provenance: dict[str, Any] | None = Non
                          "(vision models)", field="texts")
     if args.tokens is None:
         args.tokens = DEFAULT_TOKENS
-    for option, n in (("--tokens", args.tokens), ("--decoder-tokens", args.decoder_tokens)):
-        # the capture allocates n x n per head, and the tokenizer takes n as a C integer
-        if n is not None and not 2 <= n <= MAX_TOKENS:
-            raise InputError(f"must be from 2 to {MAX_TOKENS}, got {_short_int(n)}",
+    # the capture allocates n x n per head, and the tokenizer takes n as a C integer; a
+    # decoder of one token is allowed (its cross attention is 1 x --tokens)
+    for option, n, least in (("--tokens", args.tokens, 2),
+                             ("--decoder-tokens", args.decoder_tokens, 1)):
+        if n is not None and not least <= n <= MAX_TOKENS:
+            raise InputError(f"must be from {least} to {MAX_TOKENS}, got {_short_int(n)}",
                              field=option)
     widths = sorted(set(args.block_widths or []))
     if any(w < 1 for w in widths):
