@@ -142,7 +142,8 @@ def test_hub_id_is_refused_with_advice(tmp_path, capsys):
     assert not (tmp_path / "st").exists()
 
 
-@pytest.mark.parametrize("name", ["sentence-transformers/all-MiniLM-L6-v2", "someorg/some-model"])
+@pytest.mark.parametrize("name", ["sentence-transformers/all-MiniLM-L6-v2", "someorg/some-model",
+                                  "gpt2", "t5-small"])
 def test_the_saving_command_for_a_hub_id_is_printed_whole(tmp_path, capsys, name):
     # the length limit of an error's reason cut the middle out of the command it promised
     texts = tmp_path / "t.txt"
@@ -155,16 +156,18 @@ def test_the_saving_command_for_a_hub_id_is_printed_whole(tmp_path, capsys, name
     assert "t.AutoTokenizer.from_pretrained(n).save_pretrained('DIR')" in err
 
 
-def test_a_missing_local_folder_is_named_as_one_without_hub_advice(tmp_path, capsys):
+@pytest.mark.parametrize("name", ["./minilm-dir", "org/$(touch x)", "a/b/c", "x'y"])
+def test_a_missing_local_folder_is_named_as_one_without_hub_advice(tmp_path, capsys, name):
+    # no shell line is suggested around a name that is not spelled as a hub id
     texts = tmp_path / "t.txt"
     texts.write_text("some text\n")
-    assert main(["produce", str(tmp_path / "st"), "--model", "./minilm-dir", "--texts",
+    assert main(["produce", str(tmp_path / "st"), "--model", name, "--texts",
                  str(texts), "-q"]) == 2
     err = capsys.readouterr().err
-    assert "'./minilm-dir': no such folder" in err and "from_pretrained" not in err
+    assert ": no such folder" in err and "from_pretrained" not in err
 
 
-@pytest.mark.parametrize("tokens", ["99999999999999999999", "4097", "1"])
+@pytest.mark.parametrize("tokens", ["99999999999999999999", "4097", "1", "-3"])
 def test_tokens_out_of_range_is_an_input_error_naming_the_option(tmp_path, capsys, tokens):
     # a 20-digit --tokens reached the tokenizer as a C integer: OverflowError, exit 3
     texts = tmp_path / "t.txt"
@@ -206,3 +209,13 @@ def test_a_texts_file_that_cannot_be_text_is_an_input_error(tmp_path, capsys, ki
     with pytest.raises(InputError) as info:
         read_texts(p)
     assert said in str(info.value) and "--texts" in str(info.value) and str(p) in str(info.value)
+
+
+@pytest.mark.parametrize(("decoder", "refused"), [("0", True), ("5000", True), ("1", False)])
+def test_decoder_tokens_are_bounded_and_one_is_allowed(tmp_path, capsys, decoder, refused):
+    texts = tmp_path / "t.txt"
+    texts.write_text("some text\n")
+    main(["produce", str(tmp_path / "st"), "--model", str(tmp_path / "none"), "--texts",
+          str(texts), "--decoder-tokens", decoder, "-q"])
+    err = capsys.readouterr().err
+    assert ("--decoder-tokens: must be from 1 to 4096" in err) == refused

@@ -573,12 +573,16 @@ class Capture:
                     source=source)
 
 
+_HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}(/[A-Za-z0-9][A-Za-z0-9._-]{0,95})?")
+
+
 def _missing_model(name: str) -> str:
     """The reason for a model folder that does not exist: for a hub id, the command that
     saves one, when it fits the error's length limit whole (a cut command is no help)."""
     missing = (f"{name!r}: no such folder (models are read from local folders only; "
                "nothing is downloaded)")
-    if name.startswith((".", "/", "~")) or name.count("/") != 1 or "'" in name:
+    # only a name spelled as a hub id gets the command: it is pasted into a shell line
+    if not _HUB_ID.fullmatch(name):
         return missing
     command = (f"{name!r} is not a local folder (models are read from local folders only). "
                "Save it first: python -c \"import transformers as t; "
