@@ -198,7 +198,7 @@ def _texts_case(tmp_path, kind):
     ("latin-1", "is not UTF-8 text (byte 0 of the file)"),
     ("folder", "is not a regular file"),
     ("fifo", "is not a regular file"),
-    ("huge", "is larger than 4194304 bytes"),
+    ("huge", "4194305 bytes, above the limit of 4194304 for a texts file"),
 ])
 def test_a_texts_file_that_cannot_be_text_is_an_input_error(tmp_path, capsys, kind, said):
     # not UTF-8 was an internal error (exit 3); a folder or FIFO was "missing"; an 18 MB
@@ -219,3 +219,15 @@ def test_decoder_tokens_are_bounded_and_one_is_allowed(tmp_path, capsys, decoder
           str(texts), "--decoder-tokens", decoder, "-q"])
     err = capsys.readouterr().err
     assert ("--decoder-tokens: must be from 1 to 4096" in err) == refused
+
+
+@pytest.mark.parametrize("kind", ["folder", "fifo"])
+@pytest.mark.parametrize("option", ["--npz", "--images"])
+def test_an_input_that_is_not_a_regular_file_is_named_so(tmp_path, capsys, kind, option):
+    # --npz and --images said "file is missing" for a folder or FIFO
+    p = _texts_case(tmp_path, kind)
+    argv = (["--npz", str(p)] if option == "--npz" else
+            ["--model", str(tmp_path), "--images", str(p)])
+    assert main(["produce", str(tmp_path / "st"), *argv, "-q"]) == 2
+    err = capsys.readouterr().err
+    assert "is not a regular file" in err and "missing" not in err

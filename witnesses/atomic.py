@@ -264,9 +264,10 @@ def _fsync_fd(fd: int) -> None:
         pass
 
 
-def open_regular(path: str | os.PathLike, *, field: str = "file") -> IO[bytes]:
-    """Returns ``path`` opened for binary reading when it is a regular file and not a
-    symbolic link.
+def open_regular(path: str | os.PathLike, *, field: str = "file",
+                 follow_links: bool = False) -> IO[bytes]:
+    """Returns ``path`` opened for binary reading when it is a regular file and (unless
+    ``follow_links``, for a file the user named) not a symbolic link.
 
     A store comes from someone else: a record file linked to another store's, or to
     ``/proc/self/environ``, would otherwise be read (and its header copied into a report) as
@@ -277,8 +278,8 @@ def open_regular(path: str | os.PathLike, *, field: str = "file") -> IO[bytes]:
     """
     src = str(path)
     try:
-        fd = os.open(path, os.O_RDONLY | NOFOLLOW | getattr(os, "O_NONBLOCK", 0)
-                     | getattr(os, "O_CLOEXEC", 0))
+        fd = os.open(path, os.O_RDONLY | (0 if follow_links else NOFOLLOW)
+                     | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
         raise InputError("file is missing", field=field, source=src) from None
     except OSError as err:
@@ -292,7 +293,8 @@ def open_regular(path: str | os.PathLike, *, field: str = "file") -> IO[bytes]:
         regular = False
     if not regular:  # checked on the descriptor: fdopen itself refuses a folder with errno only
         os.close(fd)
-        raise InputError("is not a regular file", field=field, source=src)
+        raise InputError("is not a regular file (a folder, FIFO or device)", field=field,
+                         source=src)
     return os.fdopen(fd, "rb")
 
 
@@ -327,14 +329,15 @@ def max_record_bytes() -> int:
 
 def read_regular(path: str | os.PathLike, *, field: str = "file",
                  max_bytes: int | None = None,
-                 limit: str = f"for a record file ({MAX_RECORD_ENV})") -> bytes:
+                 limit: str = f"for a record file ({MAX_RECORD_ENV})",
+                 follow_links: bool = False) -> bytes:
     """Returns the bytes of ``path`` opened by :func:`open_regular` (same refusals).  Raises
     InputError, before reading, when the file is larger than ``max_bytes`` (default
     :func:`max_record_bytes`; the message ends with ``limit``, what sets it; a sparse file of
     100 GB was read into memory: MemoryError, exit 3), and when it grew past it while read."""
     if max_bytes is None:
         max_bytes = max_record_bytes()
-    with open_regular(path, field=field) as fh:
+    with open_regular(path, field=field, follow_links=follow_links) as fh:
         size = os.fstat(fh.fileno()).st_size
         if size > max_bytes:
             raise InputError(f"{size} bytes, above the limit of {max_bytes} {limit}",

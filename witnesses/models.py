@@ -30,7 +30,6 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import stat
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from softrank.certify.errors import MAX_REASON, InputError
+from softrank.witnesses.atomic import read_regular
 
 from .npzsafe import read_npz
 
@@ -257,28 +257,13 @@ def read_texts(path: str | Path) -> list[str]:
 
 def _read_text_file(p: Path, limit: int) -> str:
     """Returns the UTF-8 text of the regular file ``p`` of at most ``limit`` bytes."""
-    src = str(p)
-    try:  # O_NONBLOCK: a FIFO named as the file must not stall the open
-        fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
-    except FileNotFoundError:
-        raise InputError("texts file is missing", field="--texts", source=src) from None
-    except OSError as err:
-        raise InputError(f"cannot read: {err.strerror or err}", field="--texts",
-                         source=src) from None
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        raise InputError("is not a regular file (a folder, FIFO or device)", field="--texts",
-                         source=src)
-    with os.fdopen(fd, "rb") as fh:
-        data = fh.read(limit + 1)
-    if len(data) > limit:
-        raise InputError(f"is larger than {limit} bytes (paragraphs are tokenized whole): "
-                         "split it into several files", field="--texts", source=src)
+    data = read_regular(p, field="--texts", max_bytes=limit, follow_links=True,
+                        limit="for a texts file (paragraphs are tokenized whole): split it")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as err:
         raise InputError(f"is not UTF-8 text (byte {err.start} of the file)", field="--texts",
-                         source=src) from None
+                         source=str(p)) from None
 
 
 
@@ -292,8 +277,7 @@ def read_images(path: str | Path) -> list[np.ndarray]:
     ``produce --npz``): sizes, dtypes and shapes are refused before anything is allocated.
     """
     p = Path(path)
-    if not p.is_file():
-        raise InputError("images file is missing", field="images", source=str(p))
+    must_be_a_file(p, "--images")
     arrays = read_npz(p, None, expect=_image_expect, field_name="images")
     out = []
     for key, X in arrays.items():
@@ -590,3 +574,13 @@ def _missing_model(name: str) -> str:
                "t.AutoTokenizer.from_pretrained(n).save_pretrained('DIR')\" "
                "(AutoImageProcessor for vision models), then pass --model DIR")
     return command if len(command) <= MAX_REASON else missing
+
+
+def must_be_a_file(p: Path, field: str) -> None:
+    """Raises InputError naming ``field`` and ``p`` when ``p`` is missing or is not a regular
+    file (a folder, FIFO or device; a link to a regular file is one)."""
+    if not p.exists():
+        raise InputError("file is missing", field=field, source=str(p))
+    if not p.is_file():
+        raise InputError("is not a regular file (a folder, FIFO or device)", field=field,
+                         source=str(p))

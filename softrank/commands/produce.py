@@ -40,7 +40,7 @@ from softrank.certify.rationals import parse_eps
 from softrank.software import process_environment
 from softrank.terminal import shown
 from softrank.witnesses import Store, open_store
-from softrank.witnesses.models import softmax64
+from softrank.witnesses.models import must_be_a_file, softmax64
 from softrank.witnesses.npzsafe import read_npz
 from softrank.witnesses.producers import default_producers, get_producer
 from softrank.witnesses.producers._common import (
@@ -179,8 +179,7 @@ def iter_npz(paths: list[str], kind: str, family: str | None,
     (its operator's meta says so too)."""
     for path in paths:
         p = Path(path)
-        if not p.is_file():
-            raise InputError("file is missing", field="npz", source=path)
+        must_be_a_file(p, "npz")
         # headers and declared sizes are checked (and capped) before any array is allocated
         arrays = read_npz(p, None, expect=_npz_expect, field_name="npz")
         for key, X in arrays.items():
