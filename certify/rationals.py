@@ -29,8 +29,18 @@ MAX_DIGITS = 3914  # 10**3914 > 2**13000: more significant digits than this exce
 
 def to_rational(x: object, *, field: str = "value") -> Fraction:
     """Returns the exact rational that ``x`` denotes (see :func:`_to_rational`), refusing
-    numerators or denominators above MAX_BITS bits with an InputError."""
-    q = _to_rational(x, field=field)
+    numerators or denominators above MAX_BITS bits with an InputError.  An error raised by a
+    caller's own object (its ``__class__``, ``.p``, ``__int__``) is an InputError naming
+    ``field`` too."""
+    from .numerics.fpenv import FloatEnvironmentError
+
+    try:
+        q = _to_rational(x, field=field)
+    except (InputError, FloatEnvironmentError):
+        raise
+    except Exception as err:  # noqa: BLE001 - foreign code's failure is bad input here
+        raise InputError(f"reading the value raised {type(err).__name__}",
+                         field=field) from None
     if q.numerator.bit_length() > MAX_BITS or q.denominator.bit_length() > MAX_BITS:
         raise InputError(f"numerator or denominator longer than {MAX_BITS} bits", field=field)
     return q

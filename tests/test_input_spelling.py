@@ -148,3 +148,25 @@ def test_rational_like_objects_still_read_exactly_and_huge_ones_are_refused_firs
     assert to_rational(SimpleNamespace(numerator=5, denominator=10)) == Fraction(1, 2)
     with pytest.raises(InputError, match="longer than"):
         to_rational(SimpleNamespace(p=1 << 3_000_000, q=3))
+
+
+def test_an_object_whose_class_or_int_raises_is_an_input_error():
+    import numbers
+
+    from softrank.certify.errors import InputError
+
+    class BadClass:
+        @property
+        def __class__(self):  # noqa: PLE0101 - a hostile object on purpose
+            raise ValueError("no class")
+
+    class BadInt:
+        def __int__(self) -> int:
+            raise ValueError("no int")
+
+    numbers.Integral.register(BadInt)
+    holder = type("Holder", (), {"p": BadInt(), "q": 3})()
+    for x in (BadClass(), holder):
+        with pytest.raises(InputError) as info:
+            to_rational(x, field="cell.A[1][0]")
+        assert "cell.A[1][0]" in str(info.value)
