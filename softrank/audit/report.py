@@ -528,11 +528,11 @@ def _tex_head(rep: dict[str, Any], what: str) -> list[str]:
 
 def report_latex_tables(rep: dict[str, Any]) -> str:
     """Returns report-tables.tex: the booktabs table floats (``\\usepackage{booktabs,
-    graphicx}``), provenance and assumptions in comments, the assumptions also as the macro
+    graphicx,textcomp}``), provenance and assumptions in comments, the assumptions also as the macro
     ``\\softrankassumptions`` (an itemize), ready to ``\\input`` in a preamble of one's own
     (one or two columns).
     """
-    head = [*_tex_head(rep, "tables; needs \\usepackage{booktabs,graphicx}"),
+    head = [*_tex_head(rep, "tables; needs \\usepackage{booktabs,graphicx,textcomp}"),
             "% Assumptions:", *(f"%  - {a}" for a in rep["assumptions"]["items"]),
             "\\providecommand{\\softrankassumptions}{\\begin{itemize}"
             + "".join(f"\\item {tables.tex_escape(a)}" for a in rep["assumptions"]["items"])
@@ -559,8 +559,9 @@ def report_latex_figures(rep: dict[str, Any]) -> str:
 
 def report_latex_per_head(rep: dict[str, Any]) -> str:
     """Returns report-per-head.tex: the per-head longtable (``\\usepackage{booktabs,
-    longtable}``; one-column layouts only)."""
-    return ("\n".join(_tex_head(rep, "per-head table; needs \\usepackage{booktabs,longtable}"))
+    longtable,textcomp}``; one-column layouts only)."""
+    needs = "per-head table; needs \\usepackage{booktabs,longtable,textcomp}"
+    return ("\n".join(_tex_head(rep, needs))
             + "\n" + tables.latex_longtable(rep["per_head_table"], "tab:audit-per-head") + "\n")
 
 
@@ -584,6 +585,9 @@ def report_latex(rep: dict[str, Any]) -> str:
         r"\usepackage{graphicx}",
         r"\usepackage{booktabs}",
         r"\usepackage{longtable}",
+        # \textquotesingle and \textasciigrave (store text): in the kernel since 2020, a
+        # package before
+        r"\usepackage{textcomp}",
         r"\setlength{\textwidth}{6.5in}\setlength{\oddsidemargin}{0in}",
         r"\setlength{\evensidemargin}{0in}\setlength{\textheight}{9in}",
         r"\setlength{\topmargin}{-0.5in}",
