@@ -3,6 +3,11 @@ must leave nothing of the earlier run (over a store since changed) that reads as
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -59,41 +64,47 @@ def test_a_killed_rerun_leaves_no_earlier_table(tmp_path, name):
     assert not (out / name).exists()
 
 
+ENV = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+MINILM = Path(__file__).resolve().parent.parent / "examples" / "minilm"
+
+
+def _started(cmd: list[str], seconds: float) -> subprocess.Popen:
+    """Returns the process of ``cmd`` (in a session of its own) ``seconds`` after its start;
+    skips the test when it has already ended (nothing left to signal)."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=ENV,
+                            start_new_session=True)
+    time.sleep(seconds)
+    if proc.poll() is not None:
+        proc.communicate()
+        pytest.skip("the command ended before the signal")
+    return proc
+
+
+def _ended(proc: subprocess.Popen, seconds: float, what: str) -> bytes:
+    """Returns the standard error of ``proc`` once it ends within ``seconds``; otherwise kills
+    its process group and fails the test with ``what``."""
+    try:
+        return proc.communicate(timeout=seconds)[1]
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        pytest.fail(what)
+
+
 def test_a_second_ctrl_c_during_a_parallel_run_still_ends_the_process(tmp_path):
     # the workers ignore SIGINT; the parent waited for their chunks in the pool's shutdown,
     # a second SIGINT there left it hung in multiprocessing's exit handler (3 of 3 times)
-    import os
-    import signal
-    import subprocess
-    import sys
-    import time
-
-    store = Path(__file__).resolve().parent.parent / "examples" / "minilm"
-    cmd = [sys.executable, "-m", "softrank", "audit", str(store), "-q", "--no-figures",
-           "--jobs", "2", "--out", str(tmp_path / "out")]
-    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env,
-                            start_new_session=True)
-    time.sleep(3.0)
-    if proc.poll() is not None:
-        pytest.skip("the audit ended before the interrupt")
+    proc = _started([sys.executable, "-m", "softrank", "audit", str(MINILM), "-q",
+                     "--no-figures", "--jobs", "2", "--out", str(tmp_path / "out")], 3.0)
     proc.send_signal(signal.SIGINT)
     time.sleep(0.01)
     if proc.poll() is None:
         proc.send_signal(signal.SIGINT)
-    try:
-        code = proc.wait(timeout=60)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-        pytest.fail("hung after two interrupts")
-    assert code != 0  # interrupted: never read as "every claim proved"
+    _ended(proc, 60, "hung after two interrupts")
+    assert proc.returncode != 0  # interrupted: never read as "every claim proved"
 
 
 def test_sigterm_raises_terminated_inside_the_block_and_the_old_handler_returns():
-    import os
-    import signal
-
     from softrank.workers import Terminated, sigterm_as_interrupt
 
     before = signal.getsignal(signal.SIGTERM)
@@ -107,36 +118,19 @@ def test_sigterm_raises_terminated_inside_the_block_and_the_old_handler_returns(
 def test_sigterm_ends_a_run_with_143_no_temporary_file_and_a_resumable_journal(tmp_path, jobs):
     # without a handler SIGTERM killed the process where it stood: exit -15, no message, and
     # the temporary file of a write under way left behind
-    import os
-    import signal
-    import subprocess
-    import sys
-    import time
-
-    store = Path(__file__).resolve().parent.parent / "examples" / "minilm"
     out = tmp_path / "out"
-    cmd = [sys.executable, "-m", "softrank", "audit", str(store), "-q", "--no-figures",
+    cmd = [sys.executable, "-m", "softrank", "audit", str(MINILM), "-q", "--no-figures",
            "--jobs", jobs, "--out", str(out)]
-    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env,
-                            start_new_session=True)
-    time.sleep(4.0)
-    if proc.poll() is not None:
-        pytest.skip("the audit ended before the signal")
+    proc = _started(cmd, 4.0)
     proc.send_signal(signal.SIGTERM)
-    try:
-        _, err = proc.communicate(timeout=60)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-        pytest.fail("still running 60 s after SIGTERM")
+    err = _ended(proc, 60, "still running 60 s after SIGTERM")
     assert proc.returncode == 143, err
     assert b"terminated" in err
     assert not [p for p in out.rglob("*.tmp")]
     time.sleep(0.5)
     with pytest.raises(ProcessLookupError):  # no worker is left in the run's process group
         os.killpg(proc.pid, 0)
-    again = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env,
+    again = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=ENV,
                            timeout=600)
     assert again.returncode in (0, 1), again.stderr
     assert (out / "report.json").exists()
@@ -162,31 +156,15 @@ def test_a_torn_last_journal_line_is_reported_when_dropped(tmp_path, capsys):
 def test_sigterm_to_the_parent_alone_ends_a_parallel_produce(tmp_path):
     # produce's pool waited, in its shutdown, for every operator its workers were searching:
     # `kill PID` (docker stop, a supervisor) left it running for minutes
-    import os
-    import signal
-    import subprocess
-    import sys
-    import time
-
     import numpy as np
 
     rng = np.random.default_rng(7)
     np.savez(tmp_path / "heads.npz", logits=rng.normal(size=(6, 96, 96)))
-    cmd = [sys.executable, "-m", "softrank", "produce", str(tmp_path / "st"), "--npz",
-           str(tmp_path / "heads.npz"), "--eps", "0.25", "--jobs", "2", "-q"]
-    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env,
-                            start_new_session=True)
-    time.sleep(8.0)
-    if proc.poll() is not None:
-        pytest.skip("produce ended before the signal")
+    proc = _started([sys.executable, "-m", "softrank", "produce", str(tmp_path / "st"),
+                     "--npz", str(tmp_path / "heads.npz"), "--eps", "0.25", "--jobs", "2",
+                     "-q"], 8.0)
     proc.send_signal(signal.SIGTERM)  # the parent only, not its group
-    try:
-        _, err = proc.communicate(timeout=30)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-        pytest.fail("produce --jobs 2 still running 30 s after SIGTERM")
+    err = _ended(proc, 30, "produce --jobs 2 still running 30 s after SIGTERM")
     assert proc.returncode == 143, err
     assert err.count(b"\n") == 1 and b"terminated" in err  # one line, no worker traceback
     deadline = time.monotonic() + 10
@@ -203,8 +181,6 @@ def test_sigterm_to_the_parent_alone_ends_a_parallel_produce(tmp_path):
 
 def test_an_ignored_sigterm_stays_ignored():
     # the invoker's `trap '' TERM` was overridden: the command died with 143
-    import signal
-
     from softrank.workers import sigterm_as_interrupt
 
     before = signal.signal(signal.SIGTERM, signal.SIG_IGN)
