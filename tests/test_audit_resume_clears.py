@@ -68,11 +68,18 @@ ENV = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
 MINILM = Path(__file__).resolve().parent.parent / "examples" / "minilm"
 
 
+def _sigint_as_a_terminal_gives() -> None:
+    # a suite started in the background by a non-interactive shell (`make test &`) runs with
+    # SIGINT ignored, which its children inherit and Python keeps: the audit then ignored the
+    # test's Ctrl-C and finished with exit 0 (a fresh-clone run)
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _started(cmd: list[str], seconds: float) -> subprocess.Popen:
     """Returns the process of ``cmd`` (in a session of its own) ``seconds`` after its start;
     skips the test when it has already ended (nothing left to signal)."""
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=ENV,
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=_sigint_as_a_terminal_gives)
     time.sleep(seconds)
     if proc.poll() is not None:
         proc.communicate()
