@@ -808,5 +808,5 @@ def _map_dask(jobs: list[tuple[Any, ...]], scheduler: Any, batch: int | None = N
 
 
 def _short_int(n: int) -> str:
-    text = str(n) if abs(n) < 10**40 else f"an integer of {len(str(abs(n)))} digits"
-    return text
+    """Returns ``n`` as digits, or its digit count past 40 digits (an option's echo)."""
+    return str(n) if abs(n) < 10**40 else f"an integer of {len(str(abs(n)))} digits"
